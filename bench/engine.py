@@ -1,0 +1,96 @@
+"""µs per pod for the engine alone: parse, decide, mutate and derive the RFC 6902 patch.
+
+A pod of 3 containers (2 GPU, 1 plain) against 10 matching policies, then the same pod against
+sets of 10, 100 and 1,000 policies of which 10 match. Figures are medians of several rounds,
+measured side by side in one run; compare them as ratios.
+
+    python bench/engine.py [--rounds 7] [--pods 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from policies.engine import Engine
+from policies.loader import load_texts
+from policies.patch import json_patch
+from policies.policyset import PolicySet
+from webhook.quantity import parse_quantity
+
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "infer-7d9f",
+        "namespace": "team-a",
+        "labels": {"team": "a", "app": "infer"},
+        "annotations": {"gpu-admission.io/gpu-memory": "15Gi", "gpu-admission.io/mig-profile.encoder": "1g.10gb"},
+    },
+    "spec": {
+        "containers": [
+            {"name": "encoder", "image": "enc:1", "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "2"}}},
+            {"name": "decoder", "image": "dec:1", "resources": {"limits": {"nvidia.com/gpu": "1", "memory": "8Gi"}}},
+            {"name": "proxy", "image": "envoy:1", "resources": {"requests": {"cpu": "100m"}}},
+        ],
+        "tolerations": [{"key": "spot", "operator": "Exists"}],
+    },
+}
+
+
+def policy(i: int, matching: bool) -> str:
+    namespaces = '["team-a", "team-*"]' if matching else f'["other-{i}", "x{i}-*"]'
+    return f"""
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata: {{name: p{i:04d}}}
+spec:
+  priority: {i % 7}
+  match:
+    namespaces: {namespaces}
+    podSelector: {{matchLabels: {{team: a}}}}
+  mig: {{gpuModels: [A100-80GB, H100-80GB], defaultProfile: 1g.10gb}}
+  runtime:
+    runtimeClassName: nvidia
+    tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]
+    env: {{NVIDIA_DRIVER_CAPABILITIES: "compute,utility", POLICY_{i}: "on"}}
+    shmSize: 1Gi
+"""
+
+
+def engine(total: int, matching: int = 10) -> Engine:
+    texts = [(f"p{i}.yaml", policy(i, i < matching)) for i in range(total)]
+    result = load_texts(texts, parse_quantity)
+    assert not result.problems, result.problems[:3]
+    return Engine(PolicySet(result.policies), parse_quantity)
+
+
+def per_pod_us(subject: Engine, pods: int) -> float:
+    start = time.perf_counter()
+    for _ in range(pods):
+        result = subject.mutate(POD)
+        json_patch(result.original, result.object)
+    return (time.perf_counter() - start) / pods * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--pods", type=int, default=2000)
+    args = parser.parse_args()
+    subjects = {n: engine(n) for n in (10, 100, 1000)}
+    assert subjects[10].mutate(POD).changes
+    figures: dict[int, list[float]] = {n: [] for n in subjects}
+    for _ in range(args.rounds):
+        for n, subject in subjects.items():
+            figures[n].append(per_pod_us(subject, args.pods))
+    base = statistics.median(figures[10])
+    print("engine: mutate + patch, pod with 3 containers, 10 matching policies")
+    for n, values in figures.items():
+        median = statistics.median(values)
+        print(f"  {n:>5} policies: {median:8.1f} µs/pod (min {min(values):.1f})  ratio to 10: {median / base:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

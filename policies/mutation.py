@@ -1,0 +1,104 @@
+"""The mutating side: what the webhook does to a GPU pod, and why.
+
+Returns the mutated object, the changes with their policies, warnings, and the problems the
+validating side will deny on. The RFC 6902 patch is derived from the objects by the caller.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from policies.document import JSON, Change, child, clone
+from policies.fields import QuantityParser
+from policies.mig import MigPlan, MigPlanner, Problem
+from policies.model import GPUPolicy
+from policies.pod import ANNOTATION_PREFIX, PodView, parse_pod
+from policies.policyset import PolicySet
+from policies.request import RequestInfo
+from policies.rewrite import apply_plan
+from policies.runtime import apply_runtime, merge
+from policies.triton import inject_triton
+
+MUTATED_ANNOTATION = ANNOTATION_PREFIX + "mutated"
+WARNING_LIMIT = 120
+
+
+def short(text: str) -> str:
+    """kubectl prints warnings on one line each; the API server wants them short."""
+    return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class MutationResult:
+    original: JSON
+    object: JSON
+    changes: tuple[Change, ...] = ()
+    warnings: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+    policies: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+def plan_mig(
+    view: PodView, policy_set: PolicySet, matched: tuple[GPUPolicy, ...], parse_quantity: QuantityParser
+) -> MigPlan:
+    owner = next((p for p in matched if p.mig is not None), None)
+    if owner is None or owner.mig is None:
+        return MigPlan(None)
+    return MigPlanner(owner, owner.mig, policy_set.catalog, parse_quantity).plan(view)
+
+
+def mutate_pod(
+    raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, request: RequestInfo | None = None
+) -> MutationResult:
+    """InputError if the Pod is malformed; otherwise what the mutating webhook would do."""
+    request = request or RequestInfo()
+    view = parse_pod(raw, parse_quantity)
+    if view.mirror or not (view.holds_gpu or view.annotation("triton") == "inject"):
+        return MutationResult(raw, raw)
+    namespace = view.namespace or request.namespace
+    match = policy_set.matching(namespace, view.labels, {"object": raw, "request": request.cel_view()})
+    matched = match.policies
+    warnings = [f"policy {p.name} skipped: {why}" for p, why in match.errors]
+    plan = plan_mig(view, policy_set, matched, parse_quantity)
+    doc = clone(raw)
+    changes: list[Change] = []
+    problems = list(plan.problems)
+    apply_plan(doc, plan, changes, problems)
+    merged = policy_set.memo("runtime", matched, merge)
+    inject_triton(doc, view, matched, plan.policy, merged, changes, problems)
+    if merged is not None:
+        gpu_containers = [c for c in view.all_containers if c.holds_gpu]
+        apply_runtime(doc, view, merged, gpu_containers, changes, warnings)
+    if changes:
+        _record(doc, changes)
+    warnings.extend(plan.warnings)
+    warnings.extend(f"will be denied: {p}" for p in problems)
+    return MutationResult(
+        original=raw,
+        object=doc if changes else raw,
+        changes=tuple(changes),
+        warnings=tuple(short(w) for w in warnings),
+        problems=tuple(problems),
+        policies=tuple(p.name for p in matched),
+    )
+
+
+def _record(doc: dict[str, JSON], changes: list[Change]) -> None:
+    """Keep what was changed in the pod itself, merged with any earlier pass's record."""
+    annotations = child(child(doc, "metadata"), "annotations")
+    try:
+        earlier = json.loads(annotations.get(MUTATED_ANNOTATION, "[]"))
+    except ValueError:
+        earlier = []
+    recorded = [e for e in earlier if isinstance(e, str)] if isinstance(earlier, list) else []
+    seen = set(recorded)
+    for text in map(str, changes):
+        if text not in seen:
+            seen.add(text)
+            recorded.append(text)
+    annotations[MUTATED_ANNOTATION] = json.dumps(recorded, separators=(",", ":"))

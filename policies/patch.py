@@ -1,0 +1,54 @@
+"""The RFC 6902 patch between the object as sent and as mutated.
+
+Mutation touches a few leaves of a large Pod, so the walk skips every equal subtree with one
+C-level `==` and only descends where something differs. Appends to a list (a new toleration,
+a sidecar) become `add` operations; any other list change is handed to jsonpatch's own
+differ. Pointers are escaped by jsonpointer (`/` as `~1`, `~` as `~0`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonpatch
+from jsonpointer import escape
+
+Operation = dict[str, Any]
+
+
+def json_patch(original: Any, mutated: Any) -> list[Operation]:
+    if original is mutated:
+        return []
+    operations: list[Operation] = []
+    _diff(original, mutated, "", operations)
+    return operations
+
+
+def _diff(before: Any, after: Any, path: str, out: list[Operation]) -> None:
+    if before == after:
+        return
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in before.keys() - after.keys():
+            out.append({"op": "remove", "path": f"{path}/{escape(key)}"})
+        for key, value in after.items():
+            if key not in before:
+                out.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
+            else:
+                _diff(before[key], value, f"{path}/{escape(key)}", out)
+        return
+    if isinstance(before, list) and isinstance(after, list):
+        if len(before) <= len(after) and after[: len(before)] == before:
+            out.extend({"op": "add", "path": f"{path}/{i}", "value": after[i]} for i in range(len(before), len(after)))
+            return
+        if len(before) == len(after):
+            for i, (old, new) in enumerate(zip(before, after, strict=True)):
+                _diff(old, new, f"{path}/{i}", out)
+            return
+        nested: list[Operation] = jsonpatch.make_patch(before, after).patch
+        for operation in nested:
+            operation["path"] = path + operation["path"]
+            if "from" in operation:
+                operation["from"] = path + operation["from"]
+        out.extend(nested)
+        return
+    out.append({"op": "replace", "path": path or "", "value": after})

@@ -1,0 +1,177 @@
+"""The boundary for Pods: a raw Pod (JSON) becomes a frozen PodView the engine decides on.
+
+Only what GPU admission needs is read; malformed fields raise InputError with their path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from policies.catalog import MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
+from policies.errors import InputError
+from policies.fields import QuantityParser
+
+ANNOTATION_PREFIX = "gpu-admission.io/"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+SHM_PATH = "/dev/shm"
+GPU_RESOURCE_DOMAIN = "nvidia.com/"
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerView:
+    index: int
+    name: str
+    init: bool
+    requests: Mapping[str, Decimal]
+    limits: Mapping[str, Decimal]
+    env: Mapping[str, str | None]
+    mounts_shm: bool
+    restart_always: bool
+
+    @property
+    def path(self) -> str:
+        return f"spec.{'initContainers' if self.init else 'containers'}[{self.index}]"
+
+    def amount(self, resource: str) -> Decimal | None:
+        """limits win, as the API server defaults requests from limits for extended resources."""
+        if resource in self.limits:
+            return self.limits[resource]
+        return self.requests.get(resource)
+
+    @property
+    def wants_whole_gpu(self) -> bool:
+        return WHOLE_GPU_RESOURCE in self.requests or WHOLE_GPU_RESOURCE in self.limits
+
+    def mig_resources(self) -> dict[str, Decimal]:
+        names = {r for r in (*self.requests, *self.limits) if r.startswith(MIG_RESOURCE_PREFIX)}
+        return {name: self.amount(name) or Decimal(0) for name in names}
+
+    @property
+    def holds_gpu(self) -> bool:
+        return self.wants_whole_gpu or any(r.startswith(MIG_RESOURCE_PREFIX) for r in (*self.requests, *self.limits))
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    name: str
+    namespace: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    containers: tuple[ContainerView, ...]
+    init_containers: tuple[ContainerView, ...]
+    node_selector: Mapping[str, str]
+    runtime_class_name: str | None
+    volume_names: frozenset[str]
+    phase: str | None
+    deleting: bool
+
+    @property
+    def mirror(self) -> bool:
+        return MIRROR_ANNOTATION in self.annotations
+
+    def annotation(self, name: str) -> str | None:
+        return self.annotations.get(ANNOTATION_PREFIX + name)
+
+    @property
+    def all_containers(self) -> tuple[ContainerView, ...]:
+        return self.init_containers + self.containers
+
+    @property
+    def holds_gpu(self) -> bool:
+        return any(c.holds_gpu for c in self.all_containers)
+
+
+def _mapping(raw: object, path: str) -> Mapping[str, object]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InputError(path, "must be an object")
+    return raw
+
+
+def _string_map(raw: object, path: str) -> dict[str, str]:
+    fields = _mapping(raw, path)
+    for key, value in fields.items():
+        if not isinstance(value, str):
+            raise InputError(f"{path}.{key}", "must be a string")
+    return dict(fields)  # type: ignore[arg-type]
+
+
+def _list(raw: object, path: str) -> list[object]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InputError(path, "must be a list")
+    return raw
+
+
+def _quantities(raw: object, path: str, parse: QuantityParser) -> dict[str, Decimal]:
+    """GPU resources only: the API server validates the rest, and parsing is the costly part."""
+    parsed: dict[str, Decimal] = {}
+    for resource, value in _mapping(raw, path).items():
+        if not resource.startswith(GPU_RESOURCE_DOMAIN):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise InputError(f"{path}.{resource}", f"{value!r} is not a quantity")
+        try:
+            parsed[resource] = parse(value)
+        except (ValueError, TypeError, ArithmeticError):
+            raise InputError(f"{path}.{resource}", f"{value!r} is not a quantity") from None
+    return parsed
+
+
+def _container(raw: object, index: int, init: bool, parse: QuantityParser) -> ContainerView:
+    path = f"spec.{'initContainers' if init else 'containers'}[{index}]"
+    fields = _mapping(raw, path)
+    name = fields.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{path}.name", "every container needs a name")
+    resources = _mapping(fields.get("resources"), f"{path}.resources")
+    env: dict[str, str | None] = {}
+    for i, item in enumerate(_list(fields.get("env"), f"{path}.env")):
+        entry = _mapping(item, f"{path}.env[{i}]")
+        if not isinstance(entry.get("name"), str):
+            raise InputError(f"{path}.env[{i}].name", "must be a string")
+        value = entry.get("value")
+        env[entry["name"]] = value if isinstance(value, str) else None  # type: ignore[index]
+    mounts = [
+        _mapping(m, f"{path}.volumeMounts[{i}]")
+        for i, m in enumerate(_list(fields.get("volumeMounts"), f"{path}.volumeMounts"))
+    ]
+    return ContainerView(
+        index=index,
+        name=name,
+        init=init,
+        requests=_quantities(resources.get("requests"), f"{path}.resources.requests", parse),
+        limits=_quantities(resources.get("limits"), f"{path}.resources.limits", parse),
+        env=env,
+        mounts_shm=any(m.get("mountPath") in (SHM_PATH, SHM_PATH + "/") for m in mounts),
+        restart_always=fields.get("restartPolicy") == "Always",
+    )
+
+
+def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
+    """A PodView of a Pod's JSON, or of a pod template (metadata + spec) when namespace is given."""
+    pod = _mapping(raw, "")
+    metadata = _mapping(pod.get("metadata"), "metadata")
+    spec = _mapping(pod.get("spec"), "spec")
+    containers = _list(spec.get("containers"), "spec.containers")
+    init_containers = _list(spec.get("initContainers"), "spec.initContainers")
+    volumes = _list(spec.get("volumes"), "spec.volumes")
+    status = _mapping(pod.get("status"), "status")
+    runtime_class = spec.get("runtimeClassName")
+    return PodView(
+        name=str(metadata.get("name") or metadata.get("generateName") or ""),
+        namespace=str(metadata.get("namespace") or ""),
+        labels=_string_map(metadata.get("labels"), "metadata.labels"),
+        annotations=_string_map(metadata.get("annotations"), "metadata.annotations"),
+        containers=tuple(_container(c, i, False, parse_quantity) for i, c in enumerate(containers)),
+        init_containers=tuple(_container(c, i, True, parse_quantity) for i, c in enumerate(init_containers)),
+        node_selector=_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+        runtime_class_name=runtime_class if isinstance(runtime_class, str) else None,
+        volume_names=frozenset(str(_mapping(v, f"spec.volumes[{i}]").get("name")) for i, v in enumerate(volumes)),
+        phase=status.get("phase") if isinstance(status.get("phase"), str) else None,  # type: ignore[arg-type]
+        deleting=metadata.get("deletionTimestamp") is not None,
+    )

@@ -1,0 +1,33 @@
+"""What the engine knows of the admission request, apart from the object itself."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Operation(enum.Enum):
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    CONNECT = "CONNECT"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    namespace: str = ""
+    operation: Operation = Operation.CREATE
+    dry_run: bool = False
+    uid: str = ""
+    username: str = ""
+    groups: tuple[str, ...] = ()
+
+    def cel_view(self) -> dict[str, object]:
+        """`request` as CEL rules see it (the fields ValidatingAdmissionPolicy rules use most)."""
+        return {
+            "namespace": self.namespace,
+            "operation": self.operation.value,
+            "dryRun": self.dry_run,
+            "uid": self.uid,
+            "userInfo": {"username": self.username, "groups": list(self.groups)},
+        }

@@ -1,0 +1,77 @@
+"""Writes a MigPlan into the Pod: mixed renames resources, single steers to MIG nodes."""
+
+from __future__ import annotations
+
+from policies.catalog import PRODUCT_LABEL, WHOLE_GPU_RESOURCE
+from policies.document import JSON, Change, child, container_at, format_count
+from policies.mig import MigPlan, Problem, Rewrite
+from policies.model import Strategy
+
+
+def apply_plan(doc: dict[str, JSON], plan: MigPlan, changes: list[Change], problems: list[Problem]) -> None:
+    if plan.policy is None or not plan.rewrites:
+        return
+    if plan.strategy is Strategy.MIXED:
+        for rewrite in plan.rewrites:
+            _rename(doc, rewrite, plan.policy.name, changes)
+    else:
+        _steer(doc, plan, changes, problems)
+
+
+def _rename(doc: dict[str, JSON], rewrite: Rewrite, policy: str, changes: list[Change]) -> None:
+    container = rewrite.container
+    resources = child(container_at(doc, container.init, container.index), "resources")
+    count = format_count(container.amount(WHOLE_GPU_RESOURCE))
+    for section in ("limits", "requests"):
+        values = child(resources, section)
+        values.pop(WHOLE_GPU_RESOURCE, None)
+        values[rewrite.profile.resource] = count
+    changes.append(
+        Change(f"{container.path}.resources", f"nvidia.com/gpu -> {rewrite.profile.resource} ({rewrite.why})", policy)
+    )
+
+
+def single_strategy_labels(plan: MigPlan) -> tuple[str, ...]:
+    labels: dict[str, None] = {}
+    for rewrite in plan.rewrites:
+        for model in rewrite.models:
+            labels.update(dict.fromkeys(model.single_strategy_labels(rewrite.profile)))
+    return tuple(labels)
+
+
+def _steer(doc: dict[str, JSON], plan: MigPlan, changes: list[Change], problems: list[Problem]) -> None:
+    assert plan.policy is not None
+    policy = plan.policy.name
+    labels = single_strategy_labels(plan)
+    why = plan.rewrites[0].why
+    spec = doc["spec"]
+    selected = (spec.get("nodeSelector") or {}).get(PRODUCT_LABEL)
+    if selected is not None:
+        if selected not in labels:
+            problems.append(
+                Problem(
+                    policy,
+                    f"spec.nodeSelector.{PRODUCT_LABEL}",
+                    f"selects {selected}, but this pod needs one of {', '.join(labels)}",
+                )
+            )
+        return
+    if len(labels) == 1:
+        child(spec, "nodeSelector")[PRODUCT_LABEL] = labels[0]
+        changes.append(Change(f"spec.nodeSelector.{PRODUCT_LABEL}", f"{labels[0]} ({why})", policy))
+        return
+    node_selector = child(
+        child(child(spec, "affinity"), "nodeAffinity"), "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    terms = child(node_selector, "nodeSelectorTerms", list)
+    if not terms:
+        terms.append({})
+    requirement = {"key": PRODUCT_LABEL, "operator": "In", "values": list(labels)}
+    added = False
+    for term in terms:
+        expressions = child(term, "matchExpressions", list)
+        if requirement not in expressions:
+            expressions.append(requirement)
+            added = True
+    if added:
+        changes.append(Change("spec.affinity.nodeAffinity", f"{PRODUCT_LABEL} in {', '.join(labels)} ({why})", policy))

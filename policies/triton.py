@@ -1,0 +1,80 @@
+"""The Triton Inference Server sidecar, as Triton's own Kubernetes examples run it."""
+
+from __future__ import annotations
+
+from policies.catalog import WHOLE_GPU_RESOURCE, mixed_resource
+from policies.document import JSON, Change, child
+from policies.mig import Problem
+from policies.model import GPUPolicy, Strategy, TritonSpec
+from policies.pod import SHM_PATH, PodView
+from policies.runtime import SHM_VOLUME, Merged, ensure_shm_volume
+
+CONTAINER = "triton"
+PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
+TRITON_USER = 1000
+
+
+def _probe(path: str, **timing: int) -> dict[str, JSON]:
+    return {"httpGet": {"path": path, "port": "http"}, **timing}
+
+
+def sidecar(spec: TritonSpec, repository: str, resources: dict[str, str], env: list[dict[str, str]]) -> dict[str, JSON]:
+    container: dict[str, JSON] = {
+        "name": CONTAINER,
+        "image": spec.image,
+        "command": ["tritonserver"],
+        "args": [f"--model-repository={repository}"],
+        "ports": [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in PORTS],
+        "livenessProbe": _probe("/v2/health/live", periodSeconds=10),
+        "readinessProbe": _probe("/v2/health/ready", periodSeconds=5),
+        # Triton's chart: a 5-minute model-load budget before liveness counts.
+        "startupProbe": _probe("/v2/health/ready", periodSeconds=10, failureThreshold=30),
+        "securityContext": {"runAsUser": TRITON_USER, "runAsGroup": TRITON_USER, "allowPrivilegeEscalation": False},
+        "volumeMounts": [{"name": SHM_VOLUME, "mountPath": SHM_PATH}],
+    }
+    if resources:
+        container["resources"] = {"limits": dict(resources), "requests": dict(resources)}
+    if env:
+        container["env"] = env
+    if spec.native_sidecar:
+        container["restartPolicy"] = "Always"
+    return container
+
+
+def inject_triton(
+    doc: dict[str, JSON],
+    pod: PodView,
+    policies: tuple[GPUPolicy, ...],
+    mig_policy: GPUPolicy | None,
+    merged: Merged | None,
+    changes: list[Change],
+    problems: list[Problem],
+) -> None:
+    if pod.annotation("triton") != "inject":
+        return
+    if any(c.name == CONTAINER for c in pod.all_containers):
+        return
+    owner = next((p for p in policies if p.triton is not None), None)
+    spec = owner.triton if owner and owner.triton else TritonSpec()
+    policy = owner.name if owner else "(built-in Triton defaults)"
+    repository = pod.annotation("triton-model-repository") or spec.model_repository
+    if not repository:
+        problems.append(
+            Problem(
+                policy,
+                "metadata.annotations",
+                "triton: inject needs gpu-admission.io/triton-model-repository or the policy's triton.modelRepository",
+            )
+        )
+        return
+    resources: dict[str, str] = {}
+    if spec.profile:
+        single = mig_policy is not None and mig_policy.mig is not None and mig_policy.mig.strategy is Strategy.SINGLE
+        resources[WHOLE_GPU_RESOURCE if single else mixed_resource(spec.profile)] = "1"
+    env = [{"name": k, "value": v} for k, (v, _) in merged.env.items()] if merged and spec.profile else []
+    raw = sidecar(spec, repository, resources, env)
+    key = "initContainers" if spec.native_sidecar else "containers"
+    child(doc["spec"], key, list).append(raw)
+    changes.append(Change(f"spec.{key}", f"triton sidecar {spec.image} --model-repository={repository}", policy))
+    size = merged.shm_size[0] if merged and merged.shm_size else None
+    ensure_shm_volume(doc, size, policy, changes)

@@ -1,0 +1,73 @@
+"""Shared builders: policies from YAML text, pods from a few words, the kubernetes V1Pod round-trip."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient
+
+from policies.engine import Engine
+from policies.loader import load_texts
+from policies.policyset import PolicySet
+from webhook.quantity import parse_quantity
+
+_API = ApiClient()
+
+
+def engine_from(*documents: str) -> Engine:
+    texts = [(f"policy-{i}.yaml", textwrap.dedent(doc)) for i, doc in enumerate(documents)]
+    result = load_texts(texts, parse_quantity)
+    assert not result.problems, [str(p) for p in result.problems]
+    return Engine(PolicySet(result.policies), parse_quantity)
+
+
+def policy(name: str = "p", spec: str = "") -> str:
+    body = textwrap.indent(textwrap.dedent(spec).strip(), "  ")
+    return f"apiVersion: gpu-admission.io/v1alpha1\nkind: GPUPolicy\nmetadata:\n  name: {name}\nspec:\n{body}\n"
+
+
+def pod(
+    *containers: dict[str, Any],
+    namespace: str = "ml",
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    init: tuple[dict[str, Any], ...] = (),
+    **spec: Any,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "p", "namespace": namespace}
+    if annotations:
+        metadata["annotations"] = {f"gpu-admission.io/{k}" if "/" not in k else k: v for k, v in annotations.items()}
+    if labels:
+        metadata["labels"] = labels
+    body: dict[str, Any] = {"containers": list(containers) or [gpu_container()], **spec}
+    if init:
+        body["initContainers"] = list(init)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": body}
+
+
+def gpu_container(name: str = "main", gpus: int | str = 1, where: str = "limits", **extra: Any) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    for section in ("limits", "requests") if where == "both" else (where,):
+        resources[section] = {"nvidia.com/gpu": gpus}
+    return {"name": name, "image": "cuda", "resources": resources, **extra}
+
+
+def plain_container(name: str = "sidecar") -> dict[str, Any]:
+    return {"name": name, "image": "busybox", "resources": {"limits": {"cpu": "1"}}}
+
+
+def as_v1pod_and_back(document: dict[str, Any]) -> Any:
+    """Deserialize through the kubernetes client's V1Pod model and serialize again."""
+    model = _API._ApiClient__deserialize(document, "V1Pod")  # type: ignore[attr-defined]
+    return _API.sanitize_for_serialization(model)
+
+
+@pytest.fixture
+def default_engine() -> Engine:
+    from webhook.sources import load_policies
+
+    policy_set, result = load_policies(None)
+    assert not result.problems
+    return Engine(policy_set, parse_quantity)

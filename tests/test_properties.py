@@ -1,0 +1,143 @@
+"""Properties over random GPU pods: the patch applies, requests equal limits, a second pass is empty,
+and the patched Pod survives the kubernetes client's V1Pod model with no field lost."""
+
+import jsonpatch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policies.patch import json_patch
+from tests.conftest import as_v1pod_and_back, engine_from, policy
+
+ENGINE = engine_from(
+    policy(
+        "mixed",
+        """
+match: {namespaces: ["ml-*"]}
+mig: {gpuModels: [A100-80GB, H100-80GB], defaultProfile: 1g.10gb}
+runtime:
+  runtimeClassName: nvidia
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  env: {NVIDIA_DRIVER_CAPABILITIES: "compute,utility"}
+  shmSize: 1Gi
+triton: {modelRepository: "s3://models", profile: 1g.10gb}
+""",
+    ),
+    policy(
+        "single",
+        """
+match: {namespaces: [single]}
+mig: {strategy: single, gpuModels: [H200-141GB, B200-180GB], defaultProfile: 1g.18gb}
+runtime: {nodeSelector: {pool: gpu}}
+""",
+    ),
+)
+
+# The API server sends quantities as strings, as V1Pod models them.
+gpu_amount = st.sampled_from(["1", "2", "3"])
+resources = st.fixed_dictionaries(
+    {},
+    optional={
+        "limits": st.dictionaries(
+            st.sampled_from(["nvidia.com/gpu", "cpu", "memory", "nvidia.com/mig-2g.20gb"]), gpu_amount, max_size=3
+        ),
+        "requests": st.dictionaries(st.sampled_from(["nvidia.com/gpu", "cpu"]), st.just("1"), max_size=2),
+    },
+)
+
+
+@st.composite
+def containers(draw, prefix):
+    count = draw(st.integers(min_value=0 if prefix == "init" else 1, max_value=3))
+    result = []
+    for i in range(count):
+        container = {"name": f"{prefix}{i}", "image": "cuda:12"}
+        res = draw(resources)
+        gpu = res.get("limits", {}).get("nvidia.com/gpu")
+        if gpu is not None and "nvidia.com/gpu" in res.get("requests", {}):
+            res["requests"]["nvidia.com/gpu"] = gpu
+        if res:
+            container["resources"] = res
+        if draw(st.booleans()):
+            container["env"] = [{"name": draw(st.sampled_from(["A", "NVIDIA_DRIVER_CAPABILITIES"])), "value": "x"}]
+        result.append(container)
+    return result
+
+
+annotations = st.dictionaries(
+    st.sampled_from(
+        [
+            "gpu-admission.io/mig-profile",
+            "gpu-admission.io/gpu-memory",
+            "gpu-admission.io/triton",
+            "gpu-admission.io/gpu-model",
+            "gpu-admission.io/mig-profile.main0",
+        ]
+    ),
+    st.sampled_from(["1g.10gb", "3g.40gb", "1g.18gb", "15Gi", "200Gi", "inject", "H100-80GB", "B200-180GB", "bogus"]),
+    max_size=4,
+)
+
+
+@st.composite
+def pods(draw):
+    spec = {"containers": draw(containers("main"))}
+    init = draw(containers("init"))
+    if init:
+        spec["initContainers"] = init
+    if draw(st.booleans()):
+        spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    metadata = {"name": "p", "namespace": draw(st.sampled_from(["ml-a", "single", "other"]))}
+    chosen = draw(annotations)
+    if chosen:
+        metadata["annotations"] = chosen
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(pods())
+def test_the_patch_applies_cleanly_and_yields_the_mutated_pod(raw):
+    result = ENGINE.mutate(raw)
+    patched = jsonpatch.apply_patch(raw, json_patch(raw, result.object))
+    assert patched == result.object
+
+
+@SETTINGS
+@given(pods())
+def test_mig_requests_always_equal_limits(raw):
+    result = ENGINE.mutate(raw)
+    for container in result.object["spec"]["containers"] + result.object["spec"].get("initContainers", []):
+        res = container.get("resources", {})
+        for name, amount in res.get("limits", {}).items():
+            if name.startswith("nvidia.com/mig-") and name in res.get("requests", {}):
+                assert str(res["requests"][name]) == str(amount)
+        changed_here = [c for c in result.changes if "nvidia.com/mig-" in c.what]
+        for change in changed_here:
+            assert "nvidia.com/gpu ->" in change.what
+
+
+@SETTINGS
+@given(pods())
+def test_a_second_pass_over_its_own_output_returns_no_patch(raw):
+    first = ENGINE.mutate(raw)
+    second = ENGINE.mutate(first.object)
+    assert json_patch(first.object, second.object) == []
+    assert not second.changes
+
+
+@SETTINGS
+@given(pods())
+def test_the_patched_pod_round_trips_through_v1pod_with_no_field_lost(raw):
+    result = ENGINE.mutate(raw)
+    assert as_v1pod_and_back(result.object) == _normalised(result.object)
+
+
+def _normalised(value):
+    """V1Pod serializes quantities as strings; everything else must come back as it went in."""
+    if isinstance(value, dict):
+        return {k: _normalised(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalised(v) for v in value]
+    return value

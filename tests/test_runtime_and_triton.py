@@ -1,0 +1,129 @@
+"""Runtime settings and the Triton sidecar, as the matching policies give them."""
+
+from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
+
+RUNTIME = policy(
+    "rt",
+    """
+mig:
+  gpuModels: [A100-80GB]
+  defaultProfile: 1g.10gb
+runtime:
+  runtimeClassName: nvidia
+  tolerations:
+    - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
+  nodeSelector: {pool: gpu}
+  env: {NVIDIA_DRIVER_CAPABILITIES: "compute,utility"}
+  shmSize: 2Gi
+""",
+)
+TRITON = policy(
+    "serving",
+    """
+mig:
+  gpuModels: [A100-80GB]
+triton:
+  image: nvcr.io/nvidia/tritonserver:24.08-py3
+  modelRepository: s3://models
+  profile: 1g.10gb
+""",
+)
+
+
+def test_gpu_pods_get_the_runtime_class_tolerations_selector_env_and_shm():
+    spec = engine_from(RUNTIME).mutate(pod(gpu_container(), plain_container())).object["spec"]
+    assert spec["runtimeClassName"] == "nvidia"
+    assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert spec["nodeSelector"] == {"pool": "gpu"}
+    gpu, other = spec["containers"]
+    assert gpu["env"] == [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
+    assert gpu["volumeMounts"] == [{"name": "gpu-admission-shm", "mountPath": "/dev/shm"}]
+    assert "env" not in other and "volumeMounts" not in other
+    assert spec["volumes"] == [{"name": "gpu-admission-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}]
+
+
+def test_existing_tolerations_are_merged_not_duplicated():
+    existing = [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists"},
+    ]
+    spec = engine_from(RUNTIME).mutate(pod(tolerations=existing)).object["spec"]
+    assert spec["tolerations"] == existing
+
+
+def test_user_values_win_and_the_user_is_told():
+    container = gpu_container(env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}])
+    result = engine_from(RUNTIME).mutate(pod(container, runtimeClassName="custom", nodeSelector={"pool": "big"}))
+    spec = result.object["spec"]
+    assert spec["runtimeClassName"] == "custom"
+    assert spec["nodeSelector"] == {"pool": "big"}
+    assert spec["containers"][0]["env"] == [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}]
+    joined = "\n".join(result.warnings)
+    assert "keeps runtimeClassName custom" in joined and "keeps nodeSelector pool=big" in joined
+    assert "keeps env NVIDIA_DRIVER_CAPABILITIES" in joined
+
+
+def test_a_container_that_already_mounts_dev_shm_keeps_its_own():
+    container = gpu_container(volumeMounts=[{"name": "mine", "mountPath": "/dev/shm"}])
+    spec = engine_from(RUNTIME).mutate(pod(container, volumes=[{"name": "mine", "emptyDir": {}}])).object["spec"]
+    assert spec["volumes"] == [{"name": "mine", "emptyDir": {}}]
+
+
+def test_every_mutation_is_recorded_in_the_mutated_annotation():
+    result = engine_from(RUNTIME).mutate(pod())
+    recorded = result.object["metadata"]["annotations"]["gpu-admission.io/mutated"]
+    for change in result.changes:
+        assert str(change) in recorded
+
+
+def test_triton_inject_adds_the_sidecar_as_tritons_examples_run_it():
+    spec = engine_from(TRITON).mutate(pod(plain_container("app"), annotations={"triton": "inject"})).object["spec"]
+    triton = spec["containers"][-1]
+    assert triton["name"] == "triton"
+    assert triton["image"] == "nvcr.io/nvidia/tritonserver:24.08-py3"
+    assert triton["command"] == ["tritonserver"] and triton["args"] == ["--model-repository=s3://models"]
+    assert [(p["name"], p["containerPort"]) for p in triton["ports"]] == [
+        ("http", 8000),
+        ("grpc", 8001),
+        ("metrics", 8002),
+    ]
+    assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert triton["startupProbe"]["failureThreshold"] == 30
+    assert triton["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+    assert {"name": "gpu-admission-shm", "mountPath": "/dev/shm"} in triton["volumeMounts"]
+    assert spec["volumes"][0]["emptyDir"]["medium"] == "Memory"
+
+
+def test_the_model_repository_annotation_overrides_the_policy():
+    annotations = {"triton": "inject", "triton-model-repository": "gs://other"}
+    spec = engine_from(TRITON).mutate(pod(plain_container("app"), annotations=annotations)).object["spec"]
+    assert spec["containers"][-1]["args"] == ["--model-repository=gs://other"]
+
+
+def test_an_existing_triton_container_is_not_replaced():
+    mine = {"name": "triton", "image": "my-triton"}
+    result = engine_from(TRITON).mutate(pod(plain_container("app"), mine, annotations={"triton": "inject"}))
+    assert result.object["spec"]["containers"][1] == mine
+    assert len(result.object["spec"]["containers"]) == 2
+
+
+def test_triton_without_a_model_repository_is_reported():
+    bare = policy("bare", "triton:\n  image: t:1")
+    result = engine_from(bare).mutate(pod(plain_container("app"), annotations={"triton": "inject"}))
+    assert "model-repository" in str(result.problems[0])
+
+
+def test_triton_can_run_as_a_native_sidecar():
+    native = policy("native", "triton:\n  modelRepository: s3://m\n  nativeSidecar: true")
+    spec = engine_from(native).mutate(pod(plain_container("app"), annotations={"triton": "inject"})).object["spec"]
+    assert spec["initContainers"][0]["name"] == "triton"
+    assert spec["initContainers"][0]["restartPolicy"] == "Always"
+
+
+def test_a_second_pass_over_the_output_changes_nothing():
+    engine = engine_from(RUNTIME, TRITON)
+    first = engine.mutate(pod(gpu_container(), annotations={"triton": "inject", "gpu-memory": "12Gi"}))
+    second = engine.mutate(first.object)
+    assert first.changes and not second.changes
+    assert second.object is first.object

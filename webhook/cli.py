@@ -1,0 +1,90 @@
+"""`gpu-admission` and `kubectl gpu-admission`: the engine from the command line.
+
+Exit codes: 0 fine, 1 denied or lint problems, 2 bad input or bad policy. Never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from policies.engine import Engine
+from policies.errors import InputError
+from policies.patch import json_patch
+from webhook.quantity import parse_quantity
+from webhook.sources import load_policies, read_manifests
+
+EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _engine(policies: list[Path] | None) -> Engine:
+    policy_set, result = load_policies(policies)
+    for problem in result.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if result.problems:
+        raise SystemExit(EXIT_BAD_INPUT)
+    return Engine(policy_set, parse_quantity)
+
+
+def _dump(objects: list[object], output: str) -> str:
+    if output == "yaml":
+        return yaml.safe_dump_all(objects, sort_keys=False)
+    if len(objects) == 1:
+        return json.dumps(objects[0], indent=2)
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2)
+
+
+def cmd_mutate(args: argparse.Namespace) -> int:
+    engine = _engine(args.policies)
+    outputs: list[object] = []
+    for label, document in read_manifests(args.file):
+        try:
+            result = engine.mutate(document)
+        except InputError as error:
+            raise error.in_document(label) from None
+        for warning in result.warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
+        outputs.append(json_patch(result.original, result.object) if args.output == "patch" else result.object)
+    if args.output == "patch":
+        print("\n".join(json.dumps(patch) for patch in outputs))
+    else:
+        print(_dump(outputs, args.output), end="" if args.output == "yaml" else "\n")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-admission", description="GPU admission webhook and policy engine")
+    commands = parser.add_subparsers(dest="command", required=True)
+    mutate = commands.add_parser("mutate", help="what the mutating webhook would do to Pods")
+    mutate.add_argument("-f", "--file", required=True, help="YAML or JSON file, or - for stdin")
+    mutate.add_argument("--policies", type=Path, action="append", help="policy directory (default: bundled)")
+    mutate.add_argument("-o", "--output", choices=("yaml", "json", "patch"), default="yaml")
+    mutate.set_defaults(run=cmd_mutate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (OSError, UnicodeDecodeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except SystemExit as stop:
+        return int(stop.code or 0)
+    except BrokenPipeError:
+        return EXIT_OK
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
