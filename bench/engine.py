@@ -14,6 +14,7 @@ import statistics
 import time
 
 from policies.engine import Engine
+from policies.ledger import Ledger
 from policies.loader import load_texts
 from policies.patch import json_patch
 from policies.policyset import PolicySet
@@ -51,6 +52,11 @@ spec:
     namespaces: {namespaces}
     podSelector: {{matchLabels: {{team: a}}}}
   mig: {{gpuModels: [A100-80GB, H100-80GB], defaultProfile: 1g.10gb}}
+  rules:
+    - {{name: team, expression: "'team' in object.metadata.labels", message: needs a team, action: deny}}
+  quota:
+    limits: {{gpuEquivalents: "40", pods: 100}}
+    perPod: {{gpuEquivalents: "2"}}
   runtime:
     runtimeClassName: nvidia
     tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]
@@ -74,6 +80,15 @@ def per_pod_us(subject: Engine, pods: int) -> float:
     return (time.perf_counter() - start) / pods * 1e6
 
 
+def validate_us(subject: Engine, pods: int) -> float:
+    mutated = subject.mutate(POD).object
+    ledger = Ledger()
+    start = time.perf_counter()
+    for _ in range(pods):
+        subject.validate(mutated, ledger)
+    return (time.perf_counter() - start) / pods * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
@@ -81,15 +96,16 @@ def main() -> None:
     args = parser.parse_args()
     subjects = {n: engine(n) for n in (10, 100, 1000)}
     assert subjects[10].mutate(POD).changes
-    figures: dict[int, list[float]] = {n: [] for n in subjects}
-    for _ in range(args.rounds):
-        for n, subject in subjects.items():
-            figures[n].append(per_pod_us(subject, args.pods))
-    base = statistics.median(figures[10])
-    print("engine: mutate + patch, pod with 3 containers, 10 matching policies")
-    for n, values in figures.items():
-        median = statistics.median(values)
-        print(f"  {n:>5} policies: {median:8.1f} µs/pod (min {min(values):.1f})  ratio to 10: {median / base:.2f}x")
+    for label, measure in (("mutate + patch", per_pod_us), ("validate (rules, quota, MIG check)", validate_us)):
+        figures: dict[int, list[float]] = {n: [] for n in subjects}
+        for _ in range(args.rounds):
+            for n, subject in subjects.items():
+                figures[n].append(measure(subject, args.pods))
+        base = statistics.median(figures[10])
+        print(f"engine {label}: pod with 3 containers, 10 matching policies")
+        for n, values in figures.items():
+            median = statistics.median(values)
+            print(f"  {n:>5} policies: {median:8.1f} µs/pod (min {min(values):.1f})  ratio to 10: {median / base:.2f}x")
 
 
 if __name__ == "__main__":

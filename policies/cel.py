@@ -23,18 +23,36 @@ class CelEvaluationError(RuntimeError):
     """Evaluation failed (missing field, wrong type): callers fail closed."""
 
 
+class CelInput:
+    """The variables of one admission request, converted into CEL values once for all its expressions.
+
+    Converting a Pod into CEL costs about fifteen times an evaluation, so it is done lazily, once.
+    """
+
+    __slots__ = ("data", "_activation")
+
+    def __init__(self, data: Mapping[str, object]) -> None:
+        self.data = data
+        self._activation: Any = None
+
+    def activation(self) -> Any:
+        if self._activation is None:
+            self._activation = _ENV.Activation(self.data)
+        return self._activation
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledExpression:
     source: str
     program: Any
 
-    def evaluate(self, data: Mapping[str, object]) -> object:
-        value = self.program.eval(data=data)
+    def evaluate(self, data: CelInput) -> object:
+        value = self.program.eval(activation=data.activation())
         if value.type() == cel.Type.ERROR:
             raise CelEvaluationError(str(value.plain_value()))
         return value.plain_value()
 
-    def evaluate_bool(self, data: Mapping[str, object]) -> bool:
+    def evaluate_bool(self, data: CelInput) -> bool:
         result = self.evaluate(data)
         if not isinstance(result, bool):
             raise CelEvaluationError(f"expected a bool, got {type(result).__name__}")

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from policies.controllers import CONTROLLERS, pod_template, replica_warnings
 from policies.document import JSON
 from policies.errors import InputError
 from policies.fields import QuantityParser
+from policies.model import Action
 from policies.mutation import MutationResult, mutate_pod
 from policies.policyset import PolicySet
-from policies.request import RequestInfo
+from policies.quota import UsageSource
+from policies.request import Operation, RequestInfo
+from policies.validation import Decision, subject_of, validate_pod
+
+JUDGED_KINDS = frozenset({"Pod", *CONTROLLERS})
 
 
 def require_pod(raw: JSON) -> None:
@@ -17,6 +23,15 @@ def require_pod(raw: JSON) -> None:
         raise InputError("", "expected a Pod object")
     if raw.get("kind") != "Pod" or raw.get("apiVersion") not in ("v1", None):
         raise InputError("kind", f"expected a v1 Pod, got {raw.get('apiVersion')}/{raw.get('kind')}")
+
+
+def require_judged(raw: JSON) -> str:
+    if not isinstance(raw, dict):
+        raise InputError("", "expected a Kubernetes object")
+    kind = raw.get("kind")
+    if kind not in JUDGED_KINDS:
+        raise InputError("kind", f"expected a Pod or a pod controller ({', '.join(sorted(CONTROLLERS))}), got {kind}")
+    return str(kind)
 
 
 @dataclass(frozen=True)
@@ -27,3 +42,29 @@ class Engine:
     def mutate(self, raw: JSON, request: RequestInfo | None = None) -> MutationResult:
         require_pod(raw)
         return mutate_pod(raw, self.policy_set, self.parse_quantity, request)
+
+    def validate(self, raw: JSON, usage: UsageSource, request: RequestInfo | None = None) -> Decision:
+        """The verdict on a Pod, or on a controller's pod template (quota overruns then warn)."""
+        kind = require_judged(raw)
+        if kind == "Pod":
+            return validate_pod(raw, self.policy_set, self.parse_quantity, usage, request)
+        template = pod_template(raw)
+        namespace = template.pod["metadata"].get("namespace") or (request.namespace if request else "")
+        creating = replace(request or RequestInfo(namespace=namespace), operation=Operation.CREATE)
+        subject = f"{subject_of(raw, namespace)} {template.path}"
+        try:
+            # The controller's pods will pass the mutating webhook first: judge them as they will be.
+            pod = mutate_pod(template.pod, self.policy_set, self.parse_quantity, creating).object
+            decision = validate_pod(pod, self.policy_set, self.parse_quantity, usage, creating, subject)
+        except InputError as error:
+            raise InputError(f"{template.path}.{error.path}", error.message) from None
+        verdicts = [
+            replace(v, action=Action.WARN) if v.rule.startswith("quota.") and ".perPod." not in v.rule else v
+            for v in decision.verdicts
+        ]
+        matched = tuple(p for p in self.policy_set.policies if p.name in decision.policies)
+        verdicts += [
+            v.about(subject) for v in replica_warnings(matched, namespace, decision.usage, template.replicas, usage)
+        ]
+        allowed = not any(v.action is Action.DENY for v in verdicts)
+        return Decision(allowed, tuple(verdicts), decision.usage, decision.policies)

@@ -93,12 +93,14 @@ class PolicyReader(FieldReader):
 
     def read(self) -> GPUPolicy | None:
         top = self.mapping(self.document.data, "", frozenset({"apiVersion", "kind", "metadata", "spec"}))
+        metadata = top.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        if isinstance(name, str):
+            self.policy = name
         if top.get("apiVersion") != API_VERSION:
             self.problem("apiVersion", f"must be {API_VERSION}")
         if top.get("kind") != KIND:
             self.problem("kind", f"must be {KIND}")
-        metadata = top.get("metadata")
-        name = metadata.get("name") if isinstance(metadata, Mapping) else None
         if not isinstance(name, str) or not name:
             self.problem("metadata.name", "every policy needs a name")
             return None

@@ -7,8 +7,9 @@ validating side will deny on. The RFC 6902 patch is derived from the objects by 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from policies.cel import CelInput
 from policies.document import JSON, Change, child, clone
 from policies.fields import QuantityParser
 from policies.mig import MigPlan, MigPlanner, Problem
@@ -61,7 +62,9 @@ def mutate_pod(
     if view.mirror or not (view.holds_gpu or view.annotation("triton") == "inject"):
         return MutationResult(raw, raw)
     namespace = view.namespace or request.namespace
-    match = policy_set.matching(namespace, view.labels, {"object": raw, "request": request.cel_view()})
+    if request.namespace != namespace:
+        request = replace(request, namespace=namespace)
+    match = policy_set.matching(namespace, view.labels, CelInput({"object": raw, "request": request.cel_view()}))
     matched = match.policies
     warnings = [f"policy {p.name} skipped: {why}" for p, why in match.errors]
     plan = plan_mig(view, policy_set, matched, parse_quantity)

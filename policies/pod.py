@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from policies.catalog import MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
+from policies.catalog import MIG_RESOURCE_PREFIX, PRODUCT_LABEL, WHOLE_GPU_RESOURCE
 from policies.errors import InputError
 from policies.fields import QuantityParser
 
@@ -66,6 +66,7 @@ class PodView:
     volume_names: frozenset[str]
     phase: str | None
     deleting: bool
+    required_products: tuple[str, ...] = ()
 
     @property
     def mirror(self) -> bool:
@@ -152,6 +153,23 @@ def _container(raw: object, index: int, init: bool, parse: QuantityParser) -> Co
     )
 
 
+def _required_products(spec: Mapping[str, object], selector: Mapping[str, str]) -> tuple[str, ...]:
+    """nvidia.com/gpu.product values the pod is pinned to, by nodeSelector or required node affinity."""
+    if PRODUCT_LABEL in selector:
+        return (selector[PRODUCT_LABEL],)
+    affinity = spec.get("affinity")
+    try:
+        terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]  # type: ignore[index]
+        values: dict[str, None] = {}
+        for term in terms:
+            for expression in term.get("matchExpressions") or []:
+                if expression.get("key") == PRODUCT_LABEL and expression.get("operator") == "In":
+                    values.update(dict.fromkeys(expression.get("values") or []))
+        return tuple(values)
+    except (KeyError, TypeError, AttributeError):
+        return ()
+
+
 def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
     """A PodView of a Pod's JSON, or of a pod template (metadata + spec) when namespace is given."""
     pod = _mapping(raw, "")
@@ -162,6 +180,7 @@ def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
     volumes = _list(spec.get("volumes"), "spec.volumes")
     status = _mapping(pod.get("status"), "status")
     runtime_class = spec.get("runtimeClassName")
+    node_selector = _string_map(spec.get("nodeSelector"), "spec.nodeSelector")
     return PodView(
         name=str(metadata.get("name") or metadata.get("generateName") or ""),
         namespace=str(metadata.get("namespace") or ""),
@@ -169,9 +188,10 @@ def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
         annotations=_string_map(metadata.get("annotations"), "metadata.annotations"),
         containers=tuple(_container(c, i, False, parse_quantity) for i, c in enumerate(containers)),
         init_containers=tuple(_container(c, i, True, parse_quantity) for i, c in enumerate(init_containers)),
-        node_selector=_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+        node_selector=node_selector,
         runtime_class_name=runtime_class if isinstance(runtime_class, str) else None,
         volume_names=frozenset(str(_mapping(v, f"spec.volumes[{i}]").get("name")) for i, v in enumerate(volumes)),
         phase=status.get("phase") if isinstance(status.get("phase"), str) else None,  # type: ignore[arg-type]
         deleting=metadata.get("deletionTimestamp") is not None,
+        required_products=_required_products(spec, node_selector),
     )

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
 from fnmatch import fnmatchcase
+from typing import TypeVar
 
 from policies.catalog import CATALOG, Catalog
-from policies.cel import CelEvaluationError
+from policies.cel import CelEvaluationError, CelInput
 from policies.model import GPUPolicy
 
 _GLOB_CHARS = "*?["
@@ -96,9 +96,7 @@ class PolicySet:
             found[policy.name] = policy
         return tuple(sorted(found.values(), key=lambda p: self._rank[p.name]))
 
-    def matching(
-        self, namespace: str, labels: Mapping[str, str], cel_data: Mapping[str, object] | None = None
-    ) -> MatchResult:
+    def matching(self, namespace: str, labels: Mapping[str, str], cel_data: CelInput | None = None) -> MatchResult:
         """Policies that match, in precedence order (priority high first, then name).
 
         A condition that fails to evaluate is reported, not silently treated as a non-match.

@@ -16,6 +16,7 @@ import yaml
 from policies.engine import Engine
 from policies.errors import InputError
 from policies.patch import json_patch
+from webhook.offline import cmd_lint, cmd_validate
 from webhook.quantity import parse_quantity
 from webhook.sources import load_policies, read_manifests
 
@@ -57,6 +58,10 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _validate(args: argparse.Namespace) -> int:
+    return cmd_validate(args, _engine(args.policies))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpu-admission", description="GPU admission webhook and policy engine")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -65,6 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     mutate.add_argument("--policies", type=Path, action="append", help="policy directory (default: bundled)")
     mutate.add_argument("-o", "--output", choices=("yaml", "json", "patch"), default="yaml")
     mutate.set_defaults(run=cmd_mutate)
+    validate = commands.add_parser("validate", help="mutation then validation of Pods and pod controllers")
+    validate.add_argument("-f", "--file", required=True, help="YAML or JSON file, or - for stdin")
+    validate.add_argument("--policies", type=Path, action="append", help="policy directory (default: bundled)")
+    validate.add_argument("--cluster-state", help="v1 List of existing pods (kubectl get pods -A -o yaml)")
+    validate.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    validate.set_defaults(run=_validate)
+    lint = commands.add_parser("lint", help="check policy files: schema, CEL, profiles and models")
+    lint.add_argument("paths", nargs="+", help="policy directories or files")
+    lint.set_defaults(run=cmd_lint)
     return parser
 
 

@@ -1,0 +1,107 @@
+"""The validating side: rules, quotas and unservable GPU requests, judged on the mutated pod."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from policies.cel import CelInput
+from policies.document import JSON
+from policies.fields import QuantityParser
+from policies.model import Action
+from policies.mutation import plan_mig, short
+from policies.pod import parse_pod
+from policies.policyset import PolicySet
+from policies.quota import UsageSource, check_quota, scope_of
+from policies.request import Operation, RequestInfo
+from policies.rules import check_rules
+from policies.usage import EMPTY, Usage, pod_usage
+from policies.verdict import Verdict
+
+_AUDIT_KEY = re.compile(r"[^a-z0-9.-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    verdicts: tuple[Verdict, ...] = ()
+    usage: Usage = EMPTY
+    policies: tuple[str, ...] = ()
+    charges: tuple[tuple[str, str], ...] = ()
+    extra_warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def denials(self) -> tuple[Verdict, ...]:
+        return tuple(v for v in self.verdicts if v.action is Action.DENY)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        found = [str(v) for v in self.verdicts if v.action is Action.WARN]
+        return tuple(short(w) for w in (*found, *self.extra_warnings))
+
+    @property
+    def audit_annotations(self) -> dict[str, str]:
+        return {
+            _AUDIT_KEY.sub("-", f"{v.policy}.{v.rule}".lower()).strip("-.")[:63]: v.message
+            for v in self.verdicts
+            if v.action is Action.AUDIT
+        }
+
+    @property
+    def message(self) -> str:
+        return "; ".join(str(v) for v in self.denials)
+
+
+def subject_of(raw: JSON, namespace: str) -> str:
+    metadata = raw.get("metadata") or {}
+    name = metadata.get("name") or metadata.get("generateName") or "(unnamed)"
+    return f"{raw.get('kind', 'Pod')} {namespace}/{name}" if namespace else f"{raw.get('kind', 'Pod')} {name}"
+
+
+def validate_pod(
+    raw: JSON,
+    policy_set: PolicySet,
+    parse_quantity: QuantityParser,
+    usage_source: UsageSource,
+    request: RequestInfo | None = None,
+    subject: str = "",
+) -> Decision:
+    """InputError if the Pod is malformed; otherwise the verdicts of every matching policy."""
+    request = request or RequestInfo()
+    view = parse_pod(raw, parse_quantity)
+    if view.mirror or not (view.holds_gpu or view.annotation("triton") == "inject"):
+        return Decision(True)
+    namespace = view.namespace or request.namespace
+    if request.namespace != namespace:
+        request = replace(request, namespace=namespace)
+    subject = subject or subject_of(raw, namespace)
+    data = CelInput({"object": raw, "request": request.cel_view()})
+    match = policy_set.matching(namespace, view.labels, data)
+    verdicts = [
+        Verdict(
+            p.name,
+            "match.condition",
+            "spec.match.condition",
+            f"{why}, denied to be safe (policy {p.name})",
+            Action.DENY,
+        )
+        for p, why in match.errors
+    ]
+    plan = plan_mig(view, policy_set, match.policies, parse_quantity)
+    verdicts.extend(
+        Verdict(p.policy, "mig", p.path, f"{p.message} (policy {p.policy})", Action.DENY) for p in plan.problems
+    )
+    mig_models = plan.policy.mig.gpu_models if plan.policy and plan.policy.mig else ()
+    usage = pod_usage(view, policy_set.catalog, mig_models)
+    charges: list[tuple[str, str]] = []
+    for policy in match.policies:
+        verdicts.extend(check_rules(policy, data))
+        if policy.quota is None or usage.empty or request.operation is not Operation.CREATE:
+            continue
+        scope = scope_of(policy.quota, namespace)
+        current = usage_source.usage(policy, scope)
+        verdicts.extend(check_quota(policy, policy.quota, namespace, usage, current))
+        charges.append((policy.name, scope))
+    verdicts = [v.about(subject) for v in verdicts]
+    allowed = not any(v.action is Action.DENY for v in verdicts)
+    return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in match.policies), tuple(charges))

@@ -1,0 +1,225 @@
+"""Rules per action and quotas per dimension, at the limit and one over, with exact fractions."""
+
+from fractions import Fraction
+
+import pytest
+
+from policies.ledger import Ledger
+from policies.model import Action
+from policies.quota import NoUsage
+from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
+
+MIG = "mig: {gpuModels: [A100-80GB]}\n"
+
+
+def slice_container(name="main", profile="1g.10gb", count="1"):
+    return {"name": name, "image": "cuda", "resources": {"limits": {f"nvidia.com/mig-{profile}": count}}}
+
+
+def slice_pod(*containers, namespace="team-a", **kwargs):
+    return pod(*(containers or (slice_container(),)), namespace=namespace, **kwargs)
+
+
+def quota_engine(limits, extra=""):
+    return engine_from(policy("team-a", f"match: {{namespaces: [team-a, team-b]}}\n{MIG}quota:\n{limits}{extra}"))
+
+
+def ledger_of(engine, *pods):
+    return Ledger.from_pods(pods, engine.policy_set, engine.parse_quantity)
+
+
+def rule_engine(action, expression="has(object.metadata.labels) && 'team' in object.metadata.labels", extra=""):
+    return engine_from(
+        policy(
+            "labels",
+            f"""
+rules:
+  - name: require-team-label
+    expression: "{expression}"
+    message: GPU pods need a team label
+    action: {action}
+{extra}""",
+        )
+    )
+
+
+def test_a_deny_rule_denies_with_its_message_policy_rule_object_and_path():
+    decision = rule_engine("deny").validate(slice_pod(), NoUsage())
+    assert not decision.allowed
+    assert decision.message == (
+        "GPU pods need a team label (policy labels) [rule require-team-label, spec.rules[0].expression, Pod team-a/p]"
+    )
+
+
+def test_a_passing_rule_says_nothing():
+    decision = rule_engine("deny").validate(slice_pod(labels={"team": "a"}), NoUsage())
+    assert decision.allowed and not decision.verdicts
+
+
+def test_a_warn_rule_allows_with_a_warning():
+    decision = rule_engine("warn").validate(slice_pod(), NoUsage())
+    assert decision.allowed
+    assert decision.warnings[0].startswith("GPU pods need a team label (policy labels)")
+
+
+def test_an_audit_rule_allows_and_records_an_audit_annotation():
+    decision = rule_engine("audit").validate(slice_pod(), NoUsage())
+    assert decision.allowed and not decision.warnings
+    assert decision.audit_annotations == {"labels.require-team-label": "GPU pods need a team label (policy labels)"}
+
+
+def test_a_message_expression_gives_the_message():
+    engine = rule_engine("deny", extra="    messageExpression: \"'pod ' + object.metadata.name + ' has no team'\"")
+    assert "pod p has no team" in engine.validate(slice_pod(), NoUsage()).message
+
+
+def test_a_rule_that_fails_to_evaluate_denies_naming_the_rule():
+    decision = rule_engine("warn", expression="object.metadata.labels.team == 'a'").validate(slice_pod(), NoUsage())
+    assert not decision.allowed
+    assert "could not be evaluated" in decision.message and "rule require-team-label" in decision.message
+
+
+def test_rules_see_the_request():
+    engine = rule_engine("deny", expression="request.namespace == 'team-a'")
+    assert engine.validate(slice_pod(), NoUsage()).allowed
+
+
+def test_non_gpu_pods_are_not_judged():
+    assert rule_engine("deny").validate(pod(plain_container()), NoUsage()).allowed
+
+
+def test_an_unservable_gpu_request_is_denied_with_its_reason():
+    engine = engine_from(policy("gpu", MIG))
+    decision = engine.validate(pod(gpu_container(), annotations={"mig-profile": "1g.5gb"}), NoUsage())
+    assert not decision.allowed
+    assert "unknown MIG profile '1g.5gb' on A100-80GB" in decision.message
+    assert "spec.containers[0].resources" in decision.message
+
+
+# -- quotas ------------------------------------------------------------------------------------
+
+
+def test_seven_one_g_slices_are_exactly_one_gpu_equivalent():
+    engine = quota_engine('  limits: {gpuEquivalents: "1"}\n')
+    ledger = ledger_of(engine, *[slice_pod() for _ in range(6)])
+    assert engine.validate(slice_pod(), ledger).allowed
+    ledger = ledger_of(engine, *[slice_pod() for _ in range(7)])
+    decision = engine.validate(slice_pod(), ledger)
+    assert not decision.allowed
+    assert decision.denials[0].message == "team-a: gpuEquivalents 1 + 1/7 exceeds 1 (policy team-a)"
+
+
+def test_the_denial_reads_usage_request_and_limit_as_fractions():
+    engine = quota_engine('  limits: {gpuEquivalents: "2"}\n')
+    ledger = ledger_of(engine, *[slice_pod() for _ in range(12)])
+    decision = engine.validate(slice_pod(slice_container(profile="3g.40gb")), ledger)
+    assert decision.denials[0].message == "team-a: gpuEquivalents 12/7 + 3/7 exceeds 2 (policy team-a)"
+    assert decision.denials[0].path == "spec.quota.limits.gpuEquivalents"
+
+
+DIMENSIONS = [
+    ("  limits: {slices: {1g.10gb: 3}}\n", slice_container(), 3, "slices 1g.10gb"),
+    ("  limits: {gpus: 2}\n", gpu_container(), 2, "gpus"),
+    ("  limits: {pods: 4}\n", slice_container(), 4, "pods"),
+    ('  limits: {gpuEquivalents: "3/7"}\n', slice_container(), 3, "gpuEquivalents"),
+]
+
+
+@pytest.mark.parametrize("limits, container, limit, name", DIMENSIONS, ids=["slices", "gpus", "pods", "equivalents"])
+def test_each_dimension_admits_up_to_the_limit_and_denies_one_over(limits, container, limit, name):
+    engine = quota_engine(limits)
+    at_limit = ledger_of(engine, *[slice_pod(container) for _ in range(limit - 1)])
+    assert engine.validate(slice_pod(container), at_limit).allowed
+    over = ledger_of(engine, *[slice_pod(container) for _ in range(limit)])
+    decision = engine.validate(slice_pod(container), over)
+    assert not decision.allowed and f"{name} " in decision.message
+
+
+def test_an_allowed_pod_near_a_limit_is_told_what_is_left():
+    engine = quota_engine("  limits: {slices: {1g.10gb: 5}}\n")
+    decision = engine.validate(slice_pod(), ledger_of(engine, *[slice_pod() for _ in range(3)]))
+    assert decision.allowed
+    assert decision.warnings[0].startswith("team-a: slices 1g.10gb 4 of 5 in use with this pod, 1 left (policy team-a)")
+
+
+def test_a_dimension_the_pod_does_not_ask_for_cannot_deny_it():
+    engine = quota_engine("  limits: {gpus: 0}\n")
+    assert engine.validate(slice_pod(), NoUsage()).allowed
+
+
+def test_the_per_pod_cap_denies_a_single_large_pod():
+    engine = quota_engine('  perPod: {gpuEquivalents: "3/7"}\n')
+    assert engine.validate(slice_pod(slice_container(profile="3g.40gb")), NoUsage()).allowed
+    decision = engine.validate(slice_pod(slice_container(profile="4g.40gb")), NoUsage())
+    assert (
+        decision.denials[0].message
+        == "team-a: pod asks for gpuEquivalents 4/7, over the per-pod cap of 3/7 (policy team-a)"
+    )
+
+
+def test_a_warn_quota_allows_with_the_overrun_as_a_warning():
+    engine = quota_engine("  limits: {pods: 0}\n", "  action: warn\n")
+    decision = engine.validate(slice_pod(), NoUsage())
+    assert decision.allowed and "pods 0 + 1 exceeds 0" in decision.warnings[0]
+
+
+def test_namespace_scope_gives_each_namespace_its_own_budget():
+    engine = quota_engine("  scope: namespace\n  limits: {pods: 1}\n")
+    ledger = ledger_of(engine, slice_pod(namespace="team-a"))
+    assert engine.validate(slice_pod(namespace="team-b"), ledger).allowed
+    assert not engine.validate(slice_pod(namespace="team-a"), ledger).allowed
+
+
+def test_policy_scope_shares_one_budget_across_namespaces():
+    engine = quota_engine("  scope: policy\n  limits: {pods: 1}\n")
+    decision = engine.validate(slice_pod(namespace="team-b"), ledger_of(engine, slice_pod(namespace="team-a")))
+    assert decision.denials[0].message == "policy-wide team-a: pods 1 + 1 exceeds 1 (policy team-a)"
+
+
+def test_init_containers_count_as_the_scheduler_counts_them():
+    engine = quota_engine("  limits: {slices: {1g.10gb: 100}}\n")
+    view = slice_pod(slice_container("a"), slice_container("b"), init=(slice_container("i", count="3"),))
+    assert engine.validate(view, NoUsage()).usage.slices == {"1g.10gb": 3}
+    view = slice_pod(slice_container("a"), slice_container("b"), init=(slice_container("i", count="1"),))
+    assert engine.validate(view, NoUsage()).usage.slices == {"1g.10gb": 2}
+
+
+def test_native_sidecars_add_to_the_regular_containers():
+    engine = quota_engine("  limits: {slices: {1g.10gb: 100}}\n")
+    sidecar = {**slice_container("s"), "restartPolicy": "Always"}
+    assert engine.validate(slice_pod(slice_container("a"), init=(sidecar,)), NoUsage()).usage.slices == {"1g.10gb": 2}
+
+
+@pytest.mark.parametrize(
+    "phase, counted", [("Running", True), ("Pending", True), ("Succeeded", False), ("Failed", False)]
+)
+def test_finished_pods_free_their_share(phase, counted):
+    engine = quota_engine("  limits: {pods: 1}\n")
+    existing = {**slice_pod(), "status": {"phase": phase}}
+    assert engine.validate(slice_pod(), ledger_of(engine, existing)).allowed is not counted
+
+
+def test_pods_being_deleted_still_count():
+    engine = quota_engine("  limits: {pods: 1}\n")
+    existing = slice_pod()
+    existing["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    assert not engine.validate(slice_pod(), ledger_of(engine, existing)).allowed
+
+
+def test_single_strategy_pods_count_as_slices_of_their_profile():
+    engine = engine_from(
+        policy("s", "mig: {strategy: single, gpuModels: [B200-180GB]}\nquota:\n  limits: {gpuEquivalents: '1'}\n")
+    )
+    single = pod(gpu_container(), nodeSelector={"nvidia.com/gpu.product": "NVIDIA-B200-MIG-3g.90gb"})
+    assert engine.validate(single, NoUsage()).usage.gpu_equivalents == Fraction(3, 7)
+
+
+def test_updates_are_not_charged_again():
+    from policies.request import Operation, RequestInfo
+
+    engine = quota_engine("  limits: {pods: 0}\n")
+    assert engine.validate(slice_pod(), NoUsage(), RequestInfo(operation=Operation.UPDATE)).allowed
+
+
+def test_verdict_actions_are_typed():
+    assert rule_engine("audit").validate(slice_pod(), NoUsage()).verdicts[0].action is Action.AUDIT

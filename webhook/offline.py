@@ -1,0 +1,115 @@
+"""`validate` and `lint`: mutation then validation, as the API server would run them, offline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from policies.controllers import CONTROLLERS, pod_template
+from policies.engine import Engine, require_judged
+from policies.errors import InputError
+from policies.ledger import Ledger
+from policies.loader import load_texts
+from policies.mutation import MutationResult
+from policies.validation import Decision
+from webhook.quantity import parse_quantity
+from webhook.sources import POLICY_SUFFIXES, directory_texts, read_manifests
+
+EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Judged:
+    label: str
+    mutation: MutationResult
+    decision: Decision
+
+
+def judge(engine: Engine, label: str, document: Any, ledger: Ledger) -> Judged:
+    try:
+        kind = require_judged(document)
+        if kind in CONTROLLERS:
+            mutation = engine.mutate(pod_template(document).pod)
+            decision = engine.validate(document, ledger)
+        else:
+            mutation = engine.mutate(document)
+            decision = engine.validate(mutation.object, ledger)
+    except InputError as error:
+        raise error.in_document(label) from None
+    if decision.allowed and kind == "Pod":
+        ledger.charge(decision.charges, decision.usage)
+    return Judged(label, mutation, decision)
+
+
+def _text(judged: Judged) -> str:
+    verdict = "allowed" if judged.decision.allowed else "DENIED"
+    lines = [f"{judged.label}: {verdict}"]
+    lines += [f"  mutated: {change}" for change in judged.mutation.changes]
+    lines += [f"  warning: {w}" for w in judged.mutation.warnings if not w.startswith("will be denied")]
+    lines += [f"  {v.action.value}: {v}" for v in judged.decision.verdicts]
+    if judged.decision.policies:
+        lines.append(f"  policies: {', '.join(judged.decision.policies)}")
+    return "\n".join(lines)
+
+
+def _json(judged: Judged) -> dict[str, object]:
+    return {
+        "object": judged.label,
+        "allowed": judged.decision.allowed,
+        "policies": list(judged.decision.policies),
+        "changes": [{"path": c.path, "change": c.what, "policy": c.policy} for c in judged.mutation.changes],
+        "verdicts": [
+            {"action": v.action.value, "policy": v.policy, "rule": v.rule, "path": v.path, "message": v.message}
+            for v in judged.decision.verdicts
+        ],
+        "warnings": list(judged.decision.warnings),
+        "auditAnnotations": judged.decision.audit_annotations,
+    }
+
+
+def cluster_pods(path: str) -> list[Any]:
+    pods: list[Any] = []
+    for label, item in read_manifests(path):
+        if not isinstance(item, dict) or item.get("kind") != "Pod":
+            raise InputError("kind", "cluster state holds Pods only (kubectl get pods -A -o yaml)", label)
+        pods.append(item)
+    return pods
+
+
+def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:
+    pods = cluster_pods(args.cluster_state) if args.cluster_state else []
+    ledger = Ledger.from_pods(pods, engine.policy_set, engine.parse_quantity)
+    results = [judge(engine, label, document, ledger) for label, document in read_manifests(args.file)]
+    if args.output == "json":
+        print(json.dumps([_json(r) for r in results], indent=2))
+    else:
+        print("\n".join(_text(r) for r in results))
+    return EXIT_OK if all(r.decision.allowed for r in results) else EXIT_DENIED
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    texts: list[tuple[str, str]] = []
+    for target in args.paths:
+        path = Path(target)
+        if path.is_dir():
+            texts.extend(directory_texts(path))
+        elif path.suffix in POLICY_SUFFIXES:
+            texts.append((str(path), path.read_text(encoding="utf-8")))
+        else:
+            raise FileNotFoundError(f"{target}: not a policy directory or file")
+    result = load_texts(texts, parse_quantity)
+    for problem in result.problems:
+        print(problem)
+    if not texts:
+        print("no policy files found", file=sys.stderr)
+        return EXIT_DENIED
+    names = ", ".join(p.name for p in result.policies) or "none"
+    print(
+        f"{len(texts)} files, {len(result.policies)} policies loaded ({names}), {len(result.problems)} problems",
+        file=sys.stderr,
+    )
+    return EXIT_DENIED if result.problems else EXIT_OK
