@@ -62,6 +62,21 @@ def _validate(args: argparse.Namespace) -> int:
     return cmd_validate(args, _engine(args.policies))
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from webhook.server import serve
+
+    serve(args.policies, args.bind, args.cert_dir, args.workers, args.fail_open)
+    return EXIT_OK
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    from certs.files import generate
+
+    generate(args.out, args.service, args.namespace, args.dns_name or [], args.ip or [])
+    print(f"wrote {args.out}/ca.crt, tls.crt, tls.key for {args.service}.{args.namespace}.svc")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpu-admission", description="GPU admission webhook and policy engine")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -79,6 +94,27 @@ def build_parser() -> argparse.ArgumentParser:
     lint = commands.add_parser("lint", help="check policy files: schema, CEL, profiles and models")
     lint.add_argument("paths", nargs="+", help="policy directories or files")
     lint.set_defaults(run=cmd_lint)
+    serve = commands.add_parser("serve", help="the webhook over TLS (embedded default with no flags)")
+    serve.add_argument("--policies", type=Path, action="append", help="policy directory (default: bundled)")
+    serve.add_argument("--bind", default="127.0.0.1:8443", help="HOST:PORT (default 127.0.0.1:8443)")
+    serve.add_argument(
+        "--cert-dir",
+        type=Path,
+        default=Path(".gpu-admission/certs"),
+        help="tls.crt, tls.key, ca.crt; dev certificates are made here on first start",
+    )
+    serve.add_argument("--workers", type=int, default=2)
+    serve.add_argument("--fail-open", action="store_true", help="allow, not deny, when the engine fails on a review")
+    serve.set_defaults(run=cmd_serve)
+    certs = commands.add_parser("certs", help="TLS material")
+    certs_commands = certs.add_subparsers(dest="certs_command", required=True)
+    generate = certs_commands.add_parser("generate", help="a CA and a serving certificate for the Service")
+    generate.add_argument("--service", required=True)
+    generate.add_argument("--namespace", required=True)
+    generate.add_argument("--out", type=Path, required=True)
+    generate.add_argument("--dns-name", action="append", help="an extra DNS SAN")
+    generate.add_argument("--ip", action="append", help="an IP SAN")
+    generate.set_defaults(run=cmd_certs)
     return parser
 
 

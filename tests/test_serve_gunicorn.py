@@ -1,0 +1,104 @@
+"""`gpu-admission serve` as shipped: gunicorn, TLS from files, keep-alive, certificate reload, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from certs.files import CA_FILE, generate
+from tests.server_harness import Client
+from tests.test_server import gpu_pod, review
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port: int, ca: Path, process: subprocess.Popen, deadline: float = 60.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited with {process.returncode}: {process.stderr.read().decode()[-2000:]}")
+        try:
+            if ca.exists() and Client(port, ca).request("GET", "/readyz")[0] == 200:
+                return
+        except (OSError, ssl.SSLError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError("serve did not become ready")
+
+
+@pytest.fixture
+def served(tmp_path):
+    port = free_port()
+    cert_dir = tmp_path / "certs"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        wait_ready(port, cert_dir / CA_FILE, process)
+        yield port, cert_dir, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+
+
+def served_serial(port: int, ca: Path) -> int:
+    context = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+
+def test_serve_with_no_policies_makes_dev_certificates_and_answers_reviews(served):
+    port, cert_dir, _ = served
+    client = Client(port, cert_dir / CA_FILE)
+    status, body = client.review("/mutate", review(gpu_pod({"team": "a"}), namespace="ml"))
+    assert status == 200 and body["response"]["patchType"] == "JSONPatch"
+    status, body = client.review("/validate", review(gpu_pod({"team": "a"}), namespace="ml", uid="two"))
+    assert status == 200 and body["response"]["uid"] == "two"  # the same keep-alive connection
+    assert oct((cert_dir / "tls.key").stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_tls_below_1_2_is_refused(served):
+    port, cert_dir, _ = served
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(str(cert_dir / CA_FILE))
+    context.maximum_version = ssl.TLSVersion.TLSv1_1
+    context.minimum_version = ssl.TLSVersion.TLSv1
+    with pytest.raises((ssl.SSLError, ConnectionResetError)):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            context.wrap_socket(raw, server_hostname="localhost")
+
+
+def test_renewed_certificate_files_are_served_without_a_restart(served):
+    port, cert_dir, process = served
+    before = served_serial(port, cert_dir / CA_FILE)
+    generate(cert_dir, "gpu-admission", "gpu-admission", ["localhost"], ["127.0.0.1"])
+    after = served_serial(port, cert_dir / CA_FILE)
+    assert after != before and process.poll() is None
+    assert Client(port, cert_dir / CA_FILE).request("GET", "/healthz")[0] == 200
+
+
+def test_sigterm_shuts_down_gracefully(served):
+    port, cert_dir, process = served
+    client = Client(port, cert_dir / CA_FILE)
+    assert client.request("GET", "/healthz")[0] == 200  # an idle keep-alive connection stays open
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0

@@ -1,0 +1,306 @@
+"""The webhook over real TLS, as the API server calls it (shared/reference/admission-contract.md)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+
+import jsonpatch
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from certs.files import generate
+from policies.engine import Engine
+from tests.conftest import as_v1pod_and_back, engine_from, gpu_container, plain_container, pod, policy
+from tests.server_harness import Client, https_server
+from webhook.state import EngineHolder, Settings
+
+POLICY = policy(
+    "team-a",
+    """
+match: {namespaces: [team-a]}
+mig: {gpuModels: [A100-80GB], defaultProfile: 1g.10gb}
+runtime: {runtimeClassName: nvidia}
+rules:
+  - {name: require-team-label, expression: "has(object.metadata.labels) && 'team' in object.metadata.labels",
+     message: GPU pods need a team label, action: deny}
+  - {name: prefer-priority, expression: "has(object.spec.priorityClassName)",
+     message: set a priority class, action: warn}
+  - {name: record-owner, expression: "false", message: owner recorded, action: audit}
+""",
+)
+
+
+def holder_with(engine: Engine | None = None, **settings) -> EngineHolder:
+    holder = EngineHolder(Settings(**settings))
+    holder.swap(engine or engine_from(POLICY))
+    return holder
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with https_server(holder_with(), tmp_path_factory.mktemp("certs")) as (port, ca):
+        yield port, ca
+
+
+@pytest.fixture
+def client(server):
+    port, ca = server
+    connection = Client(port, ca)
+    yield connection
+    connection.close()
+
+
+def review(
+    obj,
+    operation="CREATE",
+    kind="Pod",
+    group="",
+    version="v1",
+    uid="uid-1",
+    dry_run=False,
+    api_version="admission.k8s.io/v1",
+    namespace="team-a",
+):
+    return {
+        "apiVersion": api_version,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+            "operation": operation,
+            "namespace": namespace,
+            "name": "",
+            "dryRun": dry_run,
+            "userInfo": {"username": "alice", "groups": ["dev"]},
+            "object": obj,
+        },
+    }
+
+
+def gpu_pod(labels=None):
+    return pod(gpu_container(gpus="1"), plain_container(), namespace="team-a", labels=labels)
+
+
+def decoded_patch(response):
+    return json.loads(base64.b64decode(response["patch"]))
+
+
+def test_mutate_answers_a_json_patch_that_applies_and_yields_a_valid_v1pod(client):
+    obj = gpu_pod({"team": "a"})
+    status, body = client.review("/mutate", review(obj))
+    assert status == 200
+    assert body["apiVersion"] == "admission.k8s.io/v1" and body["kind"] == "AdmissionReview"
+    response = body["response"]
+    assert response["uid"] == "uid-1" and response["allowed"] is True and response["patchType"] == "JSONPatch"
+    patch = decoded_patch(response)
+    assert {"op": "remove", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu"} in patch
+    patched = jsonpatch.apply_patch(obj, patch)
+    assert patched["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+    assert as_v1pod_and_back(patched) == patched
+
+
+def test_a_second_mutate_call_on_its_own_output_returns_no_patch(client):
+    obj = gpu_pod({"team": "a"})
+    _, first = client.review("/mutate", review(obj))
+    patched = jsonpatch.apply_patch(obj, decoded_patch(first["response"]))
+    _, second = client.review("/mutate", review(patched, uid="uid-2"))
+    assert second["response"] == {"uid": "uid-2", "allowed": True}
+
+
+def test_non_gpu_pods_other_kinds_and_other_operations_pass_untouched(client):
+    for request in (
+        review(pod(plain_container(), namespace="team-a")),
+        review({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}, kind="Service"),
+        review(gpu_pod(), operation="DELETE"),
+    ):
+        for path in ("/mutate", "/validate"):
+            status, body = client.review(path, request)
+            assert status == 200 and body["response"] == {"uid": "uid-1", "allowed": True}, (path, request)
+
+
+def test_updates_are_never_patched_since_pod_resources_are_immutable_but_are_still_judged(client):
+    _, mutated = client.review("/mutate", review(gpu_pod(), operation="UPDATE"))
+    assert mutated["response"] == {"uid": "uid-1", "allowed": True}
+    _, judged = client.review("/validate", review(gpu_pod(), operation="UPDATE"))
+    assert judged["response"]["allowed"] is False
+
+
+def test_validate_denies_with_status_code_and_a_message_naming_policy_rule_object_and_path(client):
+    status, body = client.review("/validate", review(gpu_pod()))
+    assert status == 200
+    response = body["response"]
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 403
+    assert response["status"]["message"].startswith(
+        "GPU pods need a team label (policy team-a) [rule require-team-label, spec.rules[0].expression, Pod team-a/p]"
+    )
+
+
+def test_validate_allows_with_warnings_and_audit_annotations(client):
+    status, body = client.review("/validate", review(gpu_pod({"team": "a"})))
+    response = body["response"]
+    assert response["allowed"] is True
+    assert response["warnings"][0].startswith("set a priority class (policy team-a)")
+    assert all(len(w) <= 120 for w in response["warnings"])
+    assert response["auditAnnotations"] == {"team-a.record-owner": "owner recorded (policy team-a)"}
+
+
+def test_dry_run_gets_the_same_verdict_and_warnings(client):
+    _, real = client.review("/validate", review(gpu_pod()))
+    _, dry = client.review("/validate", review(gpu_pod(), dry_run=True))
+    assert dry == real
+    _, real = client.review("/mutate", review(gpu_pod()))
+    _, dry = client.review("/mutate", review(gpu_pod(), dry_run=True))
+    assert dry == real
+
+
+def test_validate_judges_pod_controllers_by_their_template(client):
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "team-a"},
+        "spec": {"replicas": 2, "template": {"metadata": {}, "spec": {"containers": [gpu_container(gpus="1")]}}},
+    }
+    _, body = client.review("/validate", review(deployment, kind="Deployment", group="apps"))
+    assert body["response"]["allowed"] is False
+    assert "Deployment team-a/web spec.template" in body["response"]["status"]["message"]
+
+
+def test_v1beta1_reviews_are_answered_in_kind(client):
+    _, body = client.review("/mutate", review(gpu_pod({"team": "a"}), api_version="admission.k8s.io/v1beta1"))
+    assert body["apiVersion"] == "admission.k8s.io/v1beta1" and body["response"]["patchType"] == "JSONPatch"
+
+
+MALFORMED = [
+    (b"{not json", "application/json", 400, "not JSON"),
+    (b'{"a": 1}', "text/plain", 415, "Content-Type"),
+    (b'{"apiVersion": "v1", "kind": "Pod"}', "application/json", 400, "AdmissionReview"),
+    (
+        json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
+        "application/json",
+        400,
+        "no request",
+    ),
+    (json.dumps(review(gpu_pod(), uid="")).encode(), "application/json", 400, "uid"),
+    (json.dumps(review({"kind": "Service"})).encode(), "application/json", 400, "request.object is a Service"),
+    (
+        json.dumps(review(pod(gpu_container(gpus="lots"), namespace="team-a"))).encode(),
+        "application/json",
+        400,
+        "spec.containers[0].resources.limits.nvidia.com/gpu",
+    ),
+    (b"[" * 10 + b"]" * 10, "application/json", 400, "AdmissionReview object"),
+]
+
+
+@pytest.mark.parametrize(
+    "body, content_type, code, message",
+    MALFORMED,
+    ids=[
+        "not-json",
+        "content-type",
+        "not-a-review",
+        "no-request",
+        "no-uid",
+        "object-kind-mismatch",
+        "bad-quantity",
+        "a-list",
+    ],
+)
+def test_malformed_requests_get_a_short_4xx_never_a_traceback(client, body, content_type, code, message):
+    status, answer = client.request("POST", "/mutate", body, content_type)
+    assert status == code
+    assert message in answer["error"] and "Traceback" not in json.dumps(answer)
+
+
+def test_a_body_over_3_mib_is_refused_with_413(client):
+    big = json.dumps(review(gpu_pod() | {"padding": "x" * (3 * 1024 * 1024)})).encode()
+    status, answer = client.request("POST", "/validate", big)
+    assert status == 413
+
+
+def test_readyz_waits_for_a_policy_set_and_healthz_does_not(tmp_path):
+    holder = EngineHolder()
+    with https_server(holder, tmp_path) as (port, ca):
+        client = Client(port, ca)
+        assert client.request("GET", "/healthz")[0] == 200
+        assert client.request("GET", "/readyz")[0] == 503
+        holder.swap(engine_from(POLICY))
+        assert client.request("GET", "/readyz")[0] == 200
+
+
+class BrokenEngine(Engine):
+    def mutate(self, raw, request=None):
+        raise RuntimeError("engine bug")
+
+    def validate(self, raw, usage, request=None):
+        raise RuntimeError("engine bug")
+
+
+@pytest.mark.parametrize("fail_open, allowed", [(False, False), (True, True)], ids=["fail-closed", "fail-open"])
+def test_an_engine_bug_answers_that_request_per_fail_open_and_the_server_keeps_serving(tmp_path, fail_open, allowed):
+    good = engine_from(POLICY)
+    holder = holder_with(BrokenEngine(good.policy_set, good.parse_quantity), fail_open=fail_open)
+    with https_server(holder, tmp_path) as (port, ca):
+        client = Client(port, ca)
+        for path in ("/mutate", "/validate"):
+            status, body = client.review(path, review(gpu_pod({"team": "a"})))
+            assert status == 200 and body["response"]["allowed"] is allowed
+            assert "engine bug" not in json.dumps(body)
+        assert client.request("GET", "/healthz")[0] == 200
+
+
+def test_metrics_count_reviews_by_endpoint_operation_and_decision(client):
+    client.review("/validate", review(gpu_pod()))
+    status, text = client.request("GET", "/metrics")
+    assert status == 200
+    assert 'gpu_admission_reviews_total{decision="denied",endpoint="validate",operation="CREATE"}' in text
+    assert "gpu_admission_review_seconds_bucket" in text
+
+
+def test_the_certificate_is_checked_against_the_hostname(tmp_path):
+    generate(tmp_path, "webhook", "gpu-system")  # SANs for the Service only, not localhost
+    with https_server(holder_with(), tmp_path) as (port, ca), pytest.raises(ssl.SSLCertVerificationError):
+        Client(port, ca).request("GET", "/healthz")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+            max_leaves=20,
+        ).map(lambda v: json.dumps(v).encode()),
+        st.builds(
+            lambda r: json.dumps(r).encode(),
+            st.fixed_dictionaries(
+                {
+                    "apiVersion": st.just("admission.k8s.io/v1"),
+                    "kind": st.just("AdmissionReview"),
+                    "request": st.dictionaries(
+                        st.sampled_from(["uid", "kind", "operation", "object", "namespace", "userInfo"]),
+                        st.none()
+                        | st.text(max_size=5)
+                        | st.integers()
+                        | st.dictionaries(st.text(max_size=4), st.text(max_size=4)),
+                        max_size=6,
+                    ),
+                }
+            ),
+        ),
+    )
+)
+def test_random_bodies_get_200_or_4xx_and_never_break_the_server(server, body):
+    port, ca = server
+    client = Client(port, ca)
+    for path in ("/mutate", "/validate"):
+        status, _ = client.request("POST", path, body)
+        assert status == 200 or 400 <= status < 500
+    assert client.request("GET", "/healthz")[0] == 200
+    client.close()

@@ -1,0 +1,43 @@
+"""gunicorn settings for the webhook (`gunicorn -c python:webhook.gunicorn_conf webhook.wsgi:app`).
+
+gthread workers keep connections alive longer than the API server's 90 s idle timeout, so its
+connection pool is reused; on SIGTERM in-flight reviews finish within graceful_timeout and idle
+keep-alive connections are closed.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from webhook.tls import ReloadingContext
+
+bind = os.environ.get("GPU_ADMISSION_BIND", "0.0.0.0:8443")
+workers = int(os.environ.get("GPU_ADMISSION_WORKERS", "2"))
+worker_class = "gthread"
+threads = int(os.environ.get("GPU_ADMISSION_THREADS", "4"))
+keepalive = 120
+timeout = 30
+graceful_timeout = 20
+preload_app = True
+certfile = os.environ.get("GPU_ADMISSION_CERT", "/etc/gpu-admission/certs/tls.crt")
+keyfile = os.environ.get("GPU_ADMISSION_KEY", "/etc/gpu-admission/certs/tls.key")
+accesslog = None
+errorlog = "-"
+loglevel = "warning"
+
+_contexts: dict[tuple[str, str], ReloadingContext] = {}
+
+
+def ssl_context(config: Any, default_ssl_context_factory: Any) -> Any:
+    key = (config.certfile, config.keyfile)
+    if key not in _contexts:
+        _contexts[key] = ReloadingContext(*key)
+    return _contexts[key].get()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]

@@ -1,0 +1,38 @@
+"""Prometheus metrics, correct under several gunicorn workers (multiprocess mode when
+PROMETHEUS_MULTIPROC_DIR is set, as `serve` does before the workers fork)."""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+REVIEWS = Counter("gpu_admission_reviews_total", "Admission reviews answered", ["endpoint", "operation", "decision"])
+LATENCY = Histogram(
+    "gpu_admission_review_seconds",
+    "Time to answer one review, body parsed to response built",
+    ["endpoint"],
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
+)
+REJECTED = Counter("gpu_admission_rejected_requests_total", "Malformed requests answered 4xx", ["code"])
+ENGINE_ERRORS = Counter("gpu_admission_engine_errors_total", "Reviews on which the engine failed", ["endpoint"])
+GENERATION = Gauge("gpu_admission_policy_generation", "Generation of the policy set in force", multiprocess_mode="max")
+POLICIES = Gauge("gpu_admission_policies", "Policies in the set in force", multiprocess_mode="max")
+LOAD_ERRORS = Counter("gpu_admission_policy_load_errors_total", "Policy documents rejected at load")
+
+
+def exposition() -> bytes:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+    return generate_latest()
