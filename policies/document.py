@@ -19,26 +19,45 @@ class Change:
         return f"{self.path}: {self.what} (policy {self.policy})"
 
 
-def clone(value: JSON) -> JSON:
-    """A deep copy of plain JSON, several times faster than copy.deepcopy."""
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) for v in value]
-    return value
+class Draft:
+    """A copy-on-write edit of a JSON document: only the objects on written paths are copied.
 
+    The original is never modified, and every untouched subtree of the draft *is* the original's,
+    so deriving the patch skips it by identity.
+    """
 
-def child(parent: dict[str, JSON], key: str, empty: type = dict) -> JSON:
-    """parent[key], created empty when missing or null."""
-    value = parent.get(key)
-    if value is None:
-        value = parent[key] = empty()
-    return value
+    def __init__(self, original: dict[str, JSON]) -> None:
+        self.original = original
+        self.root: dict[str, JSON] = dict(original)
+        self._owned: set[int] = {id(self.root)}
 
+    def _own(self, value: JSON) -> JSON:
+        self._owned.add(id(value))
+        return value
 
-def container_at(doc: dict[str, JSON], init: bool, index: int) -> dict[str, JSON]:
-    containers: list[dict[str, JSON]] = doc["spec"]["initContainers" if init else "containers"]
-    return containers[index]
+    def child(self, parent: dict[str, JSON], key: str, empty: type = dict) -> JSON:
+        """parent[key] ready for writing (parent must come from this draft); created when missing or null."""
+        value = parent.get(key)
+        if value is None:
+            value = parent[key] = self._own(empty())
+        elif id(value) not in self._owned:
+            value = parent[key] = self._own(dict(value) if isinstance(value, dict) else list(value))
+        return value
+
+    def item(self, parent: list[JSON], index: int) -> JSON:
+        value = parent[index]
+        if id(value) not in self._owned:
+            value = parent[index] = self._own(dict(value) if isinstance(value, dict) else list(value))
+        return value
+
+    def spec(self) -> dict[str, JSON]:
+        spec: dict[str, JSON] = self.child(self.root, "spec")
+        return spec
+
+    def container(self, init: bool, index: int) -> dict[str, JSON]:
+        containers = self.child(self.spec(), "initContainers" if init else "containers", list)
+        container: dict[str, JSON] = self.item(containers, index)
+        return container
 
 
 def format_count(amount: Decimal | None) -> str:

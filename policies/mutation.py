@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, replace
 
 from policies.cel import CelInput
-from policies.document import JSON, Change, child, clone
+from policies.document import JSON, Change, Draft
 from policies.fields import QuantityParser
 from policies.mig import MigPlan, MigPlanner, Problem
 from policies.model import GPUPolicy
@@ -68,7 +68,7 @@ def mutate_pod(
     matched = match.policies
     warnings = [f"policy {p.name} skipped: {why}" for p, why in match.errors]
     plan = plan_mig(view, policy_set, matched, parse_quantity)
-    doc = clone(raw)
+    doc = Draft(raw)
     changes: list[Change] = []
     problems = list(plan.problems)
     apply_plan(doc, plan, changes, problems)
@@ -83,7 +83,7 @@ def mutate_pod(
     warnings.extend(f"will be denied: {p}" for p in problems)
     return MutationResult(
         original=raw,
-        object=doc if changes else raw,
+        object=doc.root if changes else raw,
         changes=tuple(changes),
         warnings=tuple(short(w) for w in warnings),
         problems=tuple(problems),
@@ -91,9 +91,9 @@ def mutate_pod(
     )
 
 
-def _record(doc: dict[str, JSON], changes: list[Change]) -> None:
+def _record(doc: Draft, changes: list[Change]) -> None:
     """Keep what was changed in the pod itself, merged with any earlier pass's record."""
-    annotations = child(child(doc, "metadata"), "annotations")
+    annotations = doc.child(doc.child(doc.root, "metadata"), "annotations")
     try:
         earlier = json.loads(annotations.get(MUTATED_ANNOTATION, "[]"))
     except ValueError:

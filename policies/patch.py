@@ -25,7 +25,7 @@ def json_patch(original: Any, mutated: Any) -> list[Operation]:
 
 
 def _diff(before: Any, after: Any, path: str, out: list[Operation]) -> None:
-    if before == after:
+    if before is after or before == after:
         return
     if isinstance(before, dict) and isinstance(after, dict):
         for key in before.keys() - after.keys():

@@ -123,6 +123,26 @@ def _quantities(raw: object, path: str, parse: QuantityParser) -> dict[str, Deci
     return parsed
 
 
+def _env(fields: Mapping[str, object], path: str) -> dict[str, str | None]:
+    env: dict[str, str | None] = {}
+    for i, item in enumerate(_list(fields.get("env"), f"{path}.env")):
+        entry = _mapping(item, f"{path}.env[{i}]")
+        name = entry.get("name")
+        if not isinstance(name, str):
+            raise InputError(f"{path}.env[{i}].name", "must be a string")
+        value = entry.get("value")
+        env[name] = value if isinstance(value, str) else None
+    return env
+
+
+def _mounts_shm(fields: Mapping[str, object], path: str) -> bool:
+    mounts = _list(fields.get("volumeMounts"), f"{path}.volumeMounts")
+    return any(
+        _mapping(m, f"{path}.volumeMounts[{i}]").get("mountPath") in (SHM_PATH, SHM_PATH + "/")
+        for i, m in enumerate(mounts)
+    )
+
+
 def _container(raw: object, index: int, init: bool, parse: QuantityParser) -> ContainerView:
     path = f"spec.{'initContainers' if init else 'containers'}[{index}]"
     fields = _mapping(raw, path)
@@ -130,25 +150,18 @@ def _container(raw: object, index: int, init: bool, parse: QuantityParser) -> Co
     if not isinstance(name, str) or not name:
         raise InputError(f"{path}.name", "every container needs a name")
     resources = _mapping(fields.get("resources"), f"{path}.resources")
-    env: dict[str, str | None] = {}
-    for i, item in enumerate(_list(fields.get("env"), f"{path}.env")):
-        entry = _mapping(item, f"{path}.env[{i}]")
-        if not isinstance(entry.get("name"), str):
-            raise InputError(f"{path}.env[{i}].name", "must be a string")
-        value = entry.get("value")
-        env[entry["name"]] = value if isinstance(value, str) else None  # type: ignore[index]
-    mounts = [
-        _mapping(m, f"{path}.volumeMounts[{i}]")
-        for i, m in enumerate(_list(fields.get("volumeMounts"), f"{path}.volumeMounts"))
-    ]
+    requests = _quantities(resources.get("requests"), f"{path}.resources.requests", parse)
+    limits = _quantities(resources.get("limits"), f"{path}.resources.limits", parse)
+    # env and mounts only matter where runtime settings go: containers that hold GPUs.
+    gpu = bool(requests or limits)
     return ContainerView(
         index=index,
         name=name,
         init=init,
-        requests=_quantities(resources.get("requests"), f"{path}.resources.requests", parse),
-        limits=_quantities(resources.get("limits"), f"{path}.resources.limits", parse),
-        env=env,
-        mounts_shm=any(m.get("mountPath") in (SHM_PATH, SHM_PATH + "/") for m in mounts),
+        requests=requests,
+        limits=limits,
+        env=_env(fields, path) if gpu else {},
+        mounts_shm=_mounts_shm(fields, path) if gpu else False,
         restart_always=fields.get("restartPolicy") == "Always",
     )
 

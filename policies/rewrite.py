@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from policies.catalog import PRODUCT_LABEL, WHOLE_GPU_RESOURCE
-from policies.document import JSON, Change, child, container_at, format_count
+from policies.document import Change, Draft, format_count
 from policies.mig import MigPlan, Problem, Rewrite
 from policies.model import Strategy
 
 
-def apply_plan(doc: dict[str, JSON], plan: MigPlan, changes: list[Change], problems: list[Problem]) -> None:
+def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change], problems: list[Problem]) -> None:
     if plan.policy is None or not plan.rewrites:
         return
     if plan.strategy is Strategy.MIXED:
@@ -18,12 +18,12 @@ def apply_plan(doc: dict[str, JSON], plan: MigPlan, changes: list[Change], probl
         _steer(doc, plan, changes, problems)
 
 
-def _rename(doc: dict[str, JSON], rewrite: Rewrite, policy: str, changes: list[Change]) -> None:
+def _rename(doc: Draft, rewrite: Rewrite, policy: str, changes: list[Change]) -> None:
     container = rewrite.container
-    resources = child(container_at(doc, container.init, container.index), "resources")
+    resources = doc.child(doc.container(container.init, container.index), "resources")
     count = format_count(container.amount(WHOLE_GPU_RESOURCE))
     for section in ("limits", "requests"):
-        values = child(resources, section)
+        values = doc.child(resources, section)
         values.pop(WHOLE_GPU_RESOURCE, None)
         values[rewrite.profile.resource] = count
     changes.append(
@@ -39,12 +39,12 @@ def single_strategy_labels(plan: MigPlan) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def _steer(doc: dict[str, JSON], plan: MigPlan, changes: list[Change], problems: list[Problem]) -> None:
+def _steer(doc: Draft, plan: MigPlan, changes: list[Change], problems: list[Problem]) -> None:
     assert plan.policy is not None
     policy = plan.policy.name
     labels = single_strategy_labels(plan)
     why = plan.rewrites[0].why
-    spec = doc["spec"]
+    spec = doc.spec()
     selected = (spec.get("nodeSelector") or {}).get(PRODUCT_LABEL)
     if selected is not None:
         if selected not in labels:
@@ -57,19 +57,18 @@ def _steer(doc: dict[str, JSON], plan: MigPlan, changes: list[Change], problems:
             )
         return
     if len(labels) == 1:
-        child(spec, "nodeSelector")[PRODUCT_LABEL] = labels[0]
+        doc.child(spec, "nodeSelector")[PRODUCT_LABEL] = labels[0]
         changes.append(Change(f"spec.nodeSelector.{PRODUCT_LABEL}", f"{labels[0]} ({why})", policy))
         return
-    node_selector = child(
-        child(child(spec, "affinity"), "nodeAffinity"), "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    terms = child(node_selector, "nodeSelectorTerms", list)
+    node_affinity = doc.child(doc.child(spec, "affinity"), "nodeAffinity")
+    node_selector = doc.child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
+    terms = doc.child(node_selector, "nodeSelectorTerms", list)
     if not terms:
         terms.append({})
     requirement = {"key": PRODUCT_LABEL, "operator": "In", "values": list(labels)}
     added = False
-    for term in terms:
-        expressions = child(term, "matchExpressions", list)
+    for i in range(len(terms)):
+        expressions = doc.child(doc.item(terms, i), "matchExpressions", list)
         if requirement not in expressions:
             expressions.append(requirement)
             added = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from policies.document import JSON, Change, child, container_at
+from policies.document import JSON, Change, Draft
 from policies.model import GPUPolicy, Toleration
 from policies.pod import SHM_PATH, ContainerView, PodView
 
@@ -54,14 +54,14 @@ def merge(policies: Sequence[GPUPolicy]) -> Merged | None:
 
 
 def apply_runtime(
-    doc: dict[str, JSON],
+    doc: Draft,
     pod: PodView,
     merged: Merged,
     gpu_containers: Sequence[ContainerView],
     changes: list[Change],
     warnings: list[str],
 ) -> None:
-    spec = doc["spec"]
+    spec = doc.spec()
     if merged.runtime_class:
         wanted, policy = merged.runtime_class
         if pod.runtime_class_name is None:
@@ -69,37 +69,37 @@ def apply_runtime(
             changes.append(Change("spec.runtimeClassName", wanted, policy))
         elif pod.runtime_class_name != wanted:
             warnings.append(f"keeps runtimeClassName {pod.runtime_class_name}; policy {policy} sets {wanted}")
-    _tolerations(spec, merged, changes)
+    _tolerations(doc, spec, merged, changes)
     for key, (value, policy) in merged.node_selector.items():
         current = pod.node_selector.get(key)
         if current is None:
-            child(spec, "nodeSelector")[key] = value
+            doc.child(spec, "nodeSelector")[key] = value
             changes.append(Change(f"spec.nodeSelector.{key}", value, policy))
         elif current != value:
             warnings.append(f"keeps nodeSelector {key}={current}; policy {policy} sets {value}")
     for container in gpu_containers:
-        _env(container_at(doc, container.init, container.index), container, merged, changes, warnings)
+        _env(doc, container, merged, changes, warnings)
     if merged.shm_size:
         add_shm(doc, gpu_containers, merged.shm_size[0], merged.shm_size[1], changes)
 
 
-def _tolerations(spec: dict[str, JSON], merged: Merged, changes: list[Change]) -> None:
+def _tolerations(doc: Draft, spec: dict[str, JSON], merged: Merged, changes: list[Change]) -> None:
     existing = spec.get("tolerations") or []
     present = {Toleration.from_json(t).normalised() for t in existing if isinstance(t, dict)}
     for toleration, policy in merged.tolerations:
         if toleration not in present:
-            child(spec, "tolerations", list).append(toleration.to_json())
+            doc.child(spec, "tolerations", list).append(toleration.to_json())
             present.add(toleration)
             changes.append(Change("spec.tolerations", f"{toleration.key or '*'} {toleration.operator}", policy))
 
 
-def _env(
-    raw: dict[str, JSON], container: ContainerView, merged: Merged, changes: list[Change], warnings: list[str]
-) -> None:
+def _env(doc: Draft, container: ContainerView, merged: Merged, changes: list[Change], warnings: list[str]) -> None:
     added: dict[str, list[str]] = {}
     for name, (value, policy) in merged.env.items():
         if name not in container.env:
-            child(raw, "env", list).append({"name": name, "value": value})
+            doc.child(doc.container(container.init, container.index), "env", list).append(
+                {"name": name, "value": value}
+            )
             added.setdefault(policy, []).append(name)
         elif container.env[name] != value:
             warnings.append(f"{container.name}: keeps env {name} as set; policy {policy} sets {value!r}")
@@ -107,8 +107,8 @@ def _env(
         changes.append(Change(f"{container.path}.env", ", ".join(names), policy))
 
 
-def ensure_shm_volume(doc: dict[str, JSON], size: str | None, policy: str, changes: list[Change]) -> None:
-    volumes = child(doc["spec"], "volumes", list)
+def ensure_shm_volume(doc: Draft, size: str | None, policy: str, changes: list[Change]) -> None:
+    volumes = doc.child(doc.spec(), "volumes", list)
     if any(isinstance(v, dict) and v.get("name") == SHM_VOLUME for v in volumes):
         return
     empty_dir: dict[str, JSON] = {"medium": "Memory"}
@@ -119,7 +119,7 @@ def ensure_shm_volume(doc: dict[str, JSON], size: str | None, policy: str, chang
 
 
 def add_shm(
-    doc: dict[str, JSON], containers: Sequence[ContainerView], size: str | None, policy: str, changes: list[Change]
+    doc: Draft, containers: Sequence[ContainerView], size: str | None, policy: str, changes: list[Change]
 ) -> None:
     """A memory-backed emptyDir at /dev/shm for each container that has none."""
     needing = [c for c in containers if not c.mounts_shm]
@@ -127,6 +127,6 @@ def add_shm(
         return
     ensure_shm_volume(doc, size, policy, changes)
     for container in needing:
-        raw = container_at(doc, container.init, container.index)
-        child(raw, "volumeMounts", list).append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+        raw = doc.container(container.init, container.index)
+        doc.child(raw, "volumeMounts", list).append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
         changes.append(Change(f"{container.path}.volumeMounts", f"{SHM_VOLUME} at {SHM_PATH}", policy))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from policies.catalog import WHOLE_GPU_RESOURCE, mixed_resource
-from policies.document import JSON, Change, child
+from policies.document import JSON, Change, Draft
 from policies.mig import Problem
 from policies.model import GPUPolicy, Strategy, TritonSpec
 from policies.pod import SHM_PATH, PodView
@@ -42,7 +42,7 @@ def sidecar(spec: TritonSpec, repository: str, resources: dict[str, str], env: l
 
 
 def inject_triton(
-    doc: dict[str, JSON],
+    doc: Draft,
     pod: PodView,
     policies: tuple[GPUPolicy, ...],
     mig_policy: GPUPolicy | None,
@@ -74,7 +74,7 @@ def inject_triton(
     env = [{"name": k, "value": v} for k, (v, _) in merged.env.items()] if merged and spec.profile else []
     raw = sidecar(spec, repository, resources, env)
     key = "initContainers" if spec.native_sidecar else "containers"
-    child(doc["spec"], key, list).append(raw)
+    doc.child(doc.spec(), key, list).append(raw)
     changes.append(Change(f"spec.{key}", f"triton sidecar {spec.image} --model-repository={repository}", policy))
     size = merged.shm_size[0] if merged and merged.shm_size else None
     ensure_shm_volume(doc, size, policy, changes)

@@ -1,6 +1,8 @@
 """Properties over random GPU pods: the patch applies, requests equal limits, a second pass is empty,
 and the patched Pod survives the kubernetes client's V1Pod model with no field lost."""
 
+import copy
+
 import jsonpatch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -99,7 +101,9 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 @SETTINGS
 @given(pods())
 def test_the_patch_applies_cleanly_and_yields_the_mutated_pod(raw):
+    sent = copy.deepcopy(raw)
     result = ENGINE.mutate(raw)
+    assert raw == sent, "the object as sent is never modified"
     patched = jsonpatch.apply_patch(raw, json_patch(raw, result.object))
     assert patched == result.object
 

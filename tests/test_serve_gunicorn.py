@@ -47,7 +47,10 @@ def served(tmp_path):
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     process = subprocess.Popen(
         [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir)],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         wait_ready(port, cert_dir / CA_FILE, process)
@@ -60,9 +63,11 @@ def served(tmp_path):
 
 def served_serial(port: int, ca: Path) -> int:
     context = ssl.create_default_context(cafile=str(ca))
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        with context.wrap_socket(raw, server_hostname="localhost") as tls:
-            return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
 
 
 def test_serve_with_no_policies_makes_dev_certificates_and_answers_reviews(served):
@@ -82,9 +87,11 @@ def test_tls_below_1_2_is_refused(served):
     context.load_verify_locations(str(cert_dir / CA_FILE))
     context.maximum_version = ssl.TLSVersion.TLSv1_1
     context.minimum_version = ssl.TLSVersion.TLSv1
-    with pytest.raises((ssl.SSLError, ConnectionResetError)):
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-            context.wrap_socket(raw, server_hostname="localhost")
+    with (
+        pytest.raises((ssl.SSLError, ConnectionResetError)),
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+    ):
+        context.wrap_socket(raw, server_hostname="localhost")
 
 
 def test_renewed_certificate_files_are_served_without_a_restart(served):

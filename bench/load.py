@@ -1,0 +1,204 @@
+"""Load on the webhook as the API server gives it: gunicorn, TLS, keep-alive, realistic GPU pod reviews.
+
+Starts the admission server and a bare Flask endpoint (fixed AdmissionReview) under the same
+gunicorn settings and TLS, drives each from separate client processes over keep-alive
+connections, and prints throughput, p50, p99 and RSS per worker, side by side in one run.
+
+    python bench/load.py [--seconds 8] [--clients 4] [--rate 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from certs.files import generate  # noqa: E402
+
+
+def review(i: int) -> bytes:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "infer-",
+            "namespace": "ml",
+            "labels": {"team": "a", "app": "infer"},
+            "annotations": {"gpu-admission.io/gpu-memory": "15Gi"},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "model",
+                    "image": "nvcr.io/nvidia/pytorch:24.08-py3",
+                    "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "4", "memory": "16Gi"}},
+                    "env": [{"name": "MODEL", "value": "llama"}],
+                    "ports": [{"containerPort": 8080}],
+                },
+                {"name": "proxy", "image": "envoy:1.30", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}},
+            ]
+        },
+    }
+    body = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": f"uid-{i}",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": "CREATE",
+            "namespace": "ml",
+            "userInfo": {"username": "system:serviceaccount:ml:deployer"},
+            "object": pod,
+        },
+    }
+    return json.dumps(body).encode()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(app: str, port: int, cert_dir: Path, workers: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "GPU_ADMISSION_LOG_LEVEL": "WARNING",
+        "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="bench-metrics-"),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "-c",
+        "python:webhook.gunicorn_conf",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--certfile",
+        str(cert_dir / "tls.crt"),
+        "--keyfile",
+        str(cert_dir / "tls.key"),
+        app,
+    ]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        try:
+            connection = http.client.HTTPSConnection("localhost", port, context=context, timeout=2)
+            connection.request("POST", "/mutate", review(0), {"Content-Type": "application/json"})
+            if connection.getresponse().status == 200:
+                return process
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"{app} did not start")
+
+
+def client(port: int, ca: str, seconds: float, interval: float, path: str, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    context = ssl.create_default_context(cafile=ca)
+    connection = http.client.HTTPSConnection("localhost", port, context=context, timeout=10)
+    latencies: list[float] = []
+    bodies = [review(i) for i in range(64)]
+    end = time.monotonic() + seconds
+    next_send = time.monotonic()
+    i = 0
+    while time.monotonic() < end:
+        if interval:
+            delay = next_send - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            next_send += interval
+        started = time.perf_counter()
+        connection.request("POST", path + "?timeout=5s", bodies[i % 64], {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        response.read()
+        latencies.append(time.perf_counter() - started)
+        i += 1
+    out.put(latencies)
+
+
+def drive(port: int, ca: str, clients: int, seconds: float, rate: float, path: str) -> tuple[float, float, float]:
+    queue: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
+    interval = clients / rate if rate else 0.0
+    procs = [
+        multiprocessing.Process(target=client, args=(port, ca, seconds, interval, path, queue)) for _ in range(clients)
+    ]
+    for p in procs:
+        p.start()
+    latencies = [x for _ in procs for x in queue.get()]
+    for p in procs:
+        p.join()
+    latencies.sort()
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    return len(latencies) / seconds, statistics.median(latencies) * 1000, p99 * 1000
+
+
+def worker_rss_mib(master: int) -> list[float]:
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    sizes = []
+    for pid in children:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                sizes.append(int(line.split()[1]) / 1024)
+    return sizes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=300)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    cert_dir = Path(tempfile.mkdtemp(prefix="bench-certs-"))
+    generate(cert_dir, "gpu-admission", "bench", ["localhost"], ["127.0.0.1"])
+    ca = str(cert_dir / "ca.crt")
+    subjects = {
+        "admission (/mutate)": ("webhook.wsgi:app", "/mutate"),
+        "admission (/validate)": ("webhook.wsgi:app", "/validate"),
+        "bare Flask endpoint": ("bench.bare_app:app", "/mutate"),
+    }
+    results = {}
+    servers = {}
+    try:
+        for app in {a for a, _ in subjects.values()}:
+            port = free_port()
+            servers[app] = (port, start(app, port, cert_dir, args.workers))
+        for label, (app, path) in subjects.items():
+            port, process = servers[app]
+            peak = drive(port, ca, args.clients, args.seconds, 0, path)
+            paced = drive(port, ca, args.clients, args.seconds, args.rate, path)
+            results[label] = (peak, paced, worker_rss_mib(process.pid))
+    finally:
+        for _, process in servers.values():
+            process.terminate()
+            process.wait(30)
+    bare = results["bare Flask endpoint"][0][0]
+    print(f"gunicorn gthread x{args.workers} workers, TLS 1.2+, {args.clients} keep-alive client processes")
+    for label, (peak, paced, rss) in results.items():
+        sizes = ", ".join(f"{r:.0f}" for r in rss)
+        print(
+            f"  {label:22} peak {peak[0]:6.0f} rev/s ({peak[0] / bare:.2f}x bare) p50 {peak[1]:.2f} ms p99 {peak[2]:.2f} ms"
+        )
+        print(f"  {'':22} at {args.rate:g}/s: p50 {paced[1]:.2f} ms p99 {paced[2]:.2f} ms; RSS per worker {sizes} MiB")
+
+
+if __name__ == "__main__":
+    main()
