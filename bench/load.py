@@ -195,7 +195,8 @@ def main() -> None:
     for label, (peak, paced, rss) in results.items():
         sizes = ", ".join(f"{r:.0f}" for r in rss)
         print(
-            f"  {label:22} peak {peak[0]:6.0f} rev/s ({peak[0] / bare:.2f}x bare) p50 {peak[1]:.2f} ms p99 {peak[2]:.2f} ms"
+            f"  {label:22} peak {peak[0]:6.0f} rev/s ({peak[0] / bare:.2f}x bare)"
+            f" p50 {peak[1]:.2f} ms p99 {peak[2]:.2f} ms"
         )
         print(f"  {'':22} at {args.rate:g}/s: p50 {paced[1]:.2f} ms p99 {paced[2]:.2f} ms; RSS per worker {sizes} MiB")
 
