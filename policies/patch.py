@@ -1,7 +1,7 @@
 """The RFC 6902 patch between the object as sent and as mutated.
 
-Mutation touches a few leaves of a large Pod, so the walk skips every equal subtree with one
-C-level `==` and only descends where something differs. Appends to a list (a new toleration,
+Mutation touches a few leaves of a large Pod, so the walk skips every subtree that the
+copy-on-write draft left as the original object, and descends only where something differs. Appends to a list (a new toleration,
 a sidecar) become `add` operations; any other list change is handed to jsonpatch's own
 differ. Pointers are escaped by jsonpointer (`/` as `~1`, `~` as `~0`).
 """
@@ -24,17 +24,24 @@ def json_patch(original: Any, mutated: Any) -> list[Operation]:
     return operations
 
 
+_MISSING = object()
+
+
 def _diff(before: Any, after: Any, path: str, out: list[Operation]) -> None:
-    if before is after or before == after:
-        return
     if isinstance(before, dict) and isinstance(after, dict):
+        # No deep == here: untouched subtrees of a copy-on-write draft are the original objects.
         for key in before.keys() - after.keys():
             out.append({"op": "remove", "path": f"{path}/{escape(key)}"})
         for key, value in after.items():
-            if key not in before:
+            old = before.get(key, _MISSING)
+            if old is value:
+                continue
+            if old is _MISSING:
                 out.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
             else:
-                _diff(before[key], value, f"{path}/{escape(key)}", out)
+                _diff(old, value, f"{path}/{escape(key)}", out)
+        return
+    if before == after:
         return
     if isinstance(before, list) and isinstance(after, list):
         if len(before) <= len(after) and after[: len(before)] == before:
@@ -42,7 +49,8 @@ def _diff(before: Any, after: Any, path: str, out: list[Operation]) -> None:
             return
         if len(before) == len(after):
             for i, (old, new) in enumerate(zip(before, after, strict=True)):
-                _diff(old, new, f"{path}/{i}", out)
+                if old is not new:
+                    _diff(old, new, f"{path}/{i}", out)
             return
         nested: list[Operation] = jsonpatch.make_patch(before, after).patch
         for operation in nested:
@@ -51,4 +59,4 @@ def _diff(before: Any, after: Any, path: str, out: list[Operation]) -> None:
                 operation["from"] = path + operation["from"]
         out.extend(nested)
         return
-    out.append({"op": "replace", "path": path or "", "value": after})
+    out.append({"op": "replace", "path": path, "value": after})

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 
 from policies.catalog import MIG_RESOURCE_PREFIX, PRODUCT_LABEL, WHOLE_GPU_RESOURCE
 from policies.errors import InputError
@@ -32,7 +33,7 @@ class ContainerView:
 
     @property
     def path(self) -> str:
-        return f"spec.{'initContainers' if self.init else 'containers'}[{self.index}]"
+        return _container_path(self.init, self.index)
 
     def amount(self, resource: str) -> Decimal | None:
         """limits win, as the API server defaults requests from limits for extended resources."""
@@ -82,6 +83,11 @@ class PodView:
     @property
     def holds_gpu(self) -> bool:
         return any(c.holds_gpu for c in self.all_containers)
+
+
+@lru_cache(maxsize=256)
+def _container_path(init: bool, index: int) -> str:
+    return f"spec.{'initContainers' if init else 'containers'}[{index}]"
 
 
 def _mapping(raw: object, path: str) -> Mapping[str, object]:
@@ -144,7 +150,7 @@ def _mounts_shm(fields: Mapping[str, object], path: str) -> bool:
 
 
 def _container(raw: object, index: int, init: bool, parse: QuantityParser) -> ContainerView:
-    path = f"spec.{'initContainers' if init else 'containers'}[{index}]"
+    path = _container_path(init, index)
     fields = _mapping(raw, path)
     name = fields.get("name")
     if not isinstance(name, str) or not name:

@@ -95,11 +95,12 @@ def _tolerations(doc: Draft, spec: dict[str, JSON], merged: Merged, changes: lis
 
 def _env(doc: Draft, container: ContainerView, merged: Merged, changes: list[Change], warnings: list[str]) -> None:
     added: dict[str, list[str]] = {}
+    env: list[JSON] | None = None
     for name, (value, policy) in merged.env.items():
         if name not in container.env:
-            doc.child(doc.container(container.init, container.index), "env", list).append(
-                {"name": name, "value": value}
-            )
+            if env is None:
+                env = doc.child(doc.container(container.init, container.index), "env", list)
+            env.append({"name": name, "value": value})
             added.setdefault(policy, []).append(name)
         elif container.env[name] != value:
             warnings.append(f"{container.name}: keeps env {name} as set; policy {policy} sets {value!r}")
