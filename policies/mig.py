@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from policies.catalog import WHOLE_GPU_RESOURCE, Catalog, CatalogError, GpuModel, Profile
+from policies.catalog import PRODUCT_LABEL, WHOLE_GPU_RESOURCE, Catalog, CatalogError, GpuModel, Profile
 from policies.fields import QuantityParser
 from policies.model import GPUPolicy, MigSpec, MultiGpu, Strategy
 from policies.pod import ContainerView, PodView
@@ -84,6 +84,8 @@ class MigPlanner:
                 continue
             if rewrite is not None:
                 rewrites.append(rewrite)
+        if self.spec.strategy is Strategy.SINGLE and rewrites:
+            problems.extend(self.single_strategy_conflicts(pod, tuple(rewrites)))
         if self.spec.strategy is Strategy.SINGLE and len({r.profile.name for r in rewrites}) > 1:
             names = ", ".join(sorted({f"{r.container.name}={r.profile.name}" for r in rewrites}))
             problems.append(
@@ -95,6 +97,15 @@ class MigPlanner:
             )
             rewrites = []
         return MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings))
+
+    def single_strategy_conflicts(self, pod: PodView, rewrites: tuple[Rewrite, ...]) -> list[Problem]:
+        """A nodeSelector the user pinned to another product can never land on the MIG nodes needed."""
+        selected = pod.node_selector.get(PRODUCT_LABEL)
+        labels = single_strategy_labels(rewrites)
+        if selected is None or selected in labels:
+            return []
+        path = f"spec.nodeSelector.{PRODUCT_LABEL}"
+        return [Problem(self.policy.name, path, f"selects {selected}, but this pod needs one of {', '.join(labels)}")]
 
     def candidate_models(self, pod: PodView) -> tuple[GpuModel, ...]:
         key = pod.annotation("gpu-model")
@@ -185,3 +196,12 @@ class MigPlanner:
 
 class _KeepWhole(Exception):
     pass
+
+
+def single_strategy_labels(rewrites: tuple[Rewrite, ...]) -> tuple[str, ...]:
+    """nvidia.com/gpu.product values of the nodes that can serve these rewrites under single strategy."""
+    labels: dict[str, None] = {}
+    for rewrite in rewrites:
+        for model in rewrite.models:
+            labels.update(dict.fromkeys(model.single_strategy_labels(rewrite.profile)))
+    return tuple(labels)

@@ -71,7 +71,7 @@ def mutate_pod(
     doc = Draft(raw)
     changes: list[Change] = []
     problems = list(plan.problems)
-    apply_plan(doc, plan, changes, problems)
+    apply_plan(doc, plan, changes)
     merged = policy_set.memo("runtime", matched, merge)
     inject_triton(doc, view, matched, plan.policy, merged, changes, problems)
     if merged is not None:

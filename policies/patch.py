@@ -1,9 +1,9 @@
 """The RFC 6902 patch between the object as sent and as mutated.
 
 Mutation touches a few leaves of a large Pod, so the walk skips every subtree that the
-copy-on-write draft left as the original object, and descends only where something differs. Appends to a list (a new toleration,
-a sidecar) become `add` operations; any other list change is handed to jsonpatch's own
-differ. Pointers are escaped by jsonpointer (`/` as `~1`, `~` as `~0`).
+copy-on-write draft left as the original object, and descends only where something differs.
+Appends to a list (a new toleration, a sidecar) become `add` operations; any other list change
+is handed to jsonpatch's own differ. Pointers are escaped by jsonpointer (`/` as `~1`, `~` as `~0`).
 """
 
 from __future__ import annotations

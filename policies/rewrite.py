@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from policies.catalog import PRODUCT_LABEL, WHOLE_GPU_RESOURCE
 from policies.document import Change, Draft, format_count
-from policies.mig import MigPlan, Problem, Rewrite
+from policies.mig import MigPlan, Rewrite, single_strategy_labels
 from policies.model import Strategy
 
 
-def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change], problems: list[Problem]) -> None:
+def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
     if plan.policy is None or not plan.rewrites:
         return
     if plan.strategy is Strategy.MIXED:
         for rewrite in plan.rewrites:
             _rename(doc, rewrite, plan.policy.name, changes)
     else:
-        _steer(doc, plan, changes, problems)
+        _steer(doc, plan, changes)
 
 
 def _rename(doc: Draft, rewrite: Rewrite, policy: str, changes: list[Change]) -> None:
@@ -31,31 +31,14 @@ def _rename(doc: Draft, rewrite: Rewrite, policy: str, changes: list[Change]) ->
     )
 
 
-def single_strategy_labels(plan: MigPlan) -> tuple[str, ...]:
-    labels: dict[str, None] = {}
-    for rewrite in plan.rewrites:
-        for model in rewrite.models:
-            labels.update(dict.fromkeys(model.single_strategy_labels(rewrite.profile)))
-    return tuple(labels)
-
-
-def _steer(doc: Draft, plan: MigPlan, changes: list[Change], problems: list[Problem]) -> None:
+def _steer(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
     assert plan.policy is not None
     policy = plan.policy.name
-    labels = single_strategy_labels(plan)
+    labels = single_strategy_labels(plan.rewrites)
     why = plan.rewrites[0].why
     spec = doc.spec()
-    selected = (spec.get("nodeSelector") or {}).get(PRODUCT_LABEL)
-    if selected is not None:
-        if selected not in labels:
-            problems.append(
-                Problem(
-                    policy,
-                    f"spec.nodeSelector.{PRODUCT_LABEL}",
-                    f"selects {selected}, but this pod needs one of {', '.join(labels)}",
-                )
-            )
-        return
+    if PRODUCT_LABEL in (spec.get("nodeSelector") or {}):
+        return  # already pinned: to these nodes, or MigPlanner reported the conflict
     if len(labels) == 1:
         doc.child(spec, "nodeSelector")[PRODUCT_LABEL] = labels[0]
         changes.append(Change(f"spec.nodeSelector.{PRODUCT_LABEL}", f"{labels[0]} ({why})", policy))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from policies.cel import CelInput
 from policies.document import JSON
@@ -28,7 +28,6 @@ class Decision:
     usage: Usage = EMPTY
     policies: tuple[str, ...] = ()
     charges: tuple[tuple[str, str], ...] = ()
-    extra_warnings: tuple[str, ...] = field(default=())
 
     @property
     def denials(self) -> tuple[Verdict, ...]:
@@ -36,8 +35,7 @@ class Decision:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        found = [str(v) for v in self.verdicts if v.action is Action.WARN]
-        return tuple(short(w) for w in (*found, *self.extra_warnings))
+        return tuple(short(str(v)) for v in self.verdicts if v.action is Action.WARN)
 
     @property
     def audit_annotations(self) -> dict[str, str]:

@@ -96,6 +96,14 @@ def test_an_unservable_gpu_request_is_denied_with_its_reason():
     assert "spec.containers[0].resources" in decision.message
 
 
+def test_a_single_strategy_pod_pinned_to_another_product_is_denied_after_mutation():
+    engine = engine_from(policy("s", "mig: {strategy: single, gpuModels: [B200-180GB], defaultProfile: 1g.23gb}"))
+    pinned = pod(gpu_container(), nodeSelector={"nvidia.com/gpu.product": "NVIDIA-B200"})
+    mutated = engine.mutate(pinned).object
+    decision = engine.validate(mutated, NoUsage())
+    assert not decision.allowed and "selects NVIDIA-B200" in decision.message
+
+
 # -- quotas ------------------------------------------------------------------------------------
 
 
