@@ -109,3 +109,20 @@ def test_sigterm_shuts_down_gracefully(served):
     assert client.request("GET", "/healthz")[0] == 200  # an idle keep-alive connection stays open
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 0
+
+
+def test_metrics_add_up_over_all_workers(served):
+    port, cert_dir, _ = served
+    ca = cert_dir / CA_FILE
+    for i in range(12):  # a new connection each time, so both workers answer some
+        client = Client(port, ca)
+        assert client.review("/validate", review(gpu_pod({"team": "a"}), namespace="ml", uid=f"m{i}"))[0] == 200
+        client.close()
+    _, text = Client(port, ca).request("GET", "/metrics")
+    counted = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("gpu_admission_reviews_total{") and 'endpoint="validate"' in line
+    )
+    assert counted == 12
+    assert "gpu_admission_policy_generation 1.0" in text
