@@ -1,0 +1,42 @@
+"""`kubectl gpu-admission ...` through the real kubectl binary's plugin discovery."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import policies.bundled
+
+KUBECTL = shutil.which("kubectl")
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+
+
+def kubectl(*args):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "KUBECONFIG": os.devnull}
+    return subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_kubectl_discovers_the_plugin_on_path():
+    done = kubectl("plugin", "list")
+    assert "kubectl-gpu_admission" in done.stdout, done.stdout + done.stderr
+
+
+def test_kubectl_gpu_admission_lint_runs_the_command():
+    done = kubectl("gpu-admission", "lint", str(Path(policies.bundled.__file__).parent))
+    assert done.returncode == 0, done.stderr
+    assert "1 policies loaded (default-gpu)" in done.stderr
+
+
+def test_kubectl_gpu_admission_validate_exits_as_the_command_does(tmp_path):
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml}\n"
+        "spec: {containers: [{name: a, image: x, resources: {limits: {nvidia.com/gpu: 9}}}]}\n"
+    )
+    done = kubectl("gpu-admission", "validate", "-f", str(pod))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "per-pod cap" in done.stdout
