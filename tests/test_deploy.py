@@ -1,0 +1,129 @@
+"""The manifests: every overlay renders, every object fits the kubernetes client's models, and the
+webhook configurations keep the rules the API server's good practices ask for."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes.client import ApiClient
+
+import policies.bundled
+from policies.cel import CelInput, compile_expression
+from tests.conftest import gpu_container, plain_container, pod
+
+ROOT = Path(__file__).resolve().parent.parent
+OVERLAYS = ["deploy/base", "deploy/overlays/cert-manager"]
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+API = ApiClient()
+MODELS = {
+    "Namespace": "V1Namespace",
+    "ServiceAccount": "V1ServiceAccount",
+    "Role": "V1Role",
+    "ClusterRole": "V1ClusterRole",
+    "RoleBinding": "V1RoleBinding",
+    "ClusterRoleBinding": "V1ClusterRoleBinding",
+    "ConfigMap": "V1ConfigMap",
+    "Service": "V1Service",
+    "PriorityClass": "V1PriorityClass",
+    "Deployment": "V1Deployment",
+    "PodDisruptionBudget": "V1PodDisruptionBudget",
+    "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration": "V1ValidatingWebhookConfiguration",
+}
+CRDS = {"Certificate", "Issuer"}
+EXCLUDED = {"kube-system", "kube-node-lease", "gpu-admission"}
+
+
+def render(overlay: str) -> list[dict]:
+    done = subprocess.run([KUBECTL, "kustomize", str(ROOT / overlay)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def by_kind(objects: list[dict], kind: str) -> list[dict]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_rendered_object_round_trips_through_its_kubernetes_model(overlay):
+    for obj in render(overlay):
+        if obj["kind"] in CRDS:
+            continue
+        model = API._ApiClient__deserialize(obj, MODELS[obj["kind"]])  # type: ignore[attr-defined]
+        assert API.sanitize_for_serialization(model) == obj, obj["kind"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_webhook_configurations_follow_the_api_servers_rules(overlay):
+    objects = render(overlay)
+    mutating = by_kind(objects, "MutatingWebhookConfiguration")[0]["webhooks"]
+    validating = by_kind(objects, "ValidatingWebhookConfiguration")[0]["webhooks"]
+    for hook in mutating + validating:
+        assert hook["sideEffects"] == "None" and hook["admissionReviewVersions"] == ["v1"]
+        assert 1 <= hook["timeoutSeconds"] <= 5
+        (expression,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expression["key"] == "kubernetes.io/metadata.name" and expression["operator"] == "NotIn"
+        assert set(expression["values"]) == EXCLUDED
+    assert all(h["reinvocationPolicy"] == "IfNeeded" for h in mutating)
+    resources = {r for h in validating for rule in h["rules"] for r in rule["resources"]}
+    assert resources == {"pods", "deployments", "statefulsets", "daemonsets", "replicasets", "jobs", "cronjobs"}
+
+
+def test_match_conditions_let_only_gpu_pods_reach_the_webhook():
+    objects = render("deploy/base")
+    hooks = by_kind(objects, "MutatingWebhookConfiguration")[0]["webhooks"]
+    hooks += [h for h in by_kind(objects, "ValidatingWebhookConfiguration")[0]["webhooks"] if "matchConditions" in h]
+    assert len(hooks) == 2
+    cases = [
+        (pod(gpu_container(gpus="1")), True),
+        (pod(plain_container()), False),
+        (pod(plain_container(), init=(gpu_container("warm", gpus="1"),)), True),
+        (pod(plain_container(), annotations={"triton": "inject"}), True),
+        (pod(gpu_container(gpus="1"), annotations={"kubernetes.io/config.mirror": "x"}), False),
+    ]
+    for hook in hooks:
+        conditions = [compile_expression(c["expression"]) for c in hook["matchConditions"]]
+        for obj, expected in cases:
+            data = CelInput({"object": obj, "request": {}})
+            assert all(c.evaluate_bool(data) for c in conditions) is expected, obj
+
+
+def test_the_deployment_is_hardened_and_highly_available():
+    objects = render("deploy/base")
+    deployment = by_kind(objects, "Deployment")[0]
+    spec = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 3
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    assert spec["priorityClassName"] == by_kind(objects, "PriorityClass")[0]["metadata"]["name"]
+    (container,) = spec["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert "cpu" in container["resources"]["requests"] and "cpu" not in container["resources"].get("limits", {})
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert by_kind(objects, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 2
+
+
+def test_rbac_is_least_privilege():
+    objects = render("deploy/base")
+    for role in by_kind(objects, "Role") + by_kind(objects, "ClusterRole"):
+        for rule in role["rules"]:
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+            writes = set(rule["verbs"]) & {"update", "patch", "delete"}
+            if writes:
+                assert rule.get("resourceNames") or rule["resources"] == ["events"], rule
+            if "pods" in rule["resources"]:
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}
+
+
+def test_the_policy_configmap_ships_the_packages_own_bundled_policies():
+    configmap = by_kind(render("deploy/base"), "ConfigMap")[0]
+    assert configmap["metadata"]["labels"]["gpu-admission.io/policy"] == "true"
+    bundled = (Path(policies.bundled.__file__).parent / "default.yaml").read_text()
+    assert configmap["data"]["default.yaml"] == bundled
