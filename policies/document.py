@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 JSON = Any
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(NamedTuple):
+    """One edit and the policy that asked for it (a NamedTuple: made dozens of times a pod)."""
+
     path: str
     what: str
     policy: str
