@@ -65,7 +65,7 @@ def _validate(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from webhook.server import serve
 
-    serve(args.policies, args.bind, args.cert_dir, args.workers, args.fail_open)
+    serve(args.policies, args.bind, args.cert_dir, args.workers, args.fail_open, args.watch_configmaps or "")
     return EXIT_OK
 
 
@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--workers", type=int, default=2)
     serve.add_argument("--fail-open", action="store_true", help="allow, not deny, when the engine fails on a review")
+    serve.add_argument(
+        "--watch-configmaps",
+        metavar="NAMESPACE",
+        help="policies from ConfigMaps labelled gpu-admission.io/policy=true in NAMESPACE, watched",
+    )
     serve.set_defaults(run=cmd_serve)
     certs = commands.add_parser("certs", help="TLS material")
     certs_commands = certs.add_subparsers(dest="certs_command", required=True)

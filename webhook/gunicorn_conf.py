@@ -36,8 +36,14 @@ def ssl_context(config: Any, default_ssl_context_factory: Any) -> Any:
     return _contexts[key].get()
 
 
+def post_fork(server: Any, worker: Any) -> None:
+    from webhook import background
+
+    background.start_all()
+
+
 def child_exit(server: Any, worker: Any) -> None:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+        multiprocess.mark_process_dead(worker.pid)

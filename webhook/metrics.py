@@ -33,6 +33,6 @@ LOAD_ERRORS = Counter("gpu_admission_policy_load_errors_total", "Policy document
 def exposition() -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry)
     return generate_latest()

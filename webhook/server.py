@@ -11,29 +11,48 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
-from policies.engine import Engine
-from webhook import gunicorn_conf, logs
-from webhook.quantity import parse_quantity
-from webhook.sources import load_policies
+from policies.errors import PolicyProblem
+from webhook import background, gunicorn_conf, logs
+from webhook.configmaps import ConfigMapWatcher
+from webhook.directories import DirectoryWatcher
+from webhook.policy_store import PolicyStore
+from webhook.sources import bundled_texts
 from webhook.state import EngineHolder, Settings
 
 log = logging.getLogger("gpu_admission.server")
 DEFAULT_CERT_DIR = Path(".gpu-admission/certs")
 
 
-def build_holder(policy_dirs: list[Path] | None, fail_open: bool = False) -> EngineHolder:
-    from webhook.metrics import GENERATION, LOAD_ERRORS, POLICIES
+def build_holder(policy_dirs: list[Path] | None, fail_open: bool = False, watch_namespace: str = "") -> EngineHolder:
+    """The engine holder and its policy sources: bundled, directories (reloaded) or ConfigMaps (watched)."""
+    from webhook.metrics import LOAD_ERRORS
 
     holder = EngineHolder(Settings(fail_open=fail_open))
-    policy_set, result = load_policies(policy_dirs)
-    for problem in result.problems:
-        log.error("policy rejected", extra={"fields": {"problem": str(problem)}})
-    LOAD_ERRORS.inc(len(result.problems))
-    holder.load_errors = len(result.problems)
-    GENERATION.set(policy_set.generation)
-    POLICIES.set(len(policy_set.policies))
-    holder.swap(Engine(policy_set, parse_quantity))
+
+    def count(source: str, problems: list[PolicyProblem]) -> None:
+        LOAD_ERRORS.inc(len(problems))
+        holder.load_errors += len(problems)
+
+    store = PolicyStore(holder, on_problems=count)
+    if watch_namespace:
+        background.register(lambda: _watch_configmaps(store, watch_namespace))
+    elif policy_dirs:
+        directories = DirectoryWatcher(policy_dirs, store)
+        directories.check_once()
+        background.register(directories.start)
+    else:
+        store.update("bundled", tuple(bundled_texts()))
     return holder
+
+
+def _watch_configmaps(store: PolicyStore, namespace: str) -> None:
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    ConfigMapWatcher(client.CoreV1Api(), namespace, store).start()
 
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]
@@ -53,14 +72,16 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         return self.application
 
 
-def serve(policy_dirs: list[Path] | None, bind: str, cert_dir: Path, workers: int, fail_open: bool) -> None:
+def serve(
+    policy_dirs: list[Path] | None, bind: str, cert_dir: Path, workers: int, fail_open: bool, watch_namespace: str = ""
+) -> None:
     logs.configure()
     if ensure_dev_certificates(cert_dir):
         log.info("dev certificates made", extra={"fields": {"ca": str(cert_dir / CA_FILE)}})
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
     from webhook.app import create_app
 
-    app = create_app(build_holder(policy_dirs, fail_open))
+    app = create_app(build_holder(policy_dirs, fail_open, watch_namespace))
     log.info("serving", extra={"fields": {"bind": bind, "ca": str(cert_dir / CA_FILE), "workers": workers}})
     WebhookServer(
         app,

@@ -11,4 +11,10 @@ from webhook.server import build_holder
 
 logs.configure(os.environ.get("GPU_ADMISSION_LOG_LEVEL", "INFO"))
 _dirs = [Path(p) for p in os.environ.get("GPU_ADMISSION_POLICIES", "").split(":") if p]
-app = create_app(build_holder(_dirs or None, os.environ.get("GPU_ADMISSION_FAIL_OPEN") == "true"))
+app = create_app(
+    build_holder(
+        _dirs or None,
+        fail_open=os.environ.get("GPU_ADMISSION_FAIL_OPEN") == "true",
+        watch_namespace=os.environ.get("GPU_ADMISSION_WATCH_NAMESPACE", ""),
+    )
+)
