@@ -68,10 +68,22 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
         assert 1 <= hook["timeoutSeconds"] <= 5
         (expression,) = hook["namespaceSelector"]["matchExpressions"]
         assert expression["key"] == "kubernetes.io/metadata.name" and expression["operator"] == "NotIn"
-        assert set(expression["values"]) == EXCLUDED
+        policies_hook = hook["name"].startswith("validate-policies")
+        assert set(expression["values"]) == (EXCLUDED - {"gpu-admission"} if policies_hook else EXCLUDED)
     assert all(h["reinvocationPolicy"] == "IfNeeded" for h in mutating)
     resources = {r for h in validating for rule in h["rules"] for r in rule["resources"]}
-    assert resources == {"pods", "deployments", "statefulsets", "daemonsets", "replicasets", "jobs", "cronjobs"}
+    assert resources == {
+        "pods",
+        "deployments",
+        "statefulsets",
+        "daemonsets",
+        "replicasets",
+        "jobs",
+        "cronjobs",
+        "configmaps",
+    }
+    (policies_hook,) = [h for h in validating if "configmaps" in h["rules"][0]["resources"]]
+    assert policies_hook["objectSelector"] == {"matchLabels": {"gpu-admission.io/policy": "true"}}
 
 
 def test_match_conditions_let_only_gpu_pods_reach_the_webhook():

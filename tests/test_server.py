@@ -304,3 +304,28 @@ def test_random_bodies_get_200_or_4xx_and_never_break_the_server(server, body):
         assert status == 200 or 400 <= status < 500
     assert client.request("GET", "/healthz")[0] == 200
     client.close()
+
+
+def configmap(data, labelled=True):
+    labels = {"gpu-admission.io/policy": "true"} if labelled else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "team-a", "namespace": "gpu-admission", "labels": labels},
+        "data": data,
+    }
+
+
+def test_validate_rejects_a_broken_policy_configmap_with_its_lint_errors(client):
+    broken = configmap({"p.yaml": POLICY.replace("1g.10gb", "1g.11gb")})
+    _, body = client.review("/validate", review(broken, kind="ConfigMap", namespace="gpu-admission", dry_run=True))
+    response = body["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 422
+    assert "configmap/gpu-admission/team-a/p.yaml:" in response["status"]["message"]
+    assert "spec.mig.defaultProfile: unknown MIG profile '1g.11gb'" in response["status"]["message"]
+
+
+def test_validate_admits_good_policy_configmaps_and_ignores_unlabelled_ones(client):
+    for obj in (configmap({"p.yaml": POLICY}), configmap({"p.yaml": "not: [yaml"}, labelled=False)):
+        _, body = client.review("/validate", review(obj, kind="ConfigMap", namespace="gpu-admission"))
+        assert body["response"]["allowed"] is True

@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from policies.engine import JUDGED_KINDS
 from policies.errors import InputError
+from policies.loader import load_texts
 from policies.patch import json_patch
 from policies.request import Operation
 from webhook.errors import BadRequest
 from webhook.metrics import ENGINE_ERRORS
+from webhook.quantity import parse_quantity
 from webhook.review import AdmissionRequest, AdmissionResponse
 from webhook.state import EngineHolder
 
 log = logging.getLogger("gpu_admission.admission")
 JUDGED_OPERATIONS = (Operation.CREATE, Operation.UPDATE)
+POLICY_LABEL_KEY = "gpu-admission.io/policy"
 
 
 def _require_object(request: AdmissionRequest) -> dict[str, object]:
@@ -67,7 +71,28 @@ def mutate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse
     return _guarded("mutate", holder, request, run)
 
 
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _policy_configmap(request: AdmissionRequest) -> AdmissionResponse:
+    """A policy ConfigMap is judged by lint: `kubectl apply` of a broken policy fails with the errors."""
+    raw = _require_object(request)
+    metadata = _dict(raw.get("metadata"))
+    if _dict(metadata.get("labels")).get(POLICY_LABEL_KEY) != "true":
+        return AdmissionResponse(request.uid, True)
+    source = f"configmap/{request.namespace}/{metadata.get('name', request.name)}"
+    texts = [(f"{source}/{key}", str(value)) for key, value in sorted(_dict(raw.get("data")).items())]
+    problems = load_texts(texts, parse_quantity).problems
+    if not problems:
+        return AdmissionResponse(request.uid, True)
+    message = "policy rejected: " + "; ".join(str(p) for p in problems)
+    return AdmissionResponse(request.uid, False, message=message, code=422)
+
+
 def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    if request.kind.group == "" and request.kind.kind == "ConfigMap" and request.operation in JUDGED_OPERATIONS:
+        return _policy_configmap(request)
     engine = holder.engine
     if (
         engine is None
