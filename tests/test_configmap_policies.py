@@ -122,3 +122,13 @@ def test_a_policy_directory_reloads_on_change_and_keeps_its_last_good_version(tm
     (tmp_path / "b.yaml").write_text(policy("team-b", "mig: {strategy: half}"))
     watcher.check_once()
     assert names(holder) == ["team-a", "team-b"]
+
+
+def test_a_source_seen_for_the_first_time_loads_its_good_documents_and_reports_the_bad():
+    holder = EngineHolder()
+    reported = []
+    store = PolicyStore(holder, on_problems=lambda source, problems: reported.append(problems))
+    bad = policy("bad", "mig: {strategy: half}")
+    store.update("configmap/ns/mixed", (("configmap/ns/mixed/a.yaml", policy("good") + "---\n" + bad),))
+    assert holder.ready and names(holder) == ["good"]
+    assert "policy bad: spec.mig.strategy" in str(reported[0][0])

@@ -40,20 +40,29 @@ class PolicyStore:
         return dict(self._good)
 
     def update(self, source: str, texts: Texts) -> list[PolicyProblem]:
-        """Take a source's new texts if they load cleanly; otherwise keep its last good ones."""
+        """Take a source's new texts if they load cleanly; otherwise keep its last good ones.
+
+        A source seen for the first time has no last good version: its good documents load and
+        its bad ones are reported, as the loader does for any set.
+        """
         own = load_texts(texts, parse_quantity)
         problems = list(own.problems)
         with self._lock:
-            if not problems:
+            keep_old = bool(problems) and source in self._good
+            if not keep_old:
                 candidate = {**self._good, source: texts}
                 merged = load_texts([t for s in sorted(candidate) for t in candidate[s]], parse_quantity)
-                problems = [p for p in merged.problems if p.file.startswith(source)]
-                if not problems:
+                clashes = [p for p in merged.problems if p.file.startswith(source) and p not in problems]
+                if clashes and source in self._good:
+                    problems, keep_old = clashes, True
+                else:
+                    problems += clashes
                     self._good = candidate
                     self._swap(merged.policies)
         if problems:
+            verdict = "last good version kept" if keep_old else "good documents loaded, bad ones left out"
             log.error(
-                "policy source rejected, last good version kept",
+                f"policy source has problems: {verdict}",
                 extra={"fields": {"source": source, "problems": [str(p) for p in problems]}},
             )
             if self.on_problems:
