@@ -32,21 +32,40 @@ class Ledger:
         for key in charges:
             self._held[key] = self._held.get(key, EMPTY) + usage
 
+    def discharge(self, charges: Iterable[tuple[str, str]], usage: Usage) -> None:
+        for key in charges:
+            left = self._held.get(key, EMPTY) - usage
+            if left.pods > 0 or left.gpu_equivalents > 0:
+                self._held[key] = left
+            else:
+                self._held.pop(key, None)
+
     @classmethod
     def from_pods(cls, pods: Iterable[JSON], policy_set: PolicySet, parse_quantity: QuantityParser) -> Ledger:
         ledger = cls()
         for i, raw in enumerate(pods):
             try:
-                view = parse_pod(raw, parse_quantity)
+                held = holdings(raw, policy_set, parse_quantity)
             except InputError as error:
                 raise error.in_document(f"cluster state item {i + 1}") from None
-            if not view.holds_gpu or not counts_against_quota(view):
-                continue
-            request = RequestInfo(namespace=view.namespace)
-            data = CelInput({"object": raw, "request": request.cel_view()})
-            matched = policy_set.matching(view.namespace, view.labels, data).policies
-            plan = plan_mig(view, policy_set, matched, parse_quantity)
-            models = plan.policy.mig.gpu_models if plan.policy and plan.policy.mig else ()
-            usage = pod_usage(view, policy_set.catalog, models)
-            ledger.charge(((p.name, scope_of(p.quota, view.namespace)) for p in matched if p.quota), usage)
+            if held is not None:
+                ledger.charge(*held)
         return ledger
+
+
+Charges = tuple[tuple[str, str], ...]
+
+
+def holdings(raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser) -> tuple[Charges, Usage] | None:
+    """What an existing pod holds and under which (policy, scope) budgets; None if it holds nothing."""
+    view = parse_pod(raw, parse_quantity)
+    if not view.holds_gpu or not counts_against_quota(view):
+        return None
+    request = RequestInfo(namespace=view.namespace)
+    data = CelInput({"object": raw, "request": request.cel_view()})
+    matched = policy_set.matching(view.namespace, view.labels, data).policies
+    plan = plan_mig(view, policy_set, matched, parse_quantity)
+    models = plan.policy.mig.gpu_models if plan.policy and plan.policy.mig else ()
+    usage = pod_usage(view, policy_set.catalog, models)
+    charges = tuple((p.name, scope_of(p.quota, view.namespace)) for p in matched if p.quota)
+    return (charges, usage) if charges else None

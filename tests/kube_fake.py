@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlparse
 class FakeKube:
     def __init__(self) -> None:
         self.version = 1
-        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
-        self.events: list[tuple[int, str, dict[str, Any]]] = []
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.events: list[tuple[int, str, str, dict[str, Any]]] = []  # (version, resource, type, object)
         self.oldest = 0  # watches from before this resourceVersion get 410 Gone
         self.paused = False  # open watches deliver nothing while paused (a watch that fell behind)
         self.bookmarks = True
@@ -25,35 +25,35 @@ class FakeKube:
 
     # -- what tests do ------------------------------------------------------------------------
     def put(self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str] | None = None) -> None:
+        labels = labels if labels is not None else {"gpu-admission.io/policy": "true"}
+        obj = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "data": data,
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        }
+        self._store("configmaps", obj)
+
+    def put_pod(self, obj: dict[str, Any]) -> None:
+        self._store("pods", obj)
+
+    def _store(self, resource: str, obj: dict[str, Any]) -> None:
         with self.changed:
             self.version += 1
-            kind = "MODIFIED" if (namespace, name) in self.objects else "ADDED"
-            obj = {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "data": data,
-                "metadata": {
-                    "name": name,
-                    "namespace": namespace,
-                    "resourceVersion": str(self.version),
-                    "labels": labels if labels is not None else {"gpu-admission.io/policy": "true"},
-                },
-            }
-            self.objects[(namespace, name)] = obj
-            self.events.append((self.version, kind, obj))
+            metadata = obj["metadata"]
+            key = (resource, metadata["namespace"], metadata["name"])
+            kind = "MODIFIED" if key in self.objects else "ADDED"
+            obj = {**obj, "metadata": {**metadata, "resourceVersion": str(self.version)}}
+            self.objects[key] = obj
+            self.events.append((self.version, resource, kind, obj))
             self.changed.notify_all()
 
-    def delete(self, namespace: str, name: str) -> None:
+    def delete(self, namespace: str, name: str, resource: str = "configmaps") -> None:
         with self.changed:
             self.version += 1
-            obj = self.objects.pop((namespace, name))
-            self.events.append(
-                (
-                    self.version,
-                    "DELETED",
-                    {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}},
-                )
-            )
+            obj = self.objects.pop((resource, namespace, name))
+            gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
+            self.events.append((self.version, resource, "DELETED", gone))
             self.changed.notify_all()
 
     def compact(self) -> None:
@@ -97,13 +97,18 @@ class FakeKube:
         url = urlparse(request.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         parts = url.path.strip("/").split("/")
-        if parts[:3] != ["api", "v1", "namespaces"] or parts[4:] != ["configmaps"]:
+        if parts == ["api", "v1", "pods"]:
+            resource, namespace = "pods", None
+        elif parts[:3] == ["api", "v1", "namespaces"] and parts[4:] == ["configmaps"]:
+            resource, namespace = "configmaps", parts[3]
+        else:
             request.send_error(404)
             return
-        namespace, selector = parts[3], query.get("labelSelector", "")
+        selector = query.get("labelSelector", "")
         if query.get("watch", "").lower() in ("true", "1"):
             self._watch(
                 request,
+                resource,
                 namespace,
                 selector,
                 int(query.get("resourceVersion") or 0),
@@ -113,11 +118,13 @@ class FakeKube:
             return
         with self.changed:
             items = [
-                o for (ns, _), o in sorted(self.objects.items()) if ns == namespace and self._selected(o, selector)
+                o
+                for (r, ns, _), o in sorted(self.objects.items())
+                if r == resource and namespace in (None, ns) and self._selected(o, selector)
             ]
             body = {
                 "apiVersion": "v1",
-                "kind": "ConfigMapList",
+                "kind": "List",
                 "metadata": {"resourceVersion": str(self.version)},
                 "items": items,
             }
@@ -131,7 +138,8 @@ class FakeKube:
     def _watch(
         self,
         request: BaseHTTPRequestHandler,
-        namespace: str,
+        resource: str,
+        namespace: str | None,
         selector: str,
         since: int,
         timeout: float,
@@ -174,9 +182,13 @@ class FakeKube:
                             break
                         self.changed.wait(min(left, 0.5))
                         continue
-                for version, kind, obj in pending:
+                for version, kind_of, kind, obj in pending:
                     position = version
-                    if obj["metadata"]["namespace"] == namespace and self._selected(obj, selector):
+                    if (
+                        kind_of == resource
+                        and namespace in (None, obj["metadata"]["namespace"])
+                        and self._selected(obj, selector)
+                    ):
                         send({"type": kind, "object": obj})
             if bookmarks and self.bookmarks and self.server is not None:
                 send(

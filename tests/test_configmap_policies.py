@@ -8,7 +8,7 @@ from kubernetes import client
 
 from tests.conftest import policy
 from tests.kube_fake import FakeKube
-from webhook.configmaps import ConfigMapWatcher
+from webhook.configmaps import configmap_watch
 from webhook.policy_store import PolicyStore
 from webhook.state import EngineHolder
 
@@ -33,7 +33,7 @@ def watching(kube):
     reported: list[tuple[str, list]] = []
     store = PolicyStore(holder, on_problems=lambda source, problems: reported.append((source, problems)))
     api = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}")))
-    watcher = ConfigMapWatcher(api, NS, store, watch_seconds=1, backoff=(0.05, 0.2))
+    watcher = configmap_watch(api, NS, store, watch_seconds=1, backoff=(0.05, 0.2))
     yield holder, store, watcher, reported
     watcher.stop()
 

@@ -104,7 +104,14 @@ def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRespon
 
     def run() -> AdmissionResponse:
         raw = _require_object(request)
-        decision = engine.validate(raw, holder.usage, request.info())
+        metadata = _dict(raw.get("metadata"))
+        decision = holder.usage.admit(
+            lambda: engine.validate(raw, holder.usage, request.info()),
+            request.namespace,
+            str(metadata.get("name") or request.name),
+            str(metadata.get("generateName") or ""),
+            request.dry_run,
+        )
         return AdmissionResponse(
             request.uid,
             decision.allowed,

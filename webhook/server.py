@@ -13,7 +13,7 @@ from gunicorn.app.base import BaseApplication
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
 from policies.errors import PolicyProblem
 from webhook import background, gunicorn_conf, logs
-from webhook.configmaps import ConfigMapWatcher
+from webhook.configmaps import configmap_watch, pod_watch
 from webhook.directories import DirectoryWatcher
 from webhook.policy_store import PolicyStore
 from webhook.sources import bundled_texts
@@ -35,7 +35,7 @@ def build_holder(policy_dirs: list[Path] | None, fail_open: bool = False, watch_
 
     store = PolicyStore(holder, on_problems=count)
     if watch_namespace:
-        background.register(lambda: _watch_configmaps(store, watch_namespace))
+        background.register(lambda: _watch_cluster(holder, store, watch_namespace))
     elif policy_dirs:
         directories = DirectoryWatcher(policy_dirs, store)
         directories.check_once()
@@ -45,14 +45,16 @@ def build_holder(policy_dirs: list[Path] | None, fail_open: bool = False, watch_
     return holder
 
 
-def _watch_configmaps(store: PolicyStore, namespace: str) -> None:
+def _watch_cluster(holder: EngineHolder, store: PolicyStore, namespace: str) -> None:
     from kubernetes import client, config
 
     try:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-    ConfigMapWatcher(client.CoreV1Api(), namespace, store).start()
+    api = client.CoreV1Api()
+    configmap_watch(api, namespace, store).start()
+    pod_watch(api, holder.usage.observe, holder.usage.replace_all).start()
 
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]

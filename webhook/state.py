@@ -6,8 +6,7 @@ import threading
 from dataclasses import dataclass
 
 from policies.engine import Engine
-from policies.ledger import Ledger
-from policies.quota import UsageSource
+from webhook.usage_tracker import PodUsageTracker
 
 
 @dataclass(frozen=True)
@@ -16,10 +15,10 @@ class Settings:
 
 
 class EngineHolder:
-    def __init__(self, settings: Settings | None = None, usage: UsageSource | None = None) -> None:
+    def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
-        self.usage: UsageSource = usage or Ledger()
         self._engine: Engine | None = None
+        self.usage = PodUsageTracker(lambda: self._engine.policy_set if self._engine else None)
         self._ready = threading.Event()
         self.load_errors = 0
 

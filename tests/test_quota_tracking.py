@@ -1,0 +1,158 @@
+"""Quota usage in the server: reservations between admission and the pod watch, concurrency,
+dry-run, expiry, and pod events releasing what they free."""
+
+from __future__ import annotations
+
+import threading
+
+from tests.conftest import engine_from, pod, policy
+from tests.test_server import review
+from webhook import admission
+from webhook.review import parse_review
+from webhook.state import EngineHolder
+
+QUOTA = policy(
+    "team-a",
+    """
+match: {namespaces: [team-a]}
+mig: {gpuModels: [A100-80GB]}
+quota:
+  limits: {pods: 5}
+""",
+)
+
+
+def slice_pod(name: str, generate_name: str = "", phase: str | None = None) -> dict:
+    container = {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}
+    obj = pod(container, namespace="team-a")
+    obj["metadata"]["name"] = name
+    if generate_name:
+        obj["metadata"]["generateName"] = generate_name
+    obj["metadata"]["uid"] = f"uid-{name or generate_name}"
+    if phase:
+        obj["status"] = {"phase": phase}
+    return obj
+
+
+def holder(clock=None) -> EngineHolder:
+    held = EngineHolder()
+    held.swap(engine_from(QUOTA))
+    if clock is not None:
+        held.usage._clock = clock
+    return held
+
+
+def admit(held: EngineHolder, obj: dict, dry_run: bool = False) -> bool:
+    request = parse_review(review(obj, uid=obj["metadata"]["uid"], dry_run=dry_run))
+    return admission.validate(held, request).allowed
+
+
+def pods_held(held: EngineHolder) -> int:
+    return held.usage.usage(held.engine.policy_set.by_name("team-a"), "team-a").pods
+
+
+def test_concurrent_admissions_admit_exactly_the_limit():
+    held = holder()
+    results: list[bool] = []
+    start = threading.Barrier(16)
+
+    def one(i: int) -> None:
+        start.wait()
+        results.append(admit(held, slice_pod(f"p{i}")))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count(True) == 5 and pods_held(held) == 5
+
+
+def test_dry_run_never_reserves():
+    held = holder()
+    assert all(admit(held, slice_pod(f"p{i}"), dry_run=True) for i in range(10))
+    assert held.usage.reservations == 0
+
+
+def test_a_reservation_is_released_when_the_pod_shows_up_and_not_counted_twice():
+    held = holder()
+    assert admit(held, slice_pod("p0"))
+    assert held.usage.reservations == 1 and pods_held(held) == 1
+    held.usage.observe("ADDED", slice_pod("p0"))
+    assert held.usage.reservations == 0 and pods_held(held) == 1
+
+
+def test_pods_created_with_generate_name_claim_their_reservation():
+    held = holder()
+    assert admit(held, slice_pod("", generate_name="job-"))
+    held.usage.observe("ADDED", slice_pod("job-x7k2p"))
+    assert held.usage.reservations == 0 and pods_held(held) == 1
+
+
+def test_a_reservation_expires_when_the_pod_never_shows_up():
+    now = [1000.0]
+    held = holder(clock=lambda: now[0])
+    assert admit(held, slice_pod("p0"))
+    now[0] += held.usage.ttl - 1
+    assert pods_held(held) == 1
+    now[0] += 2
+    assert pods_held(held) == 0
+
+
+def test_deleted_and_finished_pods_free_their_share():
+    held = holder()
+    for i in range(5):
+        held.usage.observe("ADDED", slice_pod(f"p{i}"))
+    assert not admit(held, slice_pod("new"))
+    held.usage.observe("DELETED", slice_pod("p0"))
+    held.usage.observe("MODIFIED", slice_pod("p1", phase="Succeeded"))
+    assert pods_held(held) == 3
+    assert admit(held, slice_pod("new"))
+
+
+def test_a_relist_rebuilds_the_counters():
+    held = holder()
+    for i in range(3):
+        held.usage.observe("ADDED", slice_pod(f"p{i}"))
+    held.usage.replace_all([slice_pod("only")])
+    assert pods_held(held) == 1
+
+
+def test_the_pod_watch_feeds_the_counters_through_the_kubernetes_client():
+    from kubernetes import client
+
+    from tests.kube_fake import FakeKube
+    from webhook.configmaps import pod_watch
+
+    kube = FakeKube()
+    kube.start()
+    held = holder()
+    relisted = threading.Event()
+    changed = threading.Semaphore(0)
+
+    def replace_all(pods):
+        held.usage.replace_all(pods)
+        relisted.set()
+
+    def observe(kind, obj):
+        held.usage.observe(kind, obj)
+        changed.release()
+
+    for i in range(2):
+        kube.put_pod(slice_pod(f"old{i}"))
+    api = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}")))
+    watcher = pod_watch(api, observe, replace_all, watch_seconds=1, backoff=(0.05, 0.2))
+    watcher.start()
+    try:
+        assert relisted.wait(10) and pods_held(held) == 2
+        assert admit(held, slice_pod("p-new"))
+        assert held.usage.reservations == 1 and pods_held(held) == 3
+        kube.put_pod(slice_pod("p-new"))
+        assert changed.acquire(timeout=10)
+        assert held.usage.reservations == 0 and pods_held(held) == 3
+        kube.delete("team-a", "old0", resource="pods")
+        assert changed.acquire(timeout=10)
+        assert pods_held(held) == 2
+    finally:
+        watcher.stop()
+        kube.stop()
