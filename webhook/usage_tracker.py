@@ -16,7 +16,7 @@ from typing import Any
 
 from policies.ledger import Charges, Ledger, holdings
 from policies.model import GPUPolicy
-from policies.usage import EMPTY, Usage
+from policies.usage import Usage
 from policies.validation import Decision
 from webhook.quantity import parse_quantity
 
@@ -111,7 +111,3 @@ class PodUsageTracker:
             self._pods.clear()
             for raw in pods:
                 self.observe("MODIFIED", raw)
-
-    def held(self, policy: str, scope: str) -> Usage:
-        with self._lock:
-            return self._ledger._held.get((policy, scope), EMPTY)
