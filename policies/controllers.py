@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from policies.document import JSON
 from policies.errors import InputError
-from policies.model import Action, GPUPolicy, QuotaScope
-from policies.quota import UsageSource, dimensions, scope_of
+from policies.model import Action, GPUPolicy
+from policies.quota import UsageSource, dimensions, scope_label, scope_of
 from policies.usage import Usage
 from policies.verdict import Verdict
 
@@ -74,7 +74,7 @@ def replica_warnings(
         if quota is None:
             continue
         scope = scope_of(quota, namespace)
-        label = namespace if quota.scope is QuotaScope.NAMESPACE else f"policy-wide {policy.name}"
+        label = scope_label(policy, quota, namespace)
         held = {name: amount for name, _, amount, _ in dimensions(quota.limits, usage_source.usage(policy, scope))}
         for name, path, asked, limit in dimensions(quota.limits, usage):
             total = held[name] + asked * replicas

@@ -33,6 +33,11 @@ def scope_of(quota: Quota, namespace: str) -> str:
     return namespace if quota.scope is QuotaScope.NAMESPACE else ""
 
 
+def scope_label(policy: GPUPolicy, quota: Quota, namespace: str) -> str:
+    """How messages name the budget: its namespace, or the policy for a shared one."""
+    return namespace if quota.scope is QuotaScope.NAMESPACE else f"policy-wide {policy.name}"
+
+
 Amount = Fraction | int
 
 
@@ -52,7 +57,7 @@ def dimensions(limits: Limits, usage: Usage) -> Iterator[tuple[str, str, Amount,
 
 
 def check_quota(policy: GPUPolicy, quota: Quota, namespace: str, pod: Usage, current: Usage) -> list[Verdict]:
-    label = namespace if quota.scope is QuotaScope.NAMESPACE else f"policy-wide {policy.name}"
+    label = scope_label(policy, quota, namespace)
     action = Action.DENY if quota.action is Action.DENY else Action.WARN
     verdicts: list[Verdict] = []
     if quota.per_pod is not None:
