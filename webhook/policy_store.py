@@ -13,13 +13,19 @@ from collections.abc import Callable
 
 from policies.engine import Engine
 from policies.errors import PolicyProblem
-from policies.loader import load_texts
+from policies.model import GPUPolicy
+from policies.loader import LoadResult, load_texts
 from policies.policyset import PolicySet
 from webhook.quantity import parse_quantity
 from webhook.state import EngineHolder
 
 log = logging.getLogger("gpu_admission.policies")
 Texts = tuple[tuple[str, str], ...]
+
+
+def _load_all(sources: dict[str, Texts]) -> LoadResult:
+    """One set from every source, in a stable order (sources sorted by name)."""
+    return load_texts([text for source in sorted(sources) for text in sources[source]], parse_quantity)
 
 
 class PolicyStore:
@@ -51,7 +57,7 @@ class PolicyStore:
             keep_old = bool(problems) and source in self._good
             if not keep_old:
                 candidate = {**self._good, source: texts}
-                merged = load_texts([t for s in sorted(candidate) for t in candidate[s]], parse_quantity)
+                merged = _load_all(candidate)
                 clashes = [p for p in merged.problems if p.file.startswith(source) and p not in problems]
                 if clashes and source in self._good:
                     problems, keep_old = clashes, True
@@ -72,7 +78,7 @@ class PolicyStore:
     def remove(self, source: str) -> None:
         with self._lock:
             if self._good.pop(source, None) is not None:
-                merged = load_texts([t for s in sorted(self._good) for t in self._good[s]], parse_quantity)
+                merged = _load_all(self._good)
                 self._swap(merged.policies)
 
     def replace_all(self, sources: dict[str, Texts]) -> None:
@@ -87,10 +93,10 @@ class PolicyStore:
 
     def _swap_current(self) -> None:
         with self._lock:
-            merged = load_texts([t for s in sorted(self._good) for t in self._good[s]], parse_quantity)
+            merged = _load_all(self._good)
             self._swap(merged.policies)
 
-    def _swap(self, policies: tuple) -> None:  # type: ignore[type-arg]
+    def _swap(self, policies: tuple[GPUPolicy, ...]) -> None:
         from webhook.metrics import GENERATION, POLICIES
 
         with self._swapped:
