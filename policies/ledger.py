@@ -64,8 +64,6 @@ def holdings(raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser) -
     request = RequestInfo(namespace=view.namespace)
     data = CelInput({"object": raw, "request": request.cel_view()})
     matched = policy_set.matching(view.namespace, view.labels, data).policies
-    plan = plan_mig(view, policy_set, matched, parse_quantity)
-    models = plan.policy.mig.gpu_models if plan.policy and plan.policy.mig else ()
-    usage = pod_usage(view, policy_set.catalog, models)
+    usage = pod_usage(view, policy_set.catalog, plan_mig(view, policy_set, matched, parse_quantity).models)
     charges = tuple((p.name, scope_of(p.quota, view.namespace)) for p in matched if p.quota)
     return (charges, usage) if charges else None

@@ -47,6 +47,11 @@ class MigPlan:
     warnings: tuple[str, ...] = ()
 
     @property
+    def models(self) -> tuple[GpuModel, ...]:
+        """The deciding policy's GPU models, which weigh slices for quotas."""
+        return self.policy.mig.gpu_models if self.policy and self.policy.mig else ()
+
+    @property
     def strategy(self) -> Strategy:
         return self.policy.mig.strategy if self.policy and self.policy.mig else Strategy.MIXED
 

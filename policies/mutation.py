@@ -7,7 +7,7 @@ validating side will deny on. The RFC 6902 patch is derived from the objects by 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from policies.cel import CelInput
 from policies.document import JSON, Change, Draft
@@ -59,11 +59,10 @@ def mutate_pod(
     """InputError if the Pod is malformed; otherwise what the mutating webhook would do."""
     request = request or RequestInfo()
     view = parse_pod(raw, parse_quantity)
-    if view.mirror or not (view.holds_gpu or view.annotation("triton") == "inject"):
+    if not view.in_scope:
         return MutationResult(raw, raw)
     namespace = view.namespace or request.namespace
-    if request.namespace != namespace:
-        request = replace(request, namespace=namespace)
+    request = request.in_namespace(namespace)
     match = policy_set.matching(namespace, view.labels, CelInput({"object": raw, "request": request.cel_view()}))
     matched = match.policies
     warnings = [f"policy {p.name} skipped: {why}" for p, why in match.errors]

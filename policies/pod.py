@@ -77,6 +77,11 @@ class PodView:
         return self.annotations.get(ANNOTATION_PREFIX + name)
 
     @property
+    def in_scope(self) -> bool:
+        """What gpu-admission acts on: GPU pods and pods asking for Triton, never mirror pods."""
+        return not self.mirror and (self.holds_gpu or self.annotation("triton") == "inject")
+
+    @property
     def all_containers(self) -> tuple[ContainerView, ...]:
         return self.init_containers + self.containers
 

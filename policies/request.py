@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class Operation(enum.Enum):
@@ -21,6 +21,9 @@ class RequestInfo:
     uid: str = ""
     username: str = ""
     groups: tuple[str, ...] = ()
+
+    def in_namespace(self, namespace: str) -> RequestInfo:
+        return self if namespace == self.namespace else replace(self, namespace=namespace)
 
     def cel_view(self) -> dict[str, object]:
         """`request` as CEL rules see it (the fields ValidatingAdmissionPolicy rules use most)."""

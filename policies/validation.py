@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from policies.cel import CelInput
 from policies.document import JSON
@@ -67,11 +67,10 @@ def validate_pod(
     """InputError if the Pod is malformed; otherwise the verdicts of every matching policy."""
     request = request or RequestInfo()
     view = parse_pod(raw, parse_quantity)
-    if view.mirror or not (view.holds_gpu or view.annotation("triton") == "inject"):
+    if not view.in_scope:
         return Decision(True)
     namespace = view.namespace or request.namespace
-    if request.namespace != namespace:
-        request = replace(request, namespace=namespace)
+    request = request.in_namespace(namespace)
     subject = subject or subject_of(raw, namespace)
     data = CelInput({"object": raw, "request": request.cel_view()})
     match = policy_set.matching(namespace, view.labels, data)
@@ -89,8 +88,7 @@ def validate_pod(
     verdicts.extend(
         Verdict(p.policy, "mig", p.path, f"{p.message} (policy {p.policy})", Action.DENY) for p in plan.problems
     )
-    mig_models = plan.policy.mig.gpu_models if plan.policy and plan.policy.mig else ()
-    usage = pod_usage(view, policy_set.catalog, mig_models)
+    usage = pod_usage(view, policy_set.catalog, plan.models)
     charges: list[tuple[str, str]] = []
     for policy in match.policies:
         verdicts.extend(check_rules(policy, data))

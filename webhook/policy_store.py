@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from policies.engine import Engine
 from policies.errors import PolicyProblem
-from policies.model import GPUPolicy
 from policies.loader import LoadResult, load_texts
+from policies.model import GPUPolicy
 from policies.policyset import PolicySet
 from webhook.quantity import parse_quantity
 from webhook.state import EngineHolder
