@@ -15,6 +15,7 @@ from policies.errors import InputError
 from policies.loader import load_texts
 from policies.patch import json_patch
 from policies.request import Operation
+from webhook.configmaps import is_policy_configmap, texts_of
 from webhook.errors import BadRequest
 from webhook.metrics import ENGINE_ERRORS
 from webhook.quantity import parse_quantity
@@ -23,7 +24,6 @@ from webhook.state import EngineHolder
 
 log = logging.getLogger("gpu_admission.admission")
 JUDGED_OPERATIONS = (Operation.CREATE, Operation.UPDATE)
-POLICY_LABEL_KEY = "gpu-admission.io/policy"
 
 
 def _require_object(request: AdmissionRequest) -> dict[str, object]:
@@ -78,11 +78,9 @@ def _dict(value: object) -> dict[str, Any]:
 def _policy_configmap(request: AdmissionRequest) -> AdmissionResponse:
     """A policy ConfigMap is judged by lint: `kubectl apply` of a broken policy fails with the errors."""
     raw = _require_object(request)
-    metadata = _dict(raw.get("metadata"))
-    if _dict(metadata.get("labels")).get(POLICY_LABEL_KEY) != "true":
+    if not is_policy_configmap(raw):
         return AdmissionResponse(request.uid, True)
-    source = f"configmap/{request.namespace}/{metadata.get('name', request.name)}"
-    texts = [(f"{source}/{key}", str(value)) for key, value in sorted(_dict(raw.get("data")).items())]
+    _, texts = texts_of(raw, request.namespace, request.name)
     problems = load_texts(texts, parse_quantity).problems
     if not problems:
         return AdmissionResponse(request.uid, True)

@@ -10,12 +10,21 @@ from kubernetes import client
 from webhook.listwatch import JSON, ListWatch
 from webhook.policy_store import PolicyStore, Texts
 
-POLICY_LABEL = "gpu-admission.io/policy=true"
+POLICY_LABEL_KEY = "gpu-admission.io/policy"
+POLICY_LABEL = f"{POLICY_LABEL_KEY}=true"
 
 
-def texts_of(configmap: JSON) -> tuple[str, Texts]:
+def is_policy_configmap(configmap: JSON) -> bool:
+    return ((configmap.get("metadata") or {}).get("labels") or {}).get(POLICY_LABEL_KEY) == "true"
+
+
+def texts_of(configmap: JSON, namespace: str = "", name: str = "") -> tuple[str, Texts]:
+    """The source name and the (file, text) pairs of a policy ConfigMap, one file per data key.
+
+    An object under admission may not carry its namespace yet: the request's is passed instead.
+    """
     metadata = configmap.get("metadata") or {}
-    source = f"configmap/{metadata.get('namespace')}/{metadata.get('name')}"
+    source = f"configmap/{metadata.get('namespace') or namespace}/{metadata.get('name') or name}"
     data = configmap.get("data") or {}
     return source, tuple((f"{source}/{key}", str(data[key])) for key in sorted(data))
 
