@@ -38,6 +38,13 @@ def watching(kube):
     watcher.stop()
 
 
+def serving_team_a(kube, watcher, store) -> None:
+    """The common opening: one policy ConfigMap, the watch started, its first set in force."""
+    kube.put(NS, "team-a", {"a.yaml": policy("team-a")})
+    watcher.start()
+    assert store.wait_for_generation(1, 10)
+
+
 def test_ready_after_the_first_full_list_with_the_policies_it_found(kube, watching):
     holder, store, watcher, _ = watching
     kube.put(NS, "team-a", {"a.yaml": policy("team-a")})
@@ -50,9 +57,7 @@ def test_ready_after_the_first_full_list_with_the_policies_it_found(kube, watchi
 
 def test_a_change_builds_a_new_set_and_swaps_it_in(kube, watching):
     holder, store, watcher, _ = watching
-    kube.put(NS, "team-a", {"a.yaml": policy("team-a")})
-    watcher.start()
-    assert store.wait_for_generation(1, 10)
+    serving_team_a(kube, watcher, store)
     generation = store.generation
     kube.put(NS, "team-b", {"b.yaml": policy("team-b")})
     assert store.wait_for_generation(generation + 1, 10)
@@ -81,9 +86,7 @@ def test_a_bad_document_keeps_the_last_good_version_of_that_configmap(kube, watc
 
 def test_410_gone_relists_and_catches_up(kube, watching):
     holder, store, watcher, _ = watching
-    kube.put(NS, "team-a", {"a.yaml": policy("team-a")})
-    watcher.start()
-    assert store.wait_for_generation(1, 10)
+    serving_team_a(kube, watcher, store)
     kube.paused, kube.bookmarks = True, False  # the watch falls behind ...
     kube.put(NS, "team-b", {"b.yaml": policy("team-b")})
     kube.compact()  # ... and its resourceVersion is compacted away
@@ -95,9 +98,7 @@ def test_410_gone_relists_and_catches_up(kube, watching):
 
 def test_with_the_api_server_down_the_last_set_keeps_serving_and_changes_arrive_once_back(kube, watching):
     holder, store, watcher, _ = watching
-    kube.put(NS, "team-a", {"a.yaml": policy("team-a")})
-    watcher.start()
-    assert store.wait_for_generation(1, 10)
+    serving_team_a(kube, watcher, store)
     port = kube.port
     kube.stop()
     assert not store.wait_for_generation(2, 1.5)
