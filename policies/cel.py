@@ -6,7 +6,7 @@ Variables follow ValidatingAdmissionPolicy: `object` (the Pod or pod template as
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,18 +26,20 @@ class CelEvaluationError(RuntimeError):
 class CelInput:
     """The variables of one admission request, converted into CEL values once for all its expressions.
 
-    Converting a Pod into CEL costs about fifteen times an evaluation, so it is done lazily, once.
+    Converting a Pod into CEL costs about fifteen times an evaluation, so it is done lazily, once,
+    and only for requests that meet an expression at all.
     """
 
-    __slots__ = ("data", "_activation")
+    __slots__ = ("_data", "_activation")
 
-    def __init__(self, data: Mapping[str, object]) -> None:
-        self.data = data
+    def __init__(self, data: Mapping[str, object] | Callable[[], Mapping[str, object]]) -> None:
+        self._data = data
         self._activation: Any = None
 
     def activation(self) -> Any:
         if self._activation is None:
-            self._activation = _ENV.Activation(self.data)
+            data = self._data
+            self._activation = _ENV.Activation(data if isinstance(data, Mapping) else data())
         return self._activation
 
 

@@ -16,7 +16,10 @@ class Change(NamedTuple):
     policy: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.what} (policy {self.policy})"
+        return CHANGE_FORMAT % self
+
+
+CHANGE_FORMAT = "%s: %s (policy %s)"  # %-formatting a tuple: several texts a pod, rendered in C
 
 
 class Draft:
@@ -30,6 +33,7 @@ class Draft:
         self.original = original
         self.root: dict[str, JSON] = dict(original)
         self._owned: set[int] = {id(self.root)}
+        self._containers: dict[tuple[bool, int], dict[str, JSON]] = {}
 
     def _own(self, value: JSON) -> JSON:
         self._owned.add(id(value))
@@ -55,8 +59,11 @@ class Draft:
         return spec
 
     def container(self, init: bool, index: int) -> dict[str, JSON]:
-        containers = self.child(self.spec(), "initContainers" if init else "containers", list)
-        container: dict[str, JSON] = self.item(containers, index)
+        """A container ready for writing; several writers edit the same few, so they are kept at hand."""
+        container = self._containers.get((init, index))
+        if container is None:
+            containers = self.child(self.spec(), "initContainers" if init else "containers", list)
+            container = self._containers[(init, index)] = self.item(containers, index)
         return container
 
 

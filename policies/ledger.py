@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from policies.cel import CelInput
 from policies.document import JSON
 from policies.errors import InputError
 from policies.fields import QuantityParser
@@ -62,7 +61,7 @@ def holdings(raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser) -
     if not view.holds_gpu or not counts_against_quota(view):
         return None
     request = RequestInfo(namespace=view.namespace)
-    data = CelInput({"object": raw, "request": request.cel_view()})
+    data = request.cel_input(raw)
     matched = policy_set.matching(view.namespace, view.labels, data).policies
     usage = pod_usage(view, policy_set.catalog, plan_mig(view, policy_set, matched, parse_quantity).models)
     charges = tuple((p.name, scope_of(p.quota, view.namespace)) for p in matched if p.quota)

@@ -6,11 +6,12 @@ validating side will deny on. The RFC 6902 patch is derived from the objects by 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from policies.cel import CelInput
-from policies.document import JSON, Change, Draft
+import orjson
+
+from policies.capacity import Capacity
+from policies.document import CHANGE_FORMAT, JSON, Change, Draft
 from policies.fields import QuantityParser
 from policies.mig import MigPlan, MigPlanner, Problem
 from policies.model import GPUPolicy
@@ -45,12 +46,16 @@ class MutationResult:
 
 
 def plan_mig(
-    view: PodView, policy_set: PolicySet, matched: tuple[GPUPolicy, ...], parse_quantity: QuantityParser
+    view: PodView,
+    policy_set: PolicySet,
+    matched: tuple[GPUPolicy, ...],
+    parse_quantity: QuantityParser,
+    capacity: Capacity | None = None,
 ) -> MigPlan:
     owner = next((p for p in matched if p.mig is not None), None)
     if owner is None or owner.mig is None:
         return MigPlan(None)
-    return MigPlanner(owner, owner.mig, policy_set.catalog, parse_quantity).plan(view)
+    return MigPlanner(owner, owner.mig, policy_set.catalog, parse_quantity, policy_set.cached, capacity).plan(view)
 
 
 def mutate_pod(
@@ -63,7 +68,7 @@ def mutate_pod(
         return MutationResult(raw, raw)
     namespace = view.namespace or request.namespace
     request = request.in_namespace(namespace)
-    match = policy_set.matching(namespace, view.labels, CelInput({"object": raw, "request": request.cel_view()}))
+    match = policy_set.matching(namespace, view.labels, request.cel_input(raw))
     matched = match.policies
     warnings = [f"policy {p.name} skipped: {why}" for p, why in match.errors]
     plan = plan_mig(view, policy_set, matched, parse_quantity)
@@ -93,14 +98,16 @@ def mutate_pod(
 def _record(doc: Draft, changes: list[Change]) -> None:
     """Keep what was changed in the pod itself, merged with any earlier pass's record."""
     annotations = doc.child(doc.child(doc.root, "metadata"), "annotations")
+    recorded = dict.fromkeys(_earlier_record(annotations.get(MUTATED_ANNOTATION)))
+    recorded.update(dict.fromkeys([CHANGE_FORMAT % change for change in changes]))
+    annotations[MUTATED_ANNOTATION] = orjson.dumps(list(recorded)).decode()
+
+
+def _earlier_record(text: object) -> list[str]:
+    if not isinstance(text, str):
+        return []
     try:
-        earlier = json.loads(annotations.get(MUTATED_ANNOTATION, "[]"))
-    except ValueError:
-        earlier = []
-    recorded = [e for e in earlier if isinstance(e, str)] if isinstance(earlier, list) else []
-    seen = set(recorded)
-    for text in map(str, changes):
-        if text not in seen:
-            seen.add(text)
-            recorded.append(text)
-    annotations[MUTATED_ANNOTATION] = json.dumps(recorded, separators=(",", ":"))
+        earlier = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return []
+    return [e for e in earlier if isinstance(e, str)] if isinstance(earlier, list) else []

@@ -41,22 +41,27 @@ def _diff(before: Any, after: Any, path: str, out: list[Operation]) -> None:
             else:
                 _diff(old, value, f"{path}/{escape(key)}", out)
         return
-    if before == after:
-        return
     if isinstance(before, list) and isinstance(after, list):
-        if len(before) <= len(after) and after[: len(before)] == before:
-            out.extend({"op": "add", "path": f"{path}/{i}", "value": after[i]} for i in range(len(before), len(after)))
-            return
-        if len(before) == len(after):
-            for i, (old, new) in enumerate(zip(before, after, strict=True)):
-                if old is not new:
-                    _diff(old, new, f"{path}/{i}", out)
-            return
-        nested: list[Operation] = jsonpatch.make_patch(before, after).patch
-        for operation in nested:
-            operation["path"] = path + operation["path"]
-            if "from" in operation:
-                operation["from"] = path + operation["from"]
-        out.extend(nested)
+        _diff_list(before, after, path, out)
         return
-    out.append({"op": "replace", "path": path, "value": after})
+    if before != after:
+        out.append({"op": "replace", "path": path, "value": after})
+
+
+def _diff_list(before: list[Any], after: list[Any], path: str, out: list[Operation]) -> None:
+    # Identity first: a draft's list holds the original items except where it wrote.
+    shared = len(before) <= len(after) and all(old is new for old, new in zip(before, after, strict=False))
+    if shared or (len(before) <= len(after) and after[: len(before)] == before):
+        out.extend({"op": "add", "path": f"{path}/{i}", "value": after[i]} for i in range(len(before), len(after)))
+        return
+    if len(before) == len(after):
+        for i, (old, new) in enumerate(zip(before, after, strict=True)):
+            if old is not new:
+                _diff(old, new, f"{path}/{i}", out)
+        return
+    nested: list[Operation] = jsonpatch.make_patch(before, after).patch
+    for operation in nested:
+        operation["path"] = path + operation["path"]
+        if "from" in operation:
+            operation["from"] = path + operation["from"]
+    out.extend(nested)

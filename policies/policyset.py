@@ -6,7 +6,7 @@ namespace criterion can hold: exact names by dict, globs by their literal prefix
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TypeVar
@@ -41,7 +41,7 @@ class PolicySet:
     _globs: dict[str, tuple[tuple[str, GPUPolicy], ...]] = field(init=False, repr=False, compare=False)
     _everywhere: tuple[GPUPolicy, ...] = field(init=False, repr=False, compare=False)
     _max_prefix: int = field(init=False, repr=False, compare=False)
-    _memo: dict[tuple[str, tuple[str, ...]], object] = field(init=False, repr=False, compare=False)
+    _memo: dict[Hashable, object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ordered = sorted(self.policies, key=lambda p: (-p.priority, p.name))
@@ -66,15 +66,19 @@ class PolicySet:
         object.__setattr__(self, "_memo", {})
 
     def memo(self, kind: str, policies: tuple[GPUPolicy, ...], build: Callable[[tuple[GPUPolicy, ...]], T]) -> T:
-        """What `build` derives from a combination of this set's policies, computed once per combination.
+        """What `build` derives from a combination of this set's policies, computed once per combination."""
+        return self.cached((kind, tuple(p.name for p in policies)), lambda: build(policies))
+
+    def cached(self, key: Hashable, build: Callable[[], T]) -> T:
+        """`build()`, computed once per key for this set.
 
         The set is immutable, so a derived value never goes stale; it goes with the set when swapped.
+        Past the size limit (keys may carry annotation texts users choose) values are computed, not kept.
         """
-        key = (kind, tuple(p.name for p in policies))
         try:
             return self._memo[key]  # type: ignore[return-value]
         except KeyError:
-            value = build(policies)
+            value = build()
             if len(self._memo) < _MEMO_LIMIT:
                 self._memo[key] = value
             return value

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
+from policies.cel import CelInput
+
 
 class Operation(enum.Enum):
     CREATE = "CREATE"
@@ -24,6 +26,10 @@ class RequestInfo:
 
     def in_namespace(self, namespace: str) -> RequestInfo:
         return self if namespace == self.namespace else replace(self, namespace=namespace)
+
+    def cel_input(self, obj: object) -> CelInput:
+        """`object` and `request` for CEL, built only if an expression is evaluated."""
+        return CelInput(lambda: {"object": obj, "request": self.cel_view()})
 
     def cel_view(self) -> dict[str, object]:
         """`request` as CEL rules see it (the fields ValidatingAdmissionPolicy rules use most)."""

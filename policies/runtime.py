@@ -24,6 +24,7 @@ class Merged:
     node_selector: dict[str, tuple[str, str]]
     env: dict[str, tuple[str, str]]
     shm_size: tuple[str, str] | None
+    env_groups: tuple[tuple[str, str], ...] = ()  # (policy, "NAME, NAME"): the record when all env is added
 
 
 def merge(policies: Sequence[GPUPolicy]) -> Merged | None:
@@ -50,7 +51,14 @@ def merge(policies: Sequence[GPUPolicy]) -> Merged | None:
             env.setdefault(key, (value, policy.name))
     if not found:
         return None
-    return Merged(runtime_class, tuple(tolerations.items()), node_selector, env, shm)
+    return Merged(runtime_class, tuple(tolerations.items()), node_selector, env, shm, _env_groups(env))
+
+
+def _env_groups(env: dict[str, tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    names: dict[str, list[str]] = {}
+    for name, (_, policy) in env.items():
+        names.setdefault(policy, []).append(name)
+    return tuple((policy, ", ".join(group)) for policy, group in names.items())
 
 
 def apply_runtime(
@@ -94,6 +102,15 @@ def _tolerations(doc: Draft, spec: dict[str, JSON], merged: Merged, changes: lis
 
 
 def _env(doc: Draft, container: ContainerView, merged: Merged, changes: list[Change], warnings: list[str]) -> None:
+    if not merged.env:
+        return
+    if container.env.keys().isdisjoint(merged.env):
+        # The usual case, none of the policies' variables set yet: every one is added, as merged.
+        raw = doc.container(container.init, container.index)
+        doc.child(raw, "env", list).extend({"name": name, "value": value} for name, (value, _) in merged.env.items())
+        path = f"{container.path}.env"
+        changes.extend(Change(path, names, policy) for policy, names in merged.env_groups)
+        return
     added: dict[str, list[str]] = {}
     env: list[JSON] | None = None
     for name, (value, policy) in merged.env.items():

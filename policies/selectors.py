@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class Operator(enum.Enum):
@@ -37,9 +37,20 @@ class Requirement:
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
     requirements: tuple[Requirement, ...] = ()
+    # matchLabels, the common case, as plain pairs: checked without a call per requirement.
+    _pairs: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
+    _others: tuple[Requirement, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        single = [r for r in self.requirements if r.operator is Operator.IN and len(r.values) == 1]
+        object.__setattr__(self, "_pairs", tuple((r.key, next(iter(r.values))) for r in single))
+        object.__setattr__(self, "_others", tuple(r for r in self.requirements if r not in single))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        return all(requirement.holds(labels) for requirement in self.requirements)
+        for key, value in self._pairs:
+            if labels.get(key) != value:
+                return False
+        return not self._others or all(requirement.holds(labels) for requirement in self._others)
 
 
 class SelectorError(ValueError):

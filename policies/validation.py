@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from policies.cel import CelInput
 from policies.document import JSON
 from policies.fields import QuantityParser
 from policies.model import Action
@@ -72,7 +71,7 @@ def validate_pod(
     namespace = view.namespace or request.namespace
     request = request.in_namespace(namespace)
     subject = subject or subject_of(raw, namespace)
-    data = CelInput({"object": raw, "request": request.cel_view()})
+    data = request.cel_input(raw)
     match = policy_set.matching(namespace, view.labels, data)
     verdicts = [
         Verdict(
