@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 
+import orjson
 from flask import Flask, Response, request
 
 from webhook import admission, errors
@@ -28,8 +28,8 @@ def _body() -> object:
     if len(data) > MAX_BODY:
         raise BadRequest("request body over 3 MiB", 413)
     try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
         raise BadRequest("body is not JSON") from None
 
 
@@ -67,7 +67,7 @@ def _review(endpoint: str, holder: EngineHolder, decide: Decide) -> Response:
             }
         },
     )
-    return Response(json.dumps(answer.to_review(review.api_version)), mimetype="application/json")
+    return Response(orjson.dumps(answer.to_review(review.api_version)), mimetype="application/json")
 
 
 def create_app(holder: EngineHolder) -> Flask:

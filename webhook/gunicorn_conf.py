@@ -7,6 +7,7 @@ keep-alive connections are closed.
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
@@ -34,6 +35,13 @@ def ssl_context(config: Any, default_ssl_context_factory: Any) -> Any:
     if key not in _contexts:
         _contexts[key] = ReloadingContext(*key)
     return _contexts[key].get()
+
+
+def pre_fork(server: Any, worker: Any) -> None:
+    # Everything loaded so far (policies, compiled CEL, the libraries) lives as long as the worker:
+    # frozen, the collector never walks it again, which keeps full collections off the p99, and
+    # the pages it sits on stay shared with the master.
+    gc.freeze()
 
 
 def post_fork(server: Any, worker: Any) -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
+
+import orjson
 
 
 class JsonFormatter(logging.Formatter):
@@ -21,7 +22,7 @@ class JsonFormatter(logging.Formatter):
             entry.update(fields)
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info).splitlines()[-1]
-        return json.dumps(entry, default=str)
+        return orjson.dumps(entry, default=str).decode()
 
 
 def configure(level: str = "INFO") -> None:

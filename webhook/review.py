@@ -6,9 +6,10 @@ admission.k8s.io/v1 and v1beta1 are read alike and answered in the apiVersion th
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from policies.request import Operation, RequestInfo
 from webhook.errors import BadRequest
@@ -67,7 +68,7 @@ class AdmissionResponse:
         response: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}
         if self.patch:
             response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(json.dumps(self.patch, separators=(",", ":")).encode()).decode()
+            response["patch"] = base64.b64encode(orjson.dumps(self.patch)).decode()
         if self.warnings:
             response["warnings"] = list(self.warnings)
         if not self.allowed:
