@@ -4,7 +4,10 @@ nothing is known and the policy's own order decides."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Protocol
+
+from policies.catalog import WHOLE_GPU_RESOURCE, Catalog
 
 
 class Capacity(Protocol):
@@ -23,3 +26,97 @@ class NoCapacity:
 
     def free(self, model: str, profile: str | None) -> int:
         return 0
+
+
+Slot = tuple[str, str | None]  # (GPU model key, profile name; None for whole GPUs)
+
+
+class CapacityLedger:
+    """Free GPU capacity per (model, profile), kept as running sums from node and pod events.
+
+    A node's `nvidia.com/gpu.product` label names its model (and, under the single strategy,
+    its profile); its allocatable `nvidia.com/gpu` and `nvidia.com/mig-*` are the capacity.
+    Pods bound to a node (spec.nodeName) use it. Pending pods use nothing yet: capacity is what
+    the scheduler could place now. Only sums are kept, never nodes' or pods' objects.
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.known = False
+        self._slots: dict[str, dict[str, Slot]] = {}  # node -> resource -> slot
+        self._allocatable: dict[str, Mapping[str, int]] = {}
+        self._used_on: dict[str, dict[str, int]] = {}  # node -> resource -> in use
+        self._capacity: dict[Slot, int] = {}
+        self._used: dict[Slot, int] = {}
+
+    def free(self, model: str, profile: str | None) -> int:
+        slot = (model, profile)
+        return max(0, self._capacity.get(slot, 0) - self._used.get(slot, 0))
+
+    def nodes(self) -> list[str]:
+        return list(self._slots)
+
+    def mark_synced(self) -> None:
+        self.known = True
+
+    def set_node(self, name: str, product: str | None, allocatable: Mapping[str, int]) -> None:
+        self.remove_node(name)
+        found = self.catalog.from_product_label(product) if product else None
+        if found is None:
+            return
+        model, single_profile = found
+        slots: dict[str, Slot] = {}
+        for resource, amount in allocatable.items():
+            if resource == WHOLE_GPU_RESOURCE:
+                slots[resource] = (model.key, single_profile.name if single_profile else None)
+            else:
+                profile = self.catalog.profile_for_resource(resource)
+                if profile is None:
+                    continue
+                slots[resource] = (model.key, profile)
+            _add(self._capacity, slots[resource], amount)
+        self._slots[name] = slots
+        self._allocatable[name] = dict(allocatable)
+        for resource, amount in self._used_on.get(name, {}).items():
+            if resource in slots:
+                _add(self._used, slots[resource], amount)
+
+    def remove_node(self, name: str) -> None:
+        slots = self._slots.pop(name, None)
+        if slots is None:
+            return
+        for resource, amount in self._allocatable.pop(name).items():
+            if resource in slots:
+                _add(self._capacity, slots[resource], -amount)
+        for resource, amount in self._used_on.get(name, {}).items():
+            if resource in slots:
+                _add(self._used, slots[resource], -amount)
+
+    def use(self, node: str, amounts: Iterable[tuple[str, int]], sign: int = 1) -> None:
+        """A pod bound to `node` starts (sign 1) or stops (sign -1) using `amounts`."""
+        used = self._used_on.setdefault(node, {})
+        slots = self._slots.get(node, {})
+        for resource, amount in amounts:
+            used[resource] = used.get(resource, 0) + sign * amount
+            if resource in slots:
+                _add(self._used, slots[resource], sign * amount)
+        if not any(used.values()):
+            del self._used_on[node]
+
+    def replace_uses(self, uses: Mapping[str, Mapping[str, int]]) -> None:
+        """After a relist of pods: what every node has in use, as counted afresh."""
+        self._used_on = {node: dict(amounts) for node, amounts in uses.items()}
+        self._used = {}
+        for node, amounts in self._used_on.items():
+            slots = self._slots.get(node, {})
+            for resource, amount in amounts.items():
+                if resource in slots:
+                    _add(self._used, slots[resource], amount)
+
+
+def _add(sums: dict[Slot, int], slot: Slot, amount: int) -> None:
+    total = sums.get(slot, 0) + amount
+    if total:
+        sums[slot] = total
+    else:
+        sums.pop(slot, None)

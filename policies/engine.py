@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from policies.cluster import NO_CLUSTER, ClusterState
 from policies.controllers import CONTROLLERS, pod_template, replica_warnings
 from policies.document import JSON
 from policies.errors import InputError
@@ -39,23 +40,27 @@ class Engine:
     policy_set: PolicySet
     parse_quantity: QuantityParser
 
-    def mutate(self, raw: JSON, request: RequestInfo | None = None) -> MutationResult:
+    def mutate(
+        self, raw: JSON, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
+    ) -> MutationResult:
         require_pod(raw)
-        return mutate_pod(raw, self.policy_set, self.parse_quantity, request)
+        return mutate_pod(raw, self.policy_set, self.parse_quantity, request, cluster)
 
-    def validate(self, raw: JSON, usage: UsageSource, request: RequestInfo | None = None) -> Decision:
+    def validate(
+        self, raw: JSON, usage: UsageSource, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
+    ) -> Decision:
         """The verdict on a Pod, or on a controller's pod template (quota overruns then warn)."""
         kind = require_judged(raw)
         if kind == "Pod":
-            return validate_pod(raw, self.policy_set, self.parse_quantity, usage, request)
+            return validate_pod(raw, self.policy_set, self.parse_quantity, usage, request, cluster=cluster)
         template = pod_template(raw)
         namespace = template.pod["metadata"].get("namespace") or (request.namespace if request else "")
         creating = replace(request or RequestInfo(namespace=namespace), operation=Operation.CREATE)
         subject = f"{subject_of(raw, namespace)} {template.path}"
         try:
             # The controller's pods will pass the mutating webhook first: judge them as they will be.
-            pod = mutate_pod(template.pod, self.policy_set, self.parse_quantity, creating).object
-            decision = validate_pod(pod, self.policy_set, self.parse_quantity, usage, creating, subject)
+            pod = mutate_pod(template.pod, self.policy_set, self.parse_quantity, creating, cluster).object
+            decision = validate_pod(pod, self.policy_set, self.parse_quantity, usage, creating, subject, cluster)
         except InputError as error:
             raise InputError(f"{template.path}.{error.path}", error.message) from None
         verdicts = [

@@ -7,7 +7,9 @@ as they go, so a file of several pods is judged as the API server would admit th
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
+from policies.cluster import NO_CLUSTER, ClusterState
 from policies.document import JSON
 from policies.errors import InputError
 from policies.fields import QuantityParser
@@ -17,7 +19,7 @@ from policies.pod import parse_pod
 from policies.policyset import PolicySet
 from policies.quota import scope_of
 from policies.request import RequestInfo
-from policies.usage import EMPTY, Usage, counts_against_quota, pod_usage
+from policies.usage import EMPTY, Usage, counts_against_quota, effective_gpu_requests, pod_usage
 
 
 class Ledger:
@@ -40,11 +42,17 @@ class Ledger:
                 self._held.pop(key, None)
 
     @classmethod
-    def from_pods(cls, pods: Iterable[JSON], policy_set: PolicySet, parse_quantity: QuantityParser) -> Ledger:
+    def from_pods(
+        cls,
+        pods: Iterable[JSON],
+        policy_set: PolicySet,
+        parse_quantity: QuantityParser,
+        cluster: ClusterState = NO_CLUSTER,
+    ) -> Ledger:
         ledger = cls()
         for i, raw in enumerate(pods):
             try:
-                held = holdings(raw, policy_set, parse_quantity)
+                held = holdings(raw, policy_set, parse_quantity, cluster)
             except InputError as error:
                 raise error.in_document(f"cluster state item {i + 1}") from None
             if held is not None:
@@ -55,14 +63,76 @@ class Ledger:
 Charges = tuple[tuple[str, str], ...]
 
 
-def holdings(raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser) -> tuple[Charges, Usage] | None:
-    """What an existing pod holds and under which (policy, scope) budgets; None if it holds nothing."""
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What one existing pod holds: usage under its (policy, scope) budgets, and GPUs on its node."""
+
+    charges: Charges
+    usage: Usage
+    node: str | None
+    gpus: tuple[tuple[str, int], ...]  # GPU resource -> amount the scheduler reserves
+
+
+def held_by(
+    raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, cluster: ClusterState = NO_CLUSTER
+) -> Held | None:
+    """What an existing pod holds; None if it holds no GPU or no longer holds what it had."""
     view = parse_pod(raw, parse_quantity)
     if not view.holds_gpu or not counts_against_quota(view):
         return None
     request = RequestInfo(namespace=view.namespace)
     data = request.cel_input(raw)
-    matched = policy_set.matching(view.namespace, view.labels, data).policies
+    labels = cluster.namespace_labels(view.namespace)
+    matched = policy_set.matching(view.namespace, view.labels, data, labels).policies
     usage = pod_usage(view, policy_set.catalog, plan_mig(view, policy_set, matched, parse_quantity).models)
     charges = tuple((p.name, scope_of(p.quota, view.namespace)) for p in matched if p.quota)
-    return (charges, usage) if charges else None
+    gpus = tuple(sorted((name, int(amount)) for name, amount in effective_gpu_requests(view).items() if amount > 0))
+    return Held(charges, usage, view.node_name, gpus)
+
+
+class PodCounts:
+    """Counters fed by pods one at a time: usage per (policy, scope) and GPUs in use per node.
+
+    Per pod only a reference to an interned Held is kept (pods of one template share one), so
+    the cost grows with the pods' keys, not their objects.
+    """
+
+    def __init__(self) -> None:
+        self.ledger = Ledger()
+        self.pods: dict[str, Held] = {}
+        self.node_uses: dict[str, dict[str, int]] = {}
+        self._interned: dict[tuple[object, ...], Held] = {}
+
+    def add(self, key: str, held: Held) -> Held:
+        """Count a pod (forget what was counted for it before first); returns the interned record."""
+        self.remove(key)
+        shape = (held.charges, held.usage.gpu_equivalents, tuple(held.usage.slices.items()), held.usage.gpus)
+        held = self._interned.setdefault((*shape, held.node, held.gpus), held)
+        self.pods[key] = held
+        self.ledger.charge(held.charges, held.usage)
+        if held.node is not None:
+            self._use(held.node, held.gpus, 1)
+        return held
+
+    def remove(self, key: str) -> Held | None:
+        held = self.pods.pop(key, None)
+        if held is not None:
+            self.ledger.discharge(held.charges, held.usage)
+            if held.node is not None:
+                self._use(held.node, held.gpus, -1)
+        return held
+
+    def _use(self, node: str, gpus: tuple[tuple[str, int], ...], sign: int) -> None:
+        used = self.node_uses.setdefault(node, {})
+        for resource, amount in gpus:
+            used[resource] = used.get(resource, 0) + sign * amount
+        if not any(used.values()):
+            del self.node_uses[node]
+
+
+def holdings(
+    raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, cluster: ClusterState = NO_CLUSTER
+) -> tuple[Charges, Usage] | None:
+    """What an existing pod holds under which (policy, scope) budgets; None if it holds nothing."""
+    held = held_by(raw, policy_set, parse_quantity, cluster)
+    return (held.charges, held.usage) if held is not None and held.charges else None

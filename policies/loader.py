@@ -19,6 +19,7 @@ from policies.model import (
     DEFAULT_TRITON_IMAGE,
     KIND,
     Action,
+    Consistency,
     GPUPolicy,
     Limits,
     Match,
@@ -33,17 +34,17 @@ from policies.model import (
     Toleration,
     TritonSpec,
 )
-from policies.selectors import SelectorError, parse_selector
+from policies.selectors import LabelSelector, SelectorError, parse_selector
 from policies.yamldoc import Document, read_documents
 
 _SPEC = frozenset({"priority", "match", "mig", "runtime", "triton", "rules", "quota"})
-_MATCH = frozenset({"namespaces", "podSelector", "condition"})
+_MATCH = frozenset({"namespaces", "podSelector", "namespaceSelector", "condition"})
 _MIG = frozenset({"strategy", "gpuModels", "defaultProfile", "allowedProfiles", "multiGpu"})
 _RUNTIME = frozenset({"runtimeClassName", "tolerations", "nodeSelector", "env", "shmSize"})
 _TOLERATION = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _TRITON = frozenset({"image", "modelRepository", "profile", "nativeSidecar"})
 _RULE = frozenset({"name", "expression", "message", "messageExpression", "action"})
-_QUOTA = frozenset({"scope", "limits", "perPod", "action"})
+_QUOTA = frozenset({"scope", "limits", "perPod", "action", "consistency"})
 _LIMITS = frozenset({"gpuEquivalents", "slices", "gpus", "pods"})
 
 
@@ -54,9 +55,16 @@ class LoadResult:
 
 
 def load_texts(
-    files: Iterable[tuple[str, str]], parse_quantity: QuantityParser, catalog: Catalog = CATALOG
+    files: Iterable[tuple[str, str]],
+    parse_quantity: QuantityParser,
+    catalog: Catalog = CATALOG,
+    namespace: str | None = None,
 ) -> LoadResult:
-    """Load every GPUPolicy in (file name, text) pairs; the edge does the reading."""
+    """Load every GPUPolicy in (file name, text) pairs; the edge does the reading.
+
+    `namespace`: the texts come from a ConfigMap in that namespace (not the webhook's own), so
+    their policies are namespaced: they may match only that namespace.
+    """
     policies: list[GPUPolicy] = []
     problems: list[PolicyProblem] = []
     seen: dict[str, Source] = {}
@@ -69,7 +77,7 @@ def load_texts(
             problems.append(PolicyProblem(file, line, "", "", f"not valid YAML: {_yaml_reason(error)}"))
             continue
         for document in documents:
-            reader = PolicyReader(document, parse_quantity, catalog)
+            reader = PolicyReader(document, parse_quantity, catalog, namespace)
             policy = reader.read()
             if policy is not None and policy.name in seen:
                 reader.problem("metadata.name", f"duplicate policy name (first defined at {seen[policy.name]})")
@@ -86,10 +94,13 @@ def _yaml_reason(error: yaml.YAMLError) -> str:
 
 
 class PolicyReader(FieldReader):
-    def __init__(self, document: Document, parse_quantity: QuantityParser, catalog: Catalog) -> None:
+    def __init__(
+        self, document: Document, parse_quantity: QuantityParser, catalog: Catalog, namespace: str | None = None
+    ) -> None:
         super().__init__(document)
         self.parse_quantity = parse_quantity
         self.catalog = catalog
+        self.namespace = namespace
 
     def read(self) -> GPUPolicy | None:
         top = self.mapping(self.document.data, "", frozenset({"apiVersion", "kind", "metadata", "spec"}))
@@ -104,6 +115,8 @@ class PolicyReader(FieldReader):
         if not isinstance(name, str) or not name:
             self.problem("metadata.name", "every policy needs a name")
             return None
+        if self.namespace is not None:
+            name = f"{self.namespace}/{name}"
         self.policy = name
         spec = self.mapping(top.get("spec"), "spec", _SPEC)
         priority = spec.get("priority", 0)
@@ -115,6 +128,7 @@ class PolicyReader(FieldReader):
         policy = GPUPolicy(
             name=name,
             source=Source(self.document.file, self.document.line),
+            namespace=self.namespace,
             priority=priority,
             match=self.match(spec.get("match"), "spec.match"),
             mig=mig,
@@ -137,17 +151,30 @@ class PolicyReader(FieldReader):
 
     def match(self, raw: object, path: str) -> Match:
         fields = self.mapping(raw, path, _MATCH)
-        selector = None
-        if fields.get("podSelector") is not None:
-            try:
-                selector = parse_selector(fields["podSelector"], f"{path}.podSelector")
-            except SelectorError as error:
-                self.problem(error.path, str(error))
+        namespaces = self.strings(fields.get("namespaces"), f"{path}.namespaces")
+        if self.namespace is not None:
+            if any(n != self.namespace for n in namespaces):
+                self.problem(
+                    f"{path}.namespaces",
+                    f"a policy in namespace {self.namespace} may match only {self.namespace}; "
+                    "put cluster-wide policies in the webhook's namespace",
+                )
+            namespaces = (self.namespace,)
         return Match(
-            namespaces=self.strings(fields.get("namespaces"), f"{path}.namespaces"),
-            pod_selector=selector,
+            namespaces=namespaces,
+            pod_selector=self.selector(fields.get("podSelector"), f"{path}.podSelector"),
+            namespace_selector=self.selector(fields.get("namespaceSelector"), f"{path}.namespaceSelector"),
             condition=self.expression(fields.get("condition"), f"{path}.condition"),
         )
+
+    def selector(self, raw: object, path: str) -> LabelSelector | None:
+        if raw is None:
+            return None
+        try:
+            return parse_selector(raw, path)
+        except SelectorError as error:
+            self.problem(error.path, str(error))
+            return None
 
     def models(self, raw: object, path: str) -> tuple[GpuModel, ...]:
         models: list[GpuModel] = []
@@ -277,4 +304,7 @@ class PolicyReader(FieldReader):
             limits=self.limits(fields.get("limits"), f"{path}.limits", models),
             per_pod=self.limits(fields["perPod"], f"{path}.perPod", models) if "perPod" in fields else None,
             action=action,
+            consistency=self.choice(
+                fields.get("consistency"), f"{path}.consistency", Consistency, Consistency.LOCAL, "local, strict"
+            ),
         )

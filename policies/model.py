@@ -42,6 +42,13 @@ class QuotaScope(enum.Enum):
     POLICY = "policy"
 
 
+class Consistency(enum.Enum):
+    """How replicas agree on a quota: each on its own (fast), or through the API server (strict)."""
+
+    LOCAL = "local"
+    STRICT = "strict"
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     file: str
@@ -55,6 +62,7 @@ class Source:
 class Match:
     namespaces: tuple[str, ...] = ()
     pod_selector: LabelSelector | None = None
+    namespace_selector: LabelSelector | None = None
     condition: CompiledExpression | None = None
 
 
@@ -148,12 +156,17 @@ class Quota:
     limits: Limits = field(default_factory=Limits)
     per_pod: Limits | None = None
     action: Action = Action.DENY
+    consistency: Consistency = Consistency.LOCAL
 
 
 @dataclass(frozen=True, slots=True)
 class GPUPolicy:
+    """A loaded policy. One from a ConfigMap outside the webhook's namespace is `namespaced`: it is
+    named `<namespace>/<name>`, matches only its own namespace, and yields to cluster policies."""
+
     name: str
     source: Source
+    namespace: str | None = None
     priority: int = 0
     match: Match = field(default_factory=Match)
     mig: MigSpec | None = None

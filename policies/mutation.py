@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import orjson
 
 from policies.capacity import Capacity
+from policies.cluster import NO_CLUSTER, ClusterState
 from policies.document import CHANGE_FORMAT, JSON, Change, Draft
 from policies.fields import QuantityParser
 from policies.mig import MigPlan, MigPlanner, Problem
@@ -59,7 +60,11 @@ def plan_mig(
 
 
 def mutate_pod(
-    raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, request: RequestInfo | None = None
+    raw: JSON,
+    policy_set: PolicySet,
+    parse_quantity: QuantityParser,
+    request: RequestInfo | None = None,
+    cluster: ClusterState = NO_CLUSTER,
 ) -> MutationResult:
     """InputError if the Pod is malformed; otherwise what the mutating webhook would do."""
     request = request or RequestInfo()
@@ -68,10 +73,10 @@ def mutate_pod(
         return MutationResult(raw, raw)
     namespace = view.namespace or request.namespace
     request = request.in_namespace(namespace)
-    match = policy_set.matching(namespace, view.labels, request.cel_input(raw))
+    match = policy_set.matching(namespace, view.labels, request.cel_input(raw), cluster.namespace_labels(namespace))
     matched = match.policies
     warnings = [f"policy {p.name} skipped: {why}" for p, why in match.errors]
-    plan = plan_mig(view, policy_set, matched, parse_quantity)
+    plan = plan_mig(view, policy_set, matched, parse_quantity, cluster.capacity)
     doc = Draft(raw)
     changes: list[Change] = []
     problems = list(plan.problems)

@@ -68,6 +68,8 @@ class PodView:
     phase: str | None
     deleting: bool
     required_products: tuple[str, ...] = ()
+    node_name: str | None = None
+    uid: str = ""
 
     @property
     def mirror(self) -> bool:
@@ -206,6 +208,7 @@ def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
     volumes = _list(spec.get("volumes"), "spec.volumes")
     status = _mapping(pod.get("status"), "status")
     runtime_class = spec.get("runtimeClassName")
+    node_name = spec.get("nodeName")
     node_selector = _string_map(spec.get("nodeSelector"), "spec.nodeSelector")
     return PodView(
         name=str(metadata.get("name") or metadata.get("generateName") or ""),
@@ -220,4 +223,6 @@ def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
         phase=status.get("phase") if isinstance(status.get("phase"), str) else None,  # type: ignore[arg-type]
         deleting=metadata.get("deletionTimestamp") is not None,
         required_products=_required_products(spec, node_selector),
+        node_name=node_name if isinstance(node_name, str) and node_name else None,
+        uid=str(metadata.get("uid") or ""),
     )

@@ -16,6 +16,7 @@ from policies.cel import CelEvaluationError, CelInput
 from policies.model import GPUPolicy
 
 _GLOB_CHARS = "*?["
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 _MEMO_LIMIT = 4096
 T = TypeVar("T")
 
@@ -44,7 +45,8 @@ class PolicySet:
     _memo: dict[Hashable, object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        ordered = sorted(self.policies, key=lambda p: (-p.priority, p.name))
+        # Cluster policies first: a namespaced one decides MIG, runtime and Triton only where none does.
+        ordered = sorted(self.policies, key=lambda p: (p.namespace is not None, -p.priority, p.name))
         exact: dict[str, list[GPUPolicy]] = {}
         globs: dict[str, list[tuple[str, GPUPolicy]]] = {}
         everywhere: list[GPUPolicy] = []
@@ -100,9 +102,17 @@ class PolicySet:
             found[policy.name] = policy
         return tuple(sorted(found.values(), key=lambda p: self._rank[p.name]))
 
-    def matching(self, namespace: str, labels: Mapping[str, str], cel_data: CelInput | None = None) -> MatchResult:
-        """Policies that match, in precedence order (priority high first, then name).
+    def matching(
+        self,
+        namespace: str,
+        labels: Mapping[str, str],
+        cel_data: CelInput | None = None,
+        namespace_labels: Mapping[str, str] | None = None,
+    ) -> MatchResult:
+        """Policies that match, in precedence order (cluster before namespaced, priority, name).
 
+        `namespace_labels`: the namespace's labels, for namespaceSelector; unknown, only the
+        `kubernetes.io/metadata.name` label the API server gives every namespace is assumed.
         A condition that fails to evaluate is reported, not silently treated as a non-match.
         """
         matched: list[GPUPolicy] = []
@@ -111,6 +121,12 @@ class PolicySet:
             selector = policy.match.pod_selector
             if selector is not None and not selector.matches(labels):
                 continue
+            selector = policy.match.namespace_selector
+            if selector is not None:
+                if namespace_labels is None:
+                    namespace_labels = {NAMESPACE_NAME_LABEL: namespace}
+                if not selector.matches(namespace_labels):
+                    continue
             condition = policy.match.condition
             if condition is not None:
                 if cel_data is None:

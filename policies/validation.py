@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from policies.cluster import NO_CLUSTER, ClusterState
 from policies.document import JSON
 from policies.fields import QuantityParser
 from policies.model import Action
@@ -62,6 +63,7 @@ def validate_pod(
     usage_source: UsageSource,
     request: RequestInfo | None = None,
     subject: str = "",
+    cluster: ClusterState = NO_CLUSTER,
 ) -> Decision:
     """InputError if the Pod is malformed; otherwise the verdicts of every matching policy."""
     request = request or RequestInfo()
@@ -72,7 +74,7 @@ def validate_pod(
     request = request.in_namespace(namespace)
     subject = subject or subject_of(raw, namespace)
     data = request.cel_input(raw)
-    match = policy_set.matching(namespace, view.labels, data)
+    match = policy_set.matching(namespace, view.labels, data, cluster.namespace_labels(namespace))
     verdicts = [
         Verdict(
             p.name,

@@ -1,67 +1,130 @@
-"""A small in-process API server speaking the Kubernetes list/watch protocol for ConfigMaps:
-resourceVersion, label selectors, watch streams, bookmarks, and 410 Gone for compacted history.
-Driven through the real `kubernetes` client."""
+"""A small in-process API server speaking the Kubernetes protocol, driven through the real client.
+
+Any resource, namespaced or cluster-wide, in the core group or another: list (with label
+selectors), watch (resourceVersion, bookmarks, 410 Gone for compacted history), get, create
+(409 AlreadyExists), update (409 Conflict on a stale resourceVersion), merge patch, delete.
+Tests put and change objects directly and read what the webhook wrote.
+"""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+CLUSTER_SCOPED = frozenset({"namespaces", "nodes"})
+KINDS = {
+    "configmaps": "ConfigMap",
+    "pods": "Pod",
+    "namespaces": "Namespace",
+    "nodes": "Node",
+    "events": "Event",
+    "leases": "Lease",
+    "secrets": "Secret",
+    "resourcequotas": "ResourceQuota",
+}
+Key = tuple[str, str, str]  # (resource, namespace or "", name)
+
+
+class Route:
+    """What a request path names: a resource, maybe a namespace, maybe one object."""
+
+    def __init__(self, path: str) -> None:
+        parts = path.strip("/").split("/")
+        self.valid = True
+        if parts[:2] == ["api", "v1"]:
+            rest = parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            rest = parts[3:]
+        else:
+            rest, self.valid = [], False
+        self.namespace: str | None = None
+        self.name = ""
+        if rest[:1] == ["namespaces"] and len(rest) >= 3:
+            self.namespace, self.resource, rest = rest[1], rest[2], rest[3:]
+        elif rest:
+            self.resource, rest = rest[0], rest[1:]
+        else:
+            self.resource, self.valid = "", False
+        if rest:
+            self.name = rest[0]
+        if self.resource == "namespaces" and self.namespace is None and self.name:
+            self.namespace = ""
 
 
 class FakeKube:
     def __init__(self) -> None:
         self.version = 1
-        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self.events: list[tuple[int, str, str, dict[str, Any]]] = []  # (version, resource, type, object)
+        self.objects: dict[Key, dict[str, Any]] = {}
+        self.history: list[tuple[int, str, str, dict[str, Any]]] = []  # (version, resource, type, object)
         self.oldest = 0  # watches from before this resourceVersion get 410 Gone
         self.paused = False  # open watches deliver nothing while paused (a watch that fell behind)
         self.bookmarks = True
+        self.writes: list[tuple[str, str, str]] = []  # (method, resource, name) of every write, in order
+        self.pages = 0  # list pages served
         self.changed = threading.Condition()
         self.server: ThreadingHTTPServer | None = None
         self.port = 0
 
     # -- what tests do ------------------------------------------------------------------------
     def put(self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str] | None = None) -> None:
+        """A ConfigMap, labelled as a policy unless labels say otherwise."""
         labels = labels if labels is not None else {"gpu-admission.io/policy": "true"}
-        obj = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "data": data,
-            "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        }
-        self._store("configmaps", obj)
+        metadata = {"name": name, "namespace": namespace, "labels": labels}
+        self.store("configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "data": data, "metadata": metadata})
 
     def put_pod(self, obj: dict[str, Any]) -> None:
-        self._store("pods", obj)
+        self.store("pods", obj)
 
-    def _store(self, resource: str, obj: dict[str, Any]) -> None:
+    def store(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         with self.changed:
-            self.version += 1
             metadata = obj["metadata"]
-            key = (resource, metadata["namespace"], metadata["name"])
+            key = (resource, "" if resource in CLUSTER_SCOPED else metadata.get("namespace", ""), metadata["name"])
             kind = "MODIFIED" if key in self.objects else "ADDED"
-            obj = {**obj, "metadata": {**metadata, "resourceVersion": str(self.version)}}
-            self.objects[key] = obj
-            self.events.append((self.version, resource, kind, obj))
-            self.changed.notify_all()
+            return self._record(key, kind, obj)
+
+    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        with self.changed:
+            return self.objects.get((resource, namespace, name))
+
+    def items(self, resource: str) -> list[dict[str, Any]]:
+        with self.changed:
+            return [o for (r, _, _), o in sorted(self.objects.items()) if r == resource]
 
     def delete(self, namespace: str, name: str, resource: str = "configmaps") -> None:
         with self.changed:
             self.version += 1
             obj = self.objects.pop((resource, namespace, name))
             gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
-            self.events.append((self.version, resource, "DELETED", gone))
+            self.history.append((self.version, resource, "DELETED", gone))
             self.changed.notify_all()
 
     def compact(self) -> None:
         """Forget the event history, as etcd compaction does: older watches get 410 Gone."""
         with self.changed:
             self.oldest = self.version
-            self.events.clear()
+            self.history.clear()
 
+    def wait_for(self, predicate: Any, timeout: float = 10) -> bool:
+        with self.changed:
+            return self.changed.wait_for(predicate, timeout)
+
+    def _record(self, key: Key, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        metadata = {**obj.get("metadata", {}), "resourceVersion": str(self.version)}
+        metadata.setdefault("uid", f"uid-{key[0]}-{key[1]}-{key[2]}")
+        if key[1]:
+            metadata["namespace"] = key[1]
+        stored = {"apiVersion": obj.get("apiVersion", "v1"), "kind": KINDS.get(key[0], ""), **obj, "metadata": metadata}
+        self.objects[key] = stored
+        self.history.append((self.version, key[0], kind, stored))
+        self.changed.notify_all()
+        return stored
+
+    # -- serving ------------------------------------------------------------------------------
     def start(self, port: int = 0) -> None:
         fake = self
 
@@ -72,7 +135,19 @@ class FakeKube:
                 pass
 
             def do_GET(self) -> None:
-                fake.handle(self)
+                fake.handle_get(self)
+
+            def do_POST(self) -> None:
+                fake.handle_write(self, "POST")
+
+            def do_PUT(self) -> None:
+                fake.handle_write(self, "PUT")
+
+            def do_PATCH(self) -> None:
+                fake.handle_write(self, "PATCH")
+
+            def do_DELETE(self) -> None:
+                fake.handle_write(self, "DELETE")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
@@ -87,64 +162,103 @@ class FakeKube:
             with self.changed:
                 self.changed.notify_all()
 
-    # -- the protocol -------------------------------------------------------------------------
     @staticmethod
-    def _selected(obj: dict[str, Any], selector: str) -> bool:
-        labels = obj["metadata"].get("labels") or {}
-        return all(labels.get(k) == v for k, v in (part.split("=", 1) for part in selector.split(",") if part))
-
-    def handle(self, request: BaseHTTPRequestHandler) -> None:
-        url = urlparse(request.path)
-        query = {k: v[0] for k, v in parse_qs(url.query).items()}
-        parts = url.path.strip("/").split("/")
-        if parts == ["api", "v1", "pods"]:
-            resource, namespace = "pods", None
-        elif parts[:3] == ["api", "v1", "namespaces"] and parts[4:] == ["configmaps"]:
-            resource, namespace = "configmaps", parts[3]
-        else:
-            request.send_error(404)
-            return
-        selector = query.get("labelSelector", "")
-        if query.get("watch", "").lower() in ("true", "1"):
-            self._watch(
-                request,
-                resource,
-                namespace,
-                selector,
-                int(query.get("resourceVersion") or 0),
-                float(query.get("timeoutSeconds") or 30),
-                query.get("allowWatchBookmarks") == "true",
-            )
-            return
-        with self.changed:
-            items = [
-                o
-                for (r, ns, _), o in sorted(self.objects.items())
-                if r == resource and namespace in (None, ns) and self._selected(o, selector)
-            ]
-            body = {
-                "apiVersion": "v1",
-                "kind": "List",
-                "metadata": {"resourceVersion": str(self.version)},
-                "items": items,
-            }
+    def _reply(request: BaseHTTPRequestHandler, code: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
-        request.send_response(200)
+        request.send_response(code)
         request.send_header("Content-Type", "application/json")
         request.send_header("Content-Length", str(len(data)))
         request.end_headers()
         request.wfile.write(data)
 
-    def _watch(
-        self,
-        request: BaseHTTPRequestHandler,
-        resource: str,
-        namespace: str | None,
-        selector: str,
-        since: int,
-        timeout: float,
-        bookmarks: bool,
-    ) -> None:
+    @staticmethod
+    def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure"}
+        return {**status, "code": code, "reason": reason, "message": message}
+
+    @staticmethod
+    def _selected(obj: dict[str, Any], selector: str) -> bool:
+        labels = obj["metadata"].get("labels") or {}
+        return all(labels.get(k) == v for k, v in (part.split("=", 1) for part in selector.split(",") if part))
+
+    def handle_get(self, request: BaseHTTPRequestHandler) -> None:
+        url = urlparse(request.path)
+        route = Route(url.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        if not route.valid:
+            request.send_error(404)
+            return
+        if route.name:
+            with self.changed:
+                obj = self.objects.get((route.resource, route.namespace or "", route.name))
+            if obj is None:
+                self._reply(request, 404, self._status(404, "NotFound", f"{route.resource} {route.name} not found"))
+            else:
+                self._reply(request, 200, obj)
+            return
+        selector = query.get("labelSelector", "")
+        if query.get("watch", "").lower() in ("true", "1"):
+            self._watch(request, route, selector, query)
+            return
+        with self.changed:
+            items = [
+                o
+                for (r, ns, _), o in sorted(self.objects.items())
+                if r == route.resource and route.namespace in (None, ns) and self._selected(o, selector)
+            ]
+            metadata = {"resourceVersion": str(self.version)}
+        if query.get("limit"):
+            start, size = int(query.get("continue") or 0), int(query["limit"])
+            if start + size < len(items):
+                metadata["continue"] = str(start + size)
+            items = items[start : start + size]
+            self.pages += 1
+        self._reply(request, 200, {"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items})
+
+    def handle_write(self, request: BaseHTTPRequestHandler, method: str) -> None:
+        route = Route(urlparse(request.path).path)
+        length = int(request.headers.get("Content-Length") or 0)
+        body = json.loads(request.rfile.read(length) or b"{}")
+        namespace = route.namespace or ""
+        with self.changed:
+            name = route.name or (body.get("metadata") or {}).get("name", "")
+            if method == "POST" and not name and (body.get("metadata") or {}).get("generateName"):
+                name = body["metadata"]["generateName"] + str(self.version)
+                body["metadata"]["name"] = name
+            key = (route.resource, namespace, name)
+            existing = self.objects.get(key)
+            self.writes.append((method, route.resource, name))
+            if method == "POST":
+                if existing is not None:
+                    self._reply(request, 409, self._status(409, "AlreadyExists", f"{name} already exists"))
+                    return
+                self._reply(request, 201, self._record(key, "ADDED", body))
+                return
+            if existing is None:
+                self._reply(request, 404, self._status(404, "NotFound", f"{route.resource} {name} not found"))
+                return
+            if method == "DELETE":
+                self.objects.pop(key)
+                self.version += 1
+                self.history.append((self.version, route.resource, "DELETED", existing))
+                self.changed.notify_all()
+                self._reply(request, 200, existing)
+                return
+            if method == "PUT":
+                wanted = (body.get("metadata") or {}).get("resourceVersion")
+                if wanted and wanted != existing["metadata"]["resourceVersion"]:
+                    message = "the object has been modified; please apply your changes to the latest version"
+                    self._reply(request, 409, self._status(409, "Conflict", message))
+                    return
+                updated = body
+            else:
+                updated = _merge(existing, body)
+            if updated == existing:
+                self._reply(request, 200, existing)  # a no-op write changes no resourceVersion
+                return
+            self._reply(request, 200, self._record(key, "MODIFIED", updated))
+
+    def _watch(self, request: BaseHTTPRequestHandler, route: Route, selector: str, query: dict[str, str]) -> None:
         request.send_response(200)
         request.send_header("Content-Type", "application/json")
         request.end_headers()
@@ -153,53 +267,44 @@ class FakeKube:
             request.wfile.write(json.dumps(event).encode() + b"\n")
             request.wfile.flush()
 
+        since = int(query.get("resourceVersion") or 0)
         if since < self.oldest:
-            send(
-                {
-                    "type": "ERROR",
-                    "object": {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "status": "Failure",
-                        "code": 410,
-                        "reason": "Expired",
-                        "message": f"too old resource version: {since}",
-                    },
-                }
-            )
+            send({"type": "ERROR", "object": self._status(410, "Expired", f"too old resource version: {since}")})
             return
-        import time
-
-        end = time.monotonic() + timeout
+        end = time.monotonic() + float(query.get("timeoutSeconds") or 30)
         position = since
         try:
             while self.server is not None:
                 with self.changed:
-                    pending = [] if self.paused else [e for e in self.events if e[0] > position]
+                    pending = [] if self.paused else [e for e in self.history if e[0] > position]
                     if not pending:
                         left = end - time.monotonic()
                         if left <= 0:
                             break
                         self.changed.wait(min(left, 0.5))
                         continue
-                for version, kind_of, kind, obj in pending:
+                for version, resource, kind, obj in pending:
                     position = version
-                    if (
-                        kind_of == resource
-                        and namespace in (None, obj["metadata"]["namespace"])
-                        and self._selected(obj, selector)
-                    ):
+                    namespace = obj["metadata"].get("namespace", "")
+                    wanted = resource == route.resource and route.namespace in (None, namespace)
+                    if wanted and self._selected(obj, selector):
                         send({"type": kind, "object": obj})
-            if bookmarks and self.bookmarks and self.server is not None:
-                send(
-                    {
-                        "type": "BOOKMARK",
-                        "object": {
-                            "kind": "ConfigMap",
-                            "apiVersion": "v1",
-                            "metadata": {"resourceVersion": str(self.version)},
-                        },
-                    }
-                )
+            if query.get("allowWatchBookmarks") == "true" and self.bookmarks and self.server is not None:
+                bookmark = {"kind": KINDS.get(route.resource, ""), "apiVersion": "v1"}
+                send({"type": "BOOKMARK", "object": {**bookmark, "metadata": {"resourceVersion": str(self.version)}}})
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (the client sends strategic merge for core kinds; for the
+    metadata and data fields tests use, the two agree)."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge(result.get(key), value)
+    return result

@@ -31,7 +31,7 @@ def kube():
 def watching(kube):
     holder = EngineHolder()
     reported: list[tuple[str, list]] = []
-    store = PolicyStore(holder, on_problems=lambda source, problems: reported.append((source, problems)))
+    store = PolicyStore(holder, on_result=lambda source, problems: problems and reported.append((source, problems)))
     api = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}")))
     watcher = configmap_watch(api, NS, store, watch_seconds=1, backoff=(0.05, 0.2))
     yield holder, store, watcher, reported
@@ -128,7 +128,7 @@ def test_a_policy_directory_reloads_on_change_and_keeps_its_last_good_version(tm
 def test_a_source_seen_for_the_first_time_loads_its_good_documents_and_reports_the_bad():
     holder = EngineHolder()
     reported = []
-    store = PolicyStore(holder, on_problems=lambda source, problems: reported.append(problems))
+    store = PolicyStore(holder, on_result=lambda source, problems: reported.append(problems))
     bad = policy("bad", "mig: {strategy: half}")
     store.update("configmap/ns/mixed", (("configmap/ns/mixed/a.yaml", policy("good") + "---\n" + bad),))
     assert holder.ready and names(holder) == ["good"]

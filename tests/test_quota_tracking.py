@@ -43,7 +43,7 @@ def holder(clock=None) -> EngineHolder:
 
 
 def admit(held: EngineHolder, obj: dict, dry_run: bool = False) -> bool:
-    request = parse_review(review(obj, uid=obj["metadata"]["uid"], dry_run=dry_run))
+    request = parse_review(review(obj, uid=obj["metadata"].get("uid", "review-1"), dry_run=dry_run))
     return admission.validate(held, request).allowed
 
 
@@ -82,9 +82,13 @@ def test_a_reservation_is_released_when_the_pod_shows_up_and_not_counted_twice()
     assert held.usage.reservations == 0 and pods_held(held) == 1
 
 
-def test_pods_created_with_generate_name_claim_their_reservation():
+def test_pods_known_only_by_generate_name_claim_their_reservation_by_prefix():
+    """The validating webhook sees a pod's final name and uid; an object without them (an older
+    API server) is claimed by the first pod of its generateName that shows up."""
     held = holder()
-    assert admit(held, slice_pod("", generate_name="job-"))
+    anonymous = slice_pod("", generate_name="job-")
+    del anonymous["metadata"]["uid"]
+    assert admit(held, anonymous)
     held.usage.observe("ADDED", slice_pod("job-x7k2p"))
     assert held.usage.reservations == 0 and pods_held(held) == 1
 
@@ -116,43 +120,3 @@ def test_a_relist_rebuilds_the_counters():
         held.usage.observe("ADDED", slice_pod(f"p{i}"))
     held.usage.replace_all([slice_pod("only")])
     assert pods_held(held) == 1
-
-
-def test_the_pod_watch_feeds_the_counters_through_the_kubernetes_client():
-    from kubernetes import client
-
-    from tests.kube_fake import FakeKube
-    from webhook.configmaps import pod_watch
-
-    kube = FakeKube()
-    kube.start()
-    held = holder()
-    relisted = threading.Event()
-    changed = threading.Semaphore(0)
-
-    def replace_all(pods):
-        held.usage.replace_all(pods)
-        relisted.set()
-
-    def observe(kind, obj):
-        held.usage.observe(kind, obj)
-        changed.release()
-
-    for i in range(2):
-        kube.put_pod(slice_pod(f"old{i}"))
-    api = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}")))
-    watcher = pod_watch(api, observe, replace_all, watch_seconds=1, backoff=(0.05, 0.2))
-    watcher.start()
-    try:
-        assert relisted.wait(10) and pods_held(held) == 2
-        assert admit(held, slice_pod("p-new"))
-        assert held.usage.reservations == 1 and pods_held(held) == 3
-        kube.put_pod(slice_pod("p-new"))
-        assert changed.acquire(timeout=10)
-        assert held.usage.reservations == 0 and pods_held(held) == 3
-        kube.delete("team-a", "old0", resource="pods")
-        assert changed.acquire(timeout=10)
-        assert pods_held(held) == 2
-    finally:
-        watcher.stop()
-        kube.stop()

@@ -15,11 +15,12 @@ from policies.errors import InputError
 from policies.loader import load_texts
 from policies.patch import json_patch
 from policies.request import Operation
-from webhook.configmaps import is_policy_configmap, texts_of
+from webhook.configmaps import is_policy_configmap, policy_owner, texts_of
 from webhook.errors import BadRequest
 from webhook.metrics import ENGINE_ERRORS
 from webhook.quantity import parse_quantity
 from webhook.review import AdmissionRequest, AdmissionResponse
+from webhook.shared_quota import PodRef
 from webhook.state import EngineHolder
 
 log = logging.getLogger("gpu_admission.admission")
@@ -65,7 +66,7 @@ def mutate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse
 
     def run() -> AdmissionResponse:
         raw = _require_object(request)
-        result = engine.mutate(raw, request.info())
+        result = engine.mutate(raw, request.info(), holder.cluster)
         return AdmissionResponse(request.uid, True, json_patch(result.original, result.object), result.warnings)
 
     return _guarded("mutate", holder, request, run)
@@ -75,13 +76,25 @@ def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _policy_configmap(request: AdmissionRequest) -> AdmissionResponse:
-    """A policy ConfigMap is judged by lint: `kubectl apply` of a broken policy fails with the errors."""
+def _policy_configmap(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    """A policy ConfigMap is judged by lint: `kubectl apply` of a broken policy fails with the errors.
+
+    An UPDATE that leaves the policy texts as they were (labels, annotations: the webhook's own
+    status note among them) is not judged again.
+    """
     raw = _require_object(request)
     if not is_policy_configmap(raw):
         return AdmissionResponse(request.uid, True)
     _, texts = texts_of(raw, request.namespace, request.name)
-    problems = load_texts(texts, parse_quantity).problems
+    old = request.old_object
+    if (
+        isinstance(old, dict)
+        and is_policy_configmap(old)
+        and texts_of(old, request.namespace, request.name)[1] == texts
+    ):
+        return AdmissionResponse(request.uid, True)
+    owner = policy_owner(request.namespace, holder.settings.policy_namespace)
+    problems = load_texts(texts, parse_quantity, namespace=owner).problems
     if not problems:
         return AdmissionResponse(request.uid, True)
     message = "policy rejected: " + "; ".join(str(p) for p in problems)
@@ -90,7 +103,7 @@ def _policy_configmap(request: AdmissionRequest) -> AdmissionResponse:
 
 def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
     if request.kind.group == "" and request.kind.kind == "ConfigMap" and request.operation in JUDGED_OPERATIONS:
-        return _policy_configmap(request)
+        return _policy_configmap(holder, request)
     engine = holder.engine
     if (
         engine is None
@@ -103,12 +116,14 @@ def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRespon
     def run() -> AdmissionResponse:
         raw = _require_object(request)
         metadata = _dict(raw.get("metadata"))
-        decision = holder.usage.admit(
-            lambda: engine.validate(raw, holder.usage, request.info()),
+        pod = PodRef(
             request.namespace,
             str(metadata.get("name") or request.name),
             str(metadata.get("generateName") or ""),
-            request.dry_run,
+            str(metadata.get("uid") or ""),
+        )
+        decision = holder.usage.admit(
+            lambda: engine.validate(raw, holder.usage, request.info(), holder.cluster), pod, request.dry_run
         )
         return AdmissionResponse(
             request.uid,

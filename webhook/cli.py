@@ -65,7 +65,17 @@ def _validate(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from webhook.server import serve
 
-    serve(args.policies, args.bind, args.cert_dir, args.workers, args.fail_open, args.watch_configmaps or "")
+    if args.all_namespaces and not args.watch_configmaps:
+        raise InputError("--all-namespaces", "needs --watch-configmaps NAMESPACE (the webhook's own namespace)")
+    serve(
+        args.policies,
+        args.bind,
+        args.cert_dir,
+        args.workers,
+        args.fail_open,
+        args.watch_configmaps or "",
+        args.all_namespaces,
+    )
     return EXIT_OK
 
 
@@ -108,7 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--watch-configmaps",
         metavar="NAMESPACE",
-        help="policies from ConfigMaps labelled gpu-admission.io/policy=true in NAMESPACE, watched",
+        help="connect to the cluster: policies from ConfigMaps labelled gpu-admission.io/policy=true in NAMESPACE "
+        "(the webhook's own), pods, namespaces and nodes watched",
+    )
+    serve.add_argument(
+        "--all-namespaces",
+        action="store_true",
+        help="also namespaced policies from labelled ConfigMaps in every namespace (each matches only its own)",
     )
     serve.set_defaults(run=cmd_serve)
     certs = commands.add_parser("certs", help="TLS material")

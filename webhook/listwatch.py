@@ -1,21 +1,24 @@
-"""The Kubernetes list/watch loop, once: list, watch from the list's resourceVersion with
-bookmarks, relist on 410 Gone, reconnect with capped backoff. Objects reach the handlers as
-plain JSON (what the API server sent), not client models.
+"""The Kubernetes list/watch loop, once: list (in pages), watch from the list's resourceVersion
+with bookmarks, relist on 410 Gone or when asked, reconnect with capped backoff. Objects reach
+the handlers as plain JSON (what the API server sent), not client models; a page at a time, so a
+list of 100,000 pods is never held whole.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 log = logging.getLogger("gpu_admission.listwatch")
 JSON = dict[str, Any]
+PAGE = 500
 
 
 class ListWatch:
@@ -24,11 +27,12 @@ class ListWatch:
         name: str,
         list_func: Callable[..., Any],
         args: tuple[Any, ...],
-        on_list: Callable[[list[JSON]], None],
+        on_list: Callable[[Iterator[JSON]], None],
         on_event: Callable[[str, JSON], None],
         label_selector: str = "",
         watch_seconds: int = 300,
         backoff: tuple[float, float] = (0.2, 30.0),
+        page: int = PAGE,
     ) -> None:
         self.name = name
         self.list_func = list_func
@@ -38,10 +42,12 @@ class ListWatch:
         self.selector = {"label_selector": label_selector} if label_selector else {}
         self.watch_seconds = watch_seconds
         self.backoff = backoff
+        self.page = page
         self.synced = threading.Event()
         self.relists = 0
         self.expired = 0
         self._stop = threading.Event()
+        self._relist = threading.Event()
         self._thread: threading.Thread | None = None
         self._response: Any = None
 
@@ -49,28 +55,59 @@ class ListWatch:
         self._thread = threading.Thread(target=self._run, name=f"watch-{self.name}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         self._stop.set()
-        response = self._response
-        if response is not None:
-            response.close()
-        if self._thread is not None:
+        self._interrupt()
+        if wait and self._thread is not None:
             self._thread.join(10)
 
+    def relist(self) -> None:
+        """List again from scratch soon (the handlers' view of the objects changed, e.g. a new policy set)."""
+        self._relist.set()
+        self._interrupt()
+
+    def _interrupt(self) -> None:
+        """End the watch request in flight now. Closing its response from here would wait for
+        the reading thread; shutting the socket down for reading wakes that thread at once."""
+        response = self._response
+        if response is not None:
+            # Already finished or released: the loop sees the flag at its next turn.
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                response.shutdown()
+
+    def _pages(self, first: JSON) -> Iterator[JSON]:
+        listed = first
+        while True:
+            yield from listed.get("items") or []
+            token = (listed.get("metadata") or {}).get("continue")
+            if not token:
+                return
+            listed = self._fetch(token)
+
+    def _fetch(self, token: str | None = None) -> JSON:
+        options: dict[str, Any] = {"limit": self.page, **self.selector}
+        if token:
+            options["_continue"] = token
+        response = self.list_func(*self.args, _preload_content=False, **options)
+        return dict(orjson.loads(response.data))
+
     def _list(self) -> str:
-        response = self.list_func(*self.args, _preload_content=False, **self.selector)
-        listed = json.loads(response.data)
-        self.on_list(listed.get("items") or [])
+        self._relist.clear()
+        first = self._fetch()
+        items = self._pages(first)
+        self.on_list(items)
+        for _ in items:  # a handler that stopped early still leaves the pages read
+            pass
         self.relists += 1
         self.synced.set()
-        return str((listed.get("metadata") or {}).get("resourceVersion") or "")
+        return str((first.get("metadata") or {}).get("resourceVersion") or "")
 
     def _run(self) -> None:
         delay = self.backoff[0]
         version: str | None = None
         while not self._stop.is_set():
             try:
-                if version is None:
+                if version is None or self._relist.is_set():
                     version = self._list()
                 version = self._watch_from(version)
                 delay = self.backoff[0]
@@ -84,6 +121,9 @@ class ListWatch:
                 self._stop.wait(delay)
                 delay = min(delay * 2, self.backoff[1])
             except Exception as error:  # refused, reset, timed out: keep serving what we have
+                if self._relist.is_set() and not self._stop.is_set():
+                    version = None
+                    continue
                 log.warning(
                     "API server unreachable, keeping what is loaded",
                     extra={"fields": {"watch": self.name, "error": type(error).__name__}},
@@ -105,20 +145,31 @@ class ListWatch:
         )
         self._response = response
         try:
+            if self._relist.is_set():
+                return version
             for line in iter_resp_lines(response):
                 if not line:
                     continue
-                event = json.loads(line)
+                event = orjson.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     raise ApiException(status=int(obj.get("code") or 500), reason=str(obj.get("message", "")))
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    self.on_event(kind, obj)
-                if self._stop.is_set():
+                    self._deliver(kind, obj)
+                if self._stop.is_set() or self._relist.is_set():
                     break
         finally:
+            self._response = None
             response.close()
             response.release_conn()
-            self._response = None
         return version
+
+    def _deliver(self, kind: str, obj: JSON) -> None:
+        """One event to the handler; a handler failing on one object does not stop the watch."""
+        try:
+            self.on_event(kind, obj)
+        except Exception:
+            metadata = obj.get("metadata") or {}
+            where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+            log.exception("watch handler failed", extra={"fields": {"watch": self.name, "object": where}})

@@ -1,8 +1,11 @@
 """Policy texts by source (a ConfigMap, a directory), the last good version of each, and the
 engine built from all of them, swapped in whole.
 
-A source whose new version has a bad document keeps its last good version in force; the
-problems are reported to the caller (which logs them, counts them, and tells the source).
+Each source is loaded (parsed, checked, CEL compiled) on its own when it changes, never the
+others again. A source whose new version has a bad document keeps its last good version in
+force; a source seen for the first time loads its good documents. A policy name another source
+already holds is a problem of the newcomer. Problems go to `on_result` (which logs, counts and
+tells the source), and so does a source becoming clean again.
 """
 
 from __future__ import annotations
@@ -10,10 +13,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from policies.engine import Engine
 from policies.errors import PolicyProblem
-from policies.loader import LoadResult, load_texts
+from policies.loader import load_texts
 from policies.model import GPUPolicy
 from policies.policyset import PolicySet
 from webhook.quantity import parse_quantity
@@ -21,18 +25,21 @@ from webhook.state import EngineHolder
 
 log = logging.getLogger("gpu_admission.policies")
 Texts = tuple[tuple[str, str], ...]
+OnResult = Callable[[str, list[PolicyProblem]], None]
 
 
-def _load_all(sources: dict[str, Texts]) -> LoadResult:
-    """One set from every source, in a stable order (sources sorted by name)."""
-    return load_texts([text for source in sorted(sources) for text in sources[source]], parse_quantity)
+@dataclass(frozen=True)
+class SourceVersion:
+    texts: Texts
+    policies: tuple[GPUPolicy, ...]
 
 
 class PolicyStore:
-    def __init__(self, holder: EngineHolder, on_problems: Callable[[str, list[PolicyProblem]], None] | None = None):
+    def __init__(self, holder: EngineHolder, on_result: OnResult | None = None) -> None:
         self.holder = holder
-        self.on_problems = on_problems
-        self._good: dict[str, Texts] = {}
+        self.listeners: list[OnResult] = [on_result] if on_result else []
+        self._good: dict[str, SourceVersion] = {}
+        self._seen: dict[str, tuple[Texts, tuple[PolicyProblem, ...]]] = {}
         self._lock = threading.Lock()
         self._swapped = threading.Condition()
         self.generation = 0
@@ -43,62 +50,59 @@ class PolicyStore:
             return self._swapped.wait_for(lambda: self.generation >= generation, timeout)
 
     def sources(self) -> dict[str, Texts]:
-        return dict(self._good)
+        return {source: version.texts for source, version in self._good.items()}
 
-    def update(self, source: str, texts: Texts) -> list[PolicyProblem]:
-        """Take a source's new texts if they load cleanly; otherwise keep its last good ones.
-
-        A source seen for the first time has no last good version: its good documents load and
-        its bad ones are reported, as the loader does for any set.
-        """
-        own = load_texts(texts, parse_quantity)
-        problems = list(own.problems)
+    def update(self, source: str, texts: Texts, namespace: str | None = None) -> list[PolicyProblem]:
+        """Take a source's new texts if they load cleanly; otherwise keep its last good ones."""
+        seen = self._seen.get(source)
+        if seen is not None and seen[0] == texts:
+            return list(seen[1])  # the same texts again (a relist, a metadata-only change)
+        loaded = load_texts(texts, parse_quantity, namespace=namespace)
+        problems = list(loaded.problems)
         with self._lock:
+            held_elsewhere = {p.name: s for s, v in self._good.items() if s != source for p in v.policies}
+            policies = []
+            for policy in loaded.policies:
+                if policy.name in held_elsewhere:
+                    problems.append(_clash(policy, held_elsewhere[policy.name]))
+                else:
+                    policies.append(policy)
             keep_old = bool(problems) and source in self._good
             if not keep_old:
-                candidate = {**self._good, source: texts}
-                merged = _load_all(candidate)
-                clashes = [p for p in merged.problems if p.file.startswith(source) and p not in problems]
-                if clashes and source in self._good:
-                    problems, keep_old = clashes, True
-                else:
-                    problems += clashes
-                    self._good = candidate
-                    self._swap(merged.policies)
+                self._good[source] = SourceVersion(texts, tuple(policies))
+                self._swap()
+            self._seen[source] = (texts, tuple(problems))
         if problems:
             verdict = "last good version kept" if keep_old else "good documents loaded, bad ones left out"
             log.error(
                 f"policy source has problems: {verdict}",
                 extra={"fields": {"source": source, "problems": [str(p) for p in problems]}},
             )
-            if self.on_problems:
-                self.on_problems(source, problems)
+        if seen is None or list(seen[1]) != problems:
+            for listener in self.listeners:
+                listener(source, problems)
         return problems
 
     def remove(self, source: str) -> None:
         with self._lock:
+            self._seen.pop(source, None)
             if self._good.pop(source, None) is not None:
-                merged = _load_all(self._good)
-                self._swap(merged.policies)
+                self._swap()
 
-    def replace_all(self, sources: dict[str, Texts]) -> None:
+    def replace_all(self, sources: dict[str, tuple[Texts, str | None]]) -> None:
         """A full relist: sources not listed are gone; each listed one is judged on its own."""
         for source in set(self._good) - set(sources):
             self.remove(source)
-        for source, texts in sorted(sources.items()):
-            if self._good.get(source) != texts:
-                self.update(source, texts)
-        if not self.holder.ready:
-            self._swap_current()
+        for source, (texts, namespace) in sorted(sources.items()):
+            self.update(source, texts, namespace)
+        if self.holder.engine is None:  # nothing listed: an empty set is still a set in force
+            with self._lock:
+                self._swap()
 
-    def _swap_current(self) -> None:
-        with self._lock:
-            merged = _load_all(self._good)
-            self._swap(merged.policies)
-
-    def _swap(self, policies: tuple[GPUPolicy, ...]) -> None:
+    def _swap(self) -> None:
         from webhook.metrics import GENERATION, POLICIES
 
+        policies = tuple(p for source in sorted(self._good) for p in self._good[source].policies)
         with self._swapped:
             self.generation += 1
             self.holder.swap(Engine(PolicySet(policies, self.generation), parse_quantity))
@@ -106,3 +110,9 @@ class PolicyStore:
         GENERATION.set(self.generation)
         POLICIES.set(len(policies))
         log.info("policy set swapped", extra={"fields": {"generation": self.generation, "policies": len(policies)}})
+
+
+def _clash(policy: GPUPolicy, other: str) -> PolicyProblem:
+    return PolicyProblem(
+        policy.source.file, policy.source.line, policy.name, "metadata.name", f"duplicate policy name (also in {other})"
+    )

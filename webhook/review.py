@@ -39,6 +39,7 @@ class AdmissionRequest:
     dry_run: bool
     object: Any
     sub_resource: str = ""
+    old_object: Any = None
     username: str = ""
     groups: tuple[str, ...] = ()
 
@@ -125,6 +126,7 @@ def parse_review(body: Any) -> AdmissionRequest:
         name=_string(request, "name"),
         dry_run=request.get("dryRun") is True,
         object=request.get("object"),
+        old_object=request.get("oldObject"),
         sub_resource=_string(request, "subResource"),
         username=str(user.get("username") or ""),
         groups=tuple(str(g) for g in groups),

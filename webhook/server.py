@@ -13,7 +13,6 @@ from gunicorn.app.base import BaseApplication
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
 from policies.errors import PolicyProblem
 from webhook import background, gunicorn_conf, logs
-from webhook.configmaps import configmap_watch, pod_watch
 from webhook.directories import DirectoryWatcher
 from webhook.policy_store import PolicyStore
 from webhook.sources import bundled_texts
@@ -23,19 +22,21 @@ log = logging.getLogger("gpu_admission.server")
 DEFAULT_CERT_DIR = Path(".gpu-admission/certs")
 
 
-def build_holder(policy_dirs: list[Path] | None, fail_open: bool = False, watch_namespace: str = "") -> EngineHolder:
+def build_holder(
+    policy_dirs: list[Path] | None, fail_open: bool = False, watch_namespace: str = "", all_namespaces: bool = False
+) -> EngineHolder:
     """The engine holder and its policy sources: bundled, directories (reloaded) or ConfigMaps (watched)."""
     from webhook.metrics import LOAD_ERRORS
 
-    holder = EngineHolder(Settings(fail_open=fail_open))
+    holder = EngineHolder(Settings(fail_open=fail_open, policy_namespace=watch_namespace))
 
     def count(source: str, problems: list[PolicyProblem]) -> None:
         LOAD_ERRORS.inc(len(problems))
         holder.load_errors += len(problems)
 
-    store = PolicyStore(holder, on_problems=count)
+    store = PolicyStore(holder, on_result=count)
     if watch_namespace:
-        background.register(lambda: _watch_cluster(holder, store, watch_namespace))
+        background.register(lambda: _watch_cluster(holder, store, watch_namespace, all_namespaces))
     elif policy_dirs:
         directories = DirectoryWatcher(policy_dirs, store)
         directories.check_once()
@@ -45,16 +46,16 @@ def build_holder(policy_dirs: list[Path] | None, fail_open: bool = False, watch_
     return holder
 
 
-def _watch_cluster(holder: EngineHolder, store: PolicyStore, namespace: str) -> None:
-    from kubernetes import client, config
+def _watch_cluster(holder: EngineHolder, store: PolicyStore, namespace: str, all_namespaces: bool) -> None:
+    from kubernetes import config
+
+    from webhook.cluster_watches import connect
 
     try:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-    api = client.CoreV1Api()
-    configmap_watch(api, namespace, store).start()
-    pod_watch(api, holder.usage.observe, holder.usage.replace_all).start()
+    connect(holder, store, namespace, all_namespaces=all_namespaces)
 
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]
@@ -75,7 +76,13 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
 
 
 def serve(
-    policy_dirs: list[Path] | None, bind: str, cert_dir: Path, workers: int, fail_open: bool, watch_namespace: str = ""
+    policy_dirs: list[Path] | None,
+    bind: str,
+    cert_dir: Path,
+    workers: int,
+    fail_open: bool,
+    watch_namespace: str = "",
+    all_namespaces: bool = False,
 ) -> None:
     logs.configure()
     if ensure_dev_certificates(cert_dir):
@@ -83,7 +90,7 @@ def serve(
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
     from webhook.app import create_app
 
-    app = create_app(build_holder(policy_dirs, fail_open, watch_namespace))
+    app = create_app(build_holder(policy_dirs, fail_open, watch_namespace, all_namespaces))
     log.info("serving", extra={"fields": {"bind": bind, "ca": str(cert_dir / CA_FILE), "workers": workers}})
     WebhookServer(
         app,

@@ -3,60 +3,77 @@
 Between admitting a pod and seeing it in the pod watch, its usage is held as a reservation,
 released when the pod shows up or after a timeout; dry-run never reserves. Check and reserve
 happen under one lock, so concurrent admissions in one process never admit more than a quota
-allows. Only counters are kept, never pod objects.
+allows. Quotas with `consistency: strict` also hold their reservations in a Lease shared by
+every replica (webhook.shared_quota), written by compare-and-swap.
+
+Only counters are kept, never pod objects: per pod, a reference to an interned record of what it
+holds, so 100,000 pods of a few dozen shapes cost little more than their keys.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from policies.ledger import Charges, Ledger, holdings
-from policies.model import GPUPolicy
-from policies.usage import Usage
+from policies.capacity import CapacityLedger
+from policies.catalog import CATALOG, MIG_RESOURCE_PREFIX, PRODUCT_LABEL, WHOLE_GPU_RESOURCE
+from policies.cluster import NO_CLUSTER, ClusterState
+from policies.ledger import Charges, Held, PodCounts, held_by
+from policies.model import Action, Consistency, GPUPolicy
+from policies.policyset import PolicySet
+from policies.usage import EMPTY, Usage
 from policies.validation import Decision
+from policies.verdict import Verdict
 from webhook.quantity import parse_quantity
+from webhook.shared_quota import LedgerUnavailable, PodRef, SharedReservations
+
+STRICT_ATTEMPTS = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reservation:
-    namespace: str
-    name: str
-    generate_name: str
-    charges: Charges
+    pod: PodRef
+    charges: Charges  # local ones only: strict charges live in the shared Lease
     usage: Usage
     expires: float
-
-    def claimed_by(self, namespace: str, name: str) -> bool:
-        if namespace != self.namespace:
-            return False
-        return name == self.name if self.name else bool(self.generate_name) and name.startswith(self.generate_name)
 
 
 class PodUsageTracker:
     def __init__(
-        self, policy_set: Callable[[], Any], clock: Callable[[], float] = time.monotonic, ttl: float = 30.0
+        self,
+        policy_set: Callable[[], PolicySet | None],
+        clock: Callable[[], float] = time.monotonic,
+        ttl: float = 30.0,
+        cluster: Callable[[], ClusterState] = lambda: NO_CLUSTER,
+        shared: SharedReservations | None = None,
     ) -> None:
         self._policy_set = policy_set
+        self._cluster = cluster
         self._clock = clock
         self.ttl = ttl
+        self.shared = shared
+        self.capacity = CapacityLedger(CATALOG)
         self._lock = threading.RLock()
-        self._ledger = Ledger()
-        self._pods: dict[str, tuple[Charges, Usage]] = {}
-        self._reservations: list[Reservation] = []
+        self._counts = PodCounts()
+        self._reservations: dict[str, Reservation] = {}
+        self._reserved: dict[tuple[str, str], Usage] = {}
+        self._expiry: deque[tuple[float, str]] = deque()
+        self._prefixed: set[str] = set()  # reservations of pods known only by generateName
+        self._gone: dict[str, float] = {}  # uids of pods deleted lately: their shared reservations are spent
 
     # -- UsageSource -------------------------------------------------------------------------
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
+        key = (policy.name, scope)
         with self._lock:
             self._expire()
-            held = self._ledger.usage(policy, scope)
-            for reservation in self._reservations:
-                if (policy.name, scope) in reservation.charges:
-                    held = held + reservation.usage
-            return held
+            held = self._counts.ledger.usage(policy, scope)
+            if self.shared is not None and _strict(policy):
+                return held + self.shared.pending(key, self._seen)
+            return held + self._reserved.get(key, EMPTY)
 
     @property
     def reservations(self) -> int:
@@ -64,50 +81,174 @@ class PodUsageTracker:
             self._expire()
             return len(self._reservations)
 
-    def _expire(self) -> None:
-        now = self._clock()
-        self._reservations = [r for r in self._reservations if r.expires > now]
+    @property
+    def tracked_pods(self) -> int:
+        return len(self._counts.pods)
+
+    def _seen(self, uid: str) -> bool:
+        """Whether this replica's watch has shown the pod: counted now, or deleted lately."""
+        return uid in self._counts.pods or uid in self._gone
 
     # -- admission -----------------------------------------------------------------------------
-    def admit(
-        self, decide: Callable[[], Decision], namespace: str, name: str, generate_name: str, dry_run: bool
-    ) -> Decision:
-        """Decide and, if allowed for real, reserve, as one step."""
-        with self._lock:
-            decision = decide()
-            if decision.allowed and decision.charges and not decision.usage.empty and not dry_run:
-                self._reservations.append(
-                    Reservation(
-                        namespace, name, generate_name, decision.charges, decision.usage, self._clock() + self.ttl
-                    )
-                )
-            return decision
+    def admit(self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool) -> Decision:
+        """Decide and, if allowed for real, reserve, as one step (retried while a strict Lease moves).
+
+        A strict quota whose Lease cannot be read or written denies: it cannot be judged.
+        """
+        try:
+            return self._admit(decide, pod, dry_run)
+        except LedgerUnavailable as error:
+            with self._lock:
+                self._release(pod.key)
+            return _denied(Decision(False), f"strict quota ledger unreachable, denied to be safe: {error}")
+
+    def _admit(self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool) -> Decision:
+        decision = Decision(True)
+        for _ in range(STRICT_ATTEMPTS):
+            with self._lock:
+                self._expire()
+                decision = decide()
+                if dry_run or not decision.allowed or decision.usage.empty or not decision.charges:
+                    return decision
+                strict = self._strict_charges(decision.charges)
+                local = tuple(c for c in decision.charges if c not in strict)
+                self._reserve(Reservation(pod, local, decision.usage, self._clock() + self.ttl))
+                if not strict:
+                    return decision
+            assert self.shared is not None
+            if self.shared.reserve(strict, pod, decision.usage):
+                return decision
+            with self._lock:
+                self._release(pod.key)
+        return _denied(decision, f"strict quota ledger kept changing under {STRICT_ATTEMPTS} attempts; try again")
+
+    def _strict_charges(self, charges: Charges) -> Charges:
+        policy_set = self._policy_set()
+        if self.shared is None or policy_set is None:
+            return ()
+        return tuple(c for c in charges if (p := policy_set.by_name(c[0])) is not None and _strict(p))
+
+    def _reserve(self, reservation: Reservation) -> None:
+        self._release(reservation.pod.key)
+        self._reservations[reservation.pod.key] = reservation
+        if reservation.pod.by_prefix:
+            self._prefixed.add(reservation.pod.key)
+        self._expiry.append((reservation.expires, reservation.pod.key))
+        for key in reservation.charges:
+            self._reserved[key] = self._reserved.get(key, EMPTY) + reservation.usage
+
+    def _release(self, key: str) -> None:
+        reservation = self._reservations.pop(key, None)
+        if reservation is None:
+            return
+        self._prefixed.discard(key)
+        for charge in reservation.charges:
+            left = self._reserved.get(charge, EMPTY) - reservation.usage
+            if left.pods > 0 or left.gpu_equivalents > 0:
+                self._reserved[charge] = left
+            else:
+                self._reserved.pop(charge, None)
+
+    def _expire(self) -> None:
+        now = self._clock()
+        while self._expiry and self._expiry[0][0] <= now:
+            expires, key = self._expiry.popleft()
+            reservation = self._reservations.get(key)
+            if reservation is not None and reservation.expires == expires:
+                self._release(key)
+        while self._gone and next(iter(self._gone.values())) <= now:
+            del self._gone[next(iter(self._gone))]
+
+    def _claim(self, namespace: str, name: str, uid: str) -> None:
+        """The pod is in the watch now: its own counters take over from its reservation."""
+        for key in (uid, f"{namespace}/{name}"):
+            if key in self._reservations:
+                self._release(key)
+                return
+        for key in self._prefixed:
+            if self._reservations[key].pod.claimed_by(namespace, name):
+                self._release(key)
+                return
 
     # -- pod events ----------------------------------------------------------------------------
     def observe(self, kind: str, raw: dict[str, Any]) -> None:
         metadata = raw.get("metadata") or {}
         namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
-        key = str(metadata.get("uid") or f"{namespace}/{name}")
-        policy_set = self._policy_set()
+        uid = str(metadata.get("uid") or "")
+        key = uid or f"{namespace}/{name}"
+        held = None if kind == "DELETED" else self._held(raw)
         with self._lock:
-            old = self._pods.pop(key, None)
-            if old is not None:
-                self._ledger.discharge(*old)
-            if kind != "DELETED" and policy_set is not None:
-                held = holdings(raw, policy_set, parse_quantity)
-                if held is not None:
-                    self._ledger.charge(*held)
-                    self._pods[key] = held
-            if kind == "ADDED":
-                for i, reservation in enumerate(self._reservations):
-                    if reservation.claimed_by(namespace, name):
-                        del self._reservations[i]
-                        break
+            old = self._counts.remove(key)
+            if old is not None and old.node is not None:
+                self.capacity.use(old.node, old.gpus, -1)
+            if held is not None:
+                held = self._counts.add(key, held)
+                if held.node is not None:
+                    self.capacity.use(held.node, held.gpus)
+            if kind == "DELETED":
+                if uid:
+                    self._gone[uid] = self._clock() + self.ttl
+            else:
+                self._claim(namespace, name, uid)
 
-    def replace_all(self, pods: list[dict[str, Any]]) -> None:
-        """A full relist: counters rebuilt from the pods as they are now."""
+    def replace_all(self, pods: Iterable[dict[str, Any]]) -> None:
+        """A full relist: counters rebuilt from the pods as they are now (off the lock, so
+        admissions go on meanwhile), then swapped in; listed pods claim their reservations."""
+        counts = PodCounts()
+        for raw in pods:
+            held = self._held(raw)
+            if held is not None:
+                metadata = raw.get("metadata") or {}
+                counts.add(str(metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}"), held)
         with self._lock:
-            self._ledger = Ledger()
-            self._pods.clear()
-            for raw in pods:
-                self.observe("MODIFIED", raw)
+            self._counts = counts
+            self.capacity.replace_uses(counts.node_uses)
+            for key in [k for k, r in self._reservations.items() if r.pod.uid in counts.pods]:
+                self._release(key)
+
+    # -- node events: GPU capacity ------------------------------------------------------------
+    def observe_node(self, kind: str, raw: dict[str, Any]) -> None:
+        name, product, allocatable = _node(raw)
+        with self._lock:
+            if kind == "DELETED":
+                self.capacity.remove_node(name)
+            else:
+                self.capacity.set_node(name, product, allocatable)
+
+    def replace_nodes(self, nodes: Iterable[dict[str, Any]]) -> None:
+        parsed = [_node(raw) for raw in nodes]
+        with self._lock:
+            for name in self.capacity.nodes():
+                self.capacity.remove_node(name)
+            for name, product, allocatable in parsed:
+                self.capacity.set_node(name, product, allocatable)
+            self.capacity.mark_synced()
+
+    def _held(self, raw: dict[str, Any]) -> Held | None:
+        policy_set = self._policy_set()
+        return None if policy_set is None else held_by(raw, policy_set, parse_quantity, self._cluster())
+
+
+def _node(raw: dict[str, Any]) -> tuple[str, str | None, dict[str, int]]:
+    """A node's name, GPU product label and allocatable GPU resources (whole units)."""
+    metadata = raw.get("metadata") or {}
+    allocatable = (raw.get("status") or {}).get("allocatable") or {}
+    gpus: dict[str, int] = {}
+    for resource, amount in allocatable.items():
+        if resource == WHOLE_GPU_RESOURCE or resource.startswith(MIG_RESOURCE_PREFIX):
+            try:
+                gpus[resource] = int(parse_quantity(amount))
+            except (ValueError, TypeError, ArithmeticError):
+                continue
+    product = (metadata.get("labels") or {}).get(PRODUCT_LABEL)
+    return str(metadata.get("name", "")), product if isinstance(product, str) else None, gpus
+
+
+def _strict(policy: GPUPolicy) -> bool:
+    return policy.quota is not None and policy.quota.consistency is Consistency.STRICT
+
+
+def _denied(decision: Decision, message: str) -> Decision:
+    policy = decision.policies[0] if decision.policies else ""
+    verdict = Verdict(policy, "quota.consistency", "spec.quota.consistency", message, Action.DENY)
+    return replace(decision, allowed=False, verdicts=(*decision.verdicts, verdict))

@@ -16,5 +16,6 @@ app = create_app(
         _dirs or None,
         fail_open=os.environ.get("GPU_ADMISSION_FAIL_OPEN") == "true",
         watch_namespace=os.environ.get("GPU_ADMISSION_WATCH_NAMESPACE", ""),
+        all_namespaces=os.environ.get("GPU_ADMISSION_ALL_NAMESPACES") == "true",
     )
 )

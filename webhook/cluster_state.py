@@ -1,0 +1,22 @@
+"""The cluster as the engine sees it in the server: namespace labels and free GPU capacity, both
+kept current by watches (webhook.cluster_watches)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from policies.capacity import Capacity
+from webhook.namespaces import NamespaceCache
+
+
+class LiveCluster:
+    def __init__(self, namespaces: NamespaceCache, capacity: Capacity) -> None:
+        self.namespaces = namespaces
+        self._capacity = capacity
+
+    @property
+    def capacity(self) -> Capacity:
+        return self._capacity
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        return self.namespaces.labels(namespace)

@@ -1,0 +1,81 @@
+"""The webhook connected to its cluster: policy ConfigMaps, pods (quota counters), namespaces
+(labels for namespaceSelector) and nodes (free GPU capacity), each listed and watched; strict
+quotas' shared Leases; status Events and annotations on policy ConfigMaps.
+
+`/readyz` turns ready once the policy set is loaded and every watch has listed once. Pods are
+listed only once policies and namespaces are, and a new policy set relists them, so the
+counters are always charged by the policies in force.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Any
+
+import orjson
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from webhook.configmaps import configmap_watch
+from webhook.listwatch import ListWatch
+from webhook.policy_status import PolicyStatusReporter
+from webhook.policy_store import PolicyStore
+from webhook.shared_quota import SharedReservations
+from webhook.state import EngineHolder
+
+NAMESPACE_TIMEOUT = 2.0
+
+
+def identity() -> str:
+    """This replica's name in Events and Leases: the pod name where the Deployment gives it."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def connect(
+    holder: EngineHolder,
+    store: PolicyStore,
+    namespace: str,
+    api_client: client.ApiClient | None = None,
+    all_namespaces: bool = False,
+    **options: Any,
+) -> list[ListWatch]:
+    """Start every watch; returns them (tests stop them). `namespace` is the webhook's own."""
+    core = client.CoreV1Api(api_client)
+    me = identity()
+    holder.usage.shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, me)
+    store.listeners.append(PolicyStatusReporter(core, me))
+    holder.namespaces.set_fetch(lambda name: _read_namespace(core, name))
+    usage, namespaces = holder.usage, holder.namespaces
+    watches = [
+        configmap_watch(core, namespace, store, all_namespaces, **options),
+        ListWatch("namespaces", core.list_namespace, (), namespaces.replace_all, namespaces.observe, **options),
+        ListWatch("nodes", core.list_node, (), usage.replace_nodes, usage.observe_node, **options),
+        ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
+    ]
+    configmaps, namespaces_watch, _, pods = watches
+    holder.on_swap(pods.relist)
+    for watch in watches:
+        holder.require_sync(watch.synced)
+    for watch in watches[:-1]:
+        watch.start()
+
+    def pods_once_policies_and_namespaces_are_known() -> None:
+        # Pods are charged by the policies (and namespace labels) in force when they are counted.
+        configmaps.synced.wait()
+        namespaces_watch.synced.wait()
+        pods.start()
+
+    threading.Thread(target=pods_once_policies_and_namespaces_are_known, name="watch-pods-start", daemon=True).start()
+    return watches
+
+
+def _read_namespace(api: client.CoreV1Api, name: str) -> dict[str, Any] | None:
+    try:
+        response = api.read_namespace(name, _preload_content=False, _request_timeout=NAMESPACE_TIMEOUT)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return dict(orjson.loads(response.data))  # type: ignore[attr-defined]
