@@ -5,9 +5,10 @@ nothing is known and the policy's own order decides."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
-from policies.catalog import WHOLE_GPU_RESOURCE, Catalog
+from policies.catalog import MIG_RESOURCE_PREFIX, PRODUCT_LABEL, WHOLE_GPU_RESOURCE, Catalog
+from policies.fields import QuantityParser
 
 
 class Capacity(Protocol):
@@ -112,6 +113,22 @@ class CapacityLedger:
             for resource, amount in amounts.items():
                 if resource in slots:
                     _add(self._used, slots[resource], amount)
+
+
+def node_gpus(raw: Mapping[str, Any], parse_quantity: QuantityParser) -> tuple[str, str | None, dict[str, int]]:
+    """A Node's name, GPU product label and allocatable GPU resources in whole units (the boundary
+    for Nodes: anything unreadable counts as no GPU)."""
+    metadata = raw.get("metadata") or {}
+    allocatable = (raw.get("status") or {}).get("allocatable") or {}
+    gpus: dict[str, int] = {}
+    for resource, amount in allocatable.items():
+        if resource == WHOLE_GPU_RESOURCE or str(resource).startswith(MIG_RESOURCE_PREFIX):
+            try:
+                gpus[str(resource)] = int(parse_quantity(amount))
+            except (ValueError, TypeError, ArithmeticError):
+                continue
+    product = (metadata.get("labels") or {}).get(PRODUCT_LABEL)
+    return str(metadata.get("name", "")), product if isinstance(product, str) else None, gpus
 
 
 def _add(sums: dict[Slot, int], slot: Slot, amount: int) -> None:

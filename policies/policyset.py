@@ -111,8 +111,8 @@ class PolicySet:
     ) -> MatchResult:
         """Policies that match, in precedence order (cluster before namespaced, priority, name).
 
-        `namespace_labels`: the namespace's labels, for namespaceSelector; unknown, only the
-        `kubernetes.io/metadata.name` label the API server gives every namespace is assumed.
+        `namespace_labels`: the namespace's labels, for namespaceSelector; known or not, the
+        `kubernetes.io/metadata.name` label the API server gives every namespace is there.
         A condition that fails to evaluate is reported, not silently treated as a non-match.
         """
         matched: list[GPUPolicy] = []
@@ -123,8 +123,8 @@ class PolicySet:
                 continue
             selector = policy.match.namespace_selector
             if selector is not None:
-                if namespace_labels is None:
-                    namespace_labels = {NAMESPACE_NAME_LABEL: namespace}
+                if namespace_labels is None or NAMESPACE_NAME_LABEL not in namespace_labels:
+                    namespace_labels = {**(namespace_labels or {}), NAMESPACE_NAME_LABEL: namespace}
                 if not selector.matches(namespace_labels):
                     continue
             condition = policy.match.condition

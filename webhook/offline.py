@@ -9,12 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from policies.capacity import CapacityLedger, node_gpus
+from policies.catalog import CATALOG
+from policies.cluster import NO_CLUSTER, ClusterState, KnownCluster
 from policies.controllers import CONTROLLERS, pod_template
 from policies.engine import Engine, require_judged
 from policies.errors import InputError
 from policies.ledger import Ledger
 from policies.loader import load_texts
 from policies.mutation import MutationResult
+from policies.pod import parse_pod
+from policies.usage import counts_against_quota, effective_gpu_requests
 from policies.validation import Decision
 from webhook.quantity import parse_quantity
 from webhook.sources import POLICY_SUFFIXES, directory_texts, read_manifests
@@ -29,15 +34,15 @@ class Judged:
     decision: Decision
 
 
-def judge(engine: Engine, label: str, document: Any, ledger: Ledger) -> Judged:
+def judge(engine: Engine, label: str, document: Any, ledger: Ledger, cluster: ClusterState = NO_CLUSTER) -> Judged:
     try:
         kind = require_judged(document)
         if kind in CONTROLLERS:
-            mutation = engine.mutate(pod_template(document).pod)
-            decision = engine.validate(document, ledger)
+            mutation = engine.mutate(pod_template(document).pod, cluster=cluster)
+            decision = engine.validate(document, ledger, cluster=cluster)
         else:
-            mutation = engine.mutate(document)
-            decision = engine.validate(mutation.object, ledger)
+            mutation = engine.mutate(document, cluster=cluster)
+            decision = engine.validate(mutation.object, ledger, cluster=cluster)
     except InputError as error:
         raise error.in_document(label) from None
     if decision.allowed and kind == "Pod":
@@ -71,19 +76,38 @@ def _json(judged: Judged) -> dict[str, object]:
     }
 
 
-def cluster_pods(path: str) -> list[Any]:
+def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
+    """The pods of a `kubectl get pods,namespaces,nodes -o yaml` dump, and what the engine may know
+    of the cluster from it: namespace labels and free GPU capacity per model and profile."""
     pods: list[Any] = []
+    namespaces: dict[str, dict[str, str]] = {}
+    capacity = CapacityLedger(CATALOG)
     for label, item in read_manifests(path):
-        if not isinstance(item, dict) or item.get("kind") != "Pod":
-            raise InputError("kind", "cluster state holds Pods only (kubectl get pods -A -o yaml)", label)
-        pods.append(item)
-    return pods
+        if not isinstance(item, dict):
+            raise InputError("", "cluster state holds Pods, Namespaces and Nodes only", label)
+        kind = item.get("kind")
+        if kind == "Pod":
+            pods.append(item)
+        elif kind == "Namespace":
+            metadata = item.get("metadata") or {}
+            namespaces[str(metadata.get("name", ""))] = dict(metadata.get("labels") or {})
+        elif kind == "Node":
+            capacity.set_node(*node_gpus(item, parse_quantity))
+            capacity.mark_synced()
+        else:
+            raise InputError("kind", "cluster state holds Pods, Namespaces and Nodes only", label)
+    for item in pods:
+        view = parse_pod(item, parse_quantity)
+        if view.node_name and counts_against_quota(view):
+            amounts = effective_gpu_requests(view).items()
+            capacity.use(view.node_name, [(name, int(amount)) for name, amount in amounts if amount > 0])
+    return pods, KnownCluster(namespaces, capacity)
 
 
 def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:
-    pods = cluster_pods(args.cluster_state) if args.cluster_state else []
-    ledger = Ledger.from_pods(pods, engine.policy_set, engine.parse_quantity)
-    results = [judge(engine, label, document, ledger) for label, document in read_manifests(args.file)]
+    pods, cluster = cluster_state(args.cluster_state) if args.cluster_state else ([], KnownCluster())
+    ledger = Ledger.from_pods(pods, engine.policy_set, engine.parse_quantity, cluster)
+    results = [judge(engine, label, document, ledger, cluster) for label, document in read_manifests(args.file)]
     if args.output == "json":
         print(json.dumps([_json(r) for r in results], indent=2))
     else:

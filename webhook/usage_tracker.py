@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from policies.capacity import CapacityLedger
-from policies.catalog import CATALOG, MIG_RESOURCE_PREFIX, PRODUCT_LABEL, WHOLE_GPU_RESOURCE
+from policies.capacity import CapacityLedger, node_gpus
+from policies.catalog import CATALOG
 from policies.cluster import NO_CLUSTER, ClusterState
 from policies.ledger import Charges, Held, PodCounts, held_by
 from policies.model import Action, Consistency, GPUPolicy
@@ -208,7 +208,7 @@ class PodUsageTracker:
 
     # -- node events: GPU capacity ------------------------------------------------------------
     def observe_node(self, kind: str, raw: dict[str, Any]) -> None:
-        name, product, allocatable = _node(raw)
+        name, product, allocatable = node_gpus(raw, parse_quantity)
         with self._lock:
             if kind == "DELETED":
                 self.capacity.remove_node(name)
@@ -216,7 +216,7 @@ class PodUsageTracker:
                 self.capacity.set_node(name, product, allocatable)
 
     def replace_nodes(self, nodes: Iterable[dict[str, Any]]) -> None:
-        parsed = [_node(raw) for raw in nodes]
+        parsed = [node_gpus(raw, parse_quantity) for raw in nodes]
         with self._lock:
             for name in self.capacity.nodes():
                 self.capacity.remove_node(name)
@@ -227,21 +227,6 @@ class PodUsageTracker:
     def _held(self, raw: dict[str, Any]) -> Held | None:
         policy_set = self._policy_set()
         return None if policy_set is None else held_by(raw, policy_set, parse_quantity, self._cluster())
-
-
-def _node(raw: dict[str, Any]) -> tuple[str, str | None, dict[str, int]]:
-    """A node's name, GPU product label and allocatable GPU resources (whole units)."""
-    metadata = raw.get("metadata") or {}
-    allocatable = (raw.get("status") or {}).get("allocatable") or {}
-    gpus: dict[str, int] = {}
-    for resource, amount in allocatable.items():
-        if resource == WHOLE_GPU_RESOURCE or resource.startswith(MIG_RESOURCE_PREFIX):
-            try:
-                gpus[resource] = int(parse_quantity(amount))
-            except (ValueError, TypeError, ArithmeticError):
-                continue
-    product = (metadata.get("labels") or {}).get(PRODUCT_LABEL)
-    return str(metadata.get("name", "")), product if isinstance(product, str) else None, gpus
 
 
 def _strict(policy: GPUPolicy) -> bool:
