@@ -43,7 +43,7 @@ class CapacityLedger:
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
-        self.known = False
+        self._synced = False
         self._slots: dict[str, dict[str, Slot]] = {}  # node -> resource -> slot
         self._allocatable: dict[str, Mapping[str, int]] = {}
         self._used_on: dict[str, dict[str, int]] = {}  # node -> resource -> in use
@@ -57,8 +57,14 @@ class CapacityLedger:
     def nodes(self) -> list[str]:
         return list(self._slots)
 
+    @property
+    def known(self) -> bool:
+        """Nodes were listed and some carry GPUs this catalog knows (no GPU Feature Discovery
+        labels anywhere: nothing is known, rather than everything taken)."""
+        return self._synced and bool(self._slots)
+
     def mark_synced(self) -> None:
-        self.known = True
+        self._synced = True
 
     def set_node(self, name: str, product: str | None, allocatable: Mapping[str, int]) -> None:
         self.remove_node(name)

@@ -1,5 +1,6 @@
 """What the engine may know of the cluster beyond the object under review: namespace labels (for
-namespaceSelector) and free GPU capacity (to prefer models and profiles that can run now).
+namespaceSelector), free GPU capacity (to prefer models and profiles that can run now), and the
+ResourceQuotas on whole GPUs that a MIG rewrite would sidestep (to warn).
 
 The edge fills it from its watches; offline, from `--cluster-state`; with nothing, it knows nothing.
 """
@@ -21,14 +22,33 @@ class ClusterState(Protocol):
         """The namespace's labels, or None where it is not known."""
         ...
 
+    def gpu_quotas(self, namespace: str) -> tuple[str, ...]:
+        """Names of the namespace's ResourceQuotas on `requests.nvidia.com/gpu`."""
+        ...
+
 
 @dataclass(frozen=True)
 class KnownCluster:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     capacity: Capacity = field(default_factory=NoCapacity)
+    quotas: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.namespaces.get(namespace)
+
+    def gpu_quotas(self, namespace: str) -> tuple[str, ...]:
+        return self.quotas.get(namespace, ())
+
+
+WHOLE_GPU_QUOTA = "requests.nvidia.com/gpu"
+
+
+def limits_whole_gpus(resource_quota: Mapping[str, object]) -> bool:
+    """Whether a ResourceQuota's hard limits count `requests.nvidia.com/gpu` (the only form the API
+    server takes for an extended resource)."""
+    spec = resource_quota.get("spec")
+    hard = spec.get("hard") if isinstance(spec, Mapping) else None
+    return isinstance(hard, Mapping) and WHOLE_GPU_QUOTA in hard
 
 
 NO_CLUSTER = KnownCluster()

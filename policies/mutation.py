@@ -15,7 +15,7 @@ from policies.cluster import NO_CLUSTER, ClusterState
 from policies.document import CHANGE_FORMAT, JSON, Change, Draft
 from policies.fields import QuantityParser
 from policies.mig import MigPlan, MigPlanner, Problem
-from policies.model import GPUPolicy
+from policies.model import GPUPolicy, Strategy
 from policies.pod import ANNOTATION_PREFIX, PodView, parse_pod
 from policies.policyset import PolicySet
 from policies.request import RequestInfo
@@ -89,6 +89,7 @@ def mutate_pod(
     if changes:
         _record(doc, changes)
     warnings.extend(plan.warnings)
+    warnings.extend(_sidestepped_quotas(plan, cluster.gpu_quotas(namespace)))
     warnings.extend(f"will be denied: {p}" for p in problems)
     return MutationResult(
         original=raw,
@@ -98,6 +99,14 @@ def mutate_pod(
         problems=tuple(problems),
         policies=tuple(p.name for p in matched),
     )
+
+
+def _sidestepped_quotas(plan: MigPlan, quotas: tuple[str, ...]) -> list[str]:
+    """Native ResourceQuota runs after mutation: slices are no longer charged to nvidia.com/gpu."""
+    if not quotas or not plan.rewrites or plan.strategy is not Strategy.MIXED:
+        return []
+    resources = ", ".join(sorted({r.profile.resource for r in plan.rewrites}))
+    return [f"ResourceQuota {', '.join(quotas)} counts requests.nvidia.com/gpu, not this pod's {resources}"]
 
 
 def _record(doc: Draft, changes: list[Change]) -> None:

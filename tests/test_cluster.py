@@ -128,7 +128,7 @@ def test_a_replica_is_ready_only_once_policies_pods_namespaces_and_nodes_have_li
     replica = Replica(kube)
     replicas.append(replica)
     replica.wait_ready()
-    assert [w.name for w in replica.watches] == ["configmaps", "namespaces", "nodes", "pods"]
+    assert [w.name for w in replica.watches] == ["configmaps", "namespaces", "nodes", "resourcequotas", "pods"]
 
 
 def test_pods_are_listed_in_pages_and_feed_the_quota_counters(kube, replicas):
@@ -339,3 +339,14 @@ def test_a_relist_asked_for_in_the_middle_of_a_long_watch_starts_at_once(kube, r
     finally:
         for watch in watches:
             watch.stop(wait=False)
+
+
+def test_a_resourcequota_on_whole_gpus_that_the_rewrite_sidesteps_is_warned_about(kube, replicas):
+    kube.put(NS, "p", {"p.yaml": policy("p", "mig: {gpuModels: [A100-80GB], defaultProfile: 1g.10gb}")})
+    hard = {"requests.nvidia.com/gpu": "4"}
+    quota = {"metadata": {"name": "gpus", "namespace": "team-a"}, "spec": {"hard": hard}}
+    kube.store("resourcequotas", {"apiVersion": "v1", "kind": "ResourceQuota", **quota})
+    replica = start(kube, replicas)
+    warnings = replica.mutate(pod(gpu_container(), namespace="team-a")).warnings
+    assert "ResourceQuota gpus counts requests.nvidia.com/gpu, not this pod's nvidia.com/mig-1g.10gb" in warnings
+    assert not replica.mutate(pod(gpu_container(), namespace="team-b")).warnings

@@ -171,3 +171,16 @@ def test_validate_reads_namespaces_and_nodes_from_the_cluster_state(tmp_path, ca
     out = capsys.readouterr().out
     assert code == 1 and "deny: not in gold (policy gold)" in out
     assert "nvidia.com/gpu -> nvidia.com/mig-3g.20gb (gpu-memory 15Gi; free capacity on A100-40GB)" in out
+
+
+@pytest.mark.parametrize(
+    "strategy, warned",
+    [("mixed", True), ("single", False)],
+    ids=["mixed-slices-escape-the-gpu-quota", "single-keeps-nvidia-gpu"],
+)
+def test_a_whole_gpu_resourcequota_the_rewrite_sidesteps_is_warned_about(strategy, warned):
+    engine = engine_from(policy("p", f"mig: {{strategy: {strategy}, gpuModels: [A100-80GB], defaultProfile: 1g.10gb}}"))
+    cluster = KnownCluster(quotas={"ml": ("gpus",)})
+    warnings = engine.mutate(pod(gpu_container()), cluster=cluster).warnings
+    expected = "ResourceQuota gpus counts requests.nvidia.com/gpu, not this pod's nvidia.com/mig-1g.10gb"
+    assert (expected in warnings) is warned

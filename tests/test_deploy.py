@@ -16,7 +16,7 @@ from policies.cel import CelInput, compile_expression
 from tests.conftest import gpu_container, plain_container, pod
 
 ROOT = Path(__file__).resolve().parent.parent
-OVERLAYS = ["deploy/base", "deploy/overlays/cert-manager"]
+OVERLAYS = ["deploy/base", "deploy/overlays/cert-manager", "deploy/overlays/namespaced-policies"]
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 API = ApiClient()
@@ -122,16 +122,35 @@ def test_the_deployment_is_hardened_and_highly_available():
     assert by_kind(objects, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 2
 
 
-def test_rbac_is_least_privilege():
-    objects = render("deploy/base")
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_rbac_is_least_privilege(overlay):
+    """Writes are pinned to the webhook's own objects by name, except: Events, the load-errors
+    annotation on policy ConfigMaps (patch only), and strict quota Leases (in its namespace only,
+    named per quota as quotas appear). Nothing is ever deleted; pods are only read."""
+    objects = render(overlay)
     for role in by_kind(objects, "Role") + by_kind(objects, "ClusterRole"):
         for rule in role["rules"]:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"]
-            writes = set(rule["verbs"]) & {"update", "patch", "delete"}
-            if writes:
-                assert rule.get("resourceNames") or rule["resources"] == ["events"], rule
+            assert "delete" not in rule["verbs"] and "deletecollection" not in rule["verbs"]
+            writes = set(rule["verbs"]) & {"create", "update", "patch"}
+            if writes and not rule.get("resourceNames"):
+                assert rule["resources"] in (["events"], ["configmaps"], ["leases"]), rule
+                if rule["resources"] == ["configmaps"]:
+                    assert writes == {"patch"}
+                if rule["resources"] == ["leases"]:
+                    assert role["kind"] == "Role"
             if "pods" in rule["resources"]:
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}
+            if "secrets" in rule["resources"]:
+                assert rule.get("resourceNames")
+
+
+def test_the_namespaced_policies_overlay_watches_every_namespace():
+    objects = render("deploy/overlays/namespaced-policies")
+    env = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "GPU_ADMISSION_ALL_NAMESPACES", "value": "true"} in env
+    cluster_rules = [r for role in by_kind(objects, "ClusterRole") for r in role["rules"]]
+    assert any(r["resources"] == ["configmaps"] and "watch" in r["verbs"] for r in cluster_rules)
 
 
 def test_the_policy_configmap_ships_the_packages_own_bundled_policies():

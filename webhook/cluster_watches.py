@@ -1,5 +1,6 @@
 """The webhook connected to its cluster: policy ConfigMaps, pods (quota counters), namespaces
-(labels for namespaceSelector) and nodes (free GPU capacity), each listed and watched; strict
+(labels for namespaceSelector), nodes (free GPU capacity) and ResourceQuotas (on whole GPUs, that
+a MIG rewrite sidesteps), each listed and watched; strict
 quotas' shared Leases; status Events and annotations on policy ConfigMaps.
 
 `/readyz` turns ready once the policy set is loaded and every watch has listed once. Pods are
@@ -47,14 +48,22 @@ def connect(
     holder.usage.shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, me)
     store.listeners.append(PolicyStatusReporter(core, me))
     holder.namespaces.set_fetch(lambda name: _read_namespace(core, name))
-    usage, namespaces = holder.usage, holder.namespaces
+    usage, namespaces, quotas = holder.usage, holder.namespaces, holder.quotas
     watches = [
         configmap_watch(core, namespace, store, all_namespaces, **options),
         ListWatch("namespaces", core.list_namespace, (), namespaces.replace_all, namespaces.observe, **options),
         ListWatch("nodes", core.list_node, (), usage.replace_nodes, usage.observe_node, **options),
+        ListWatch(
+            "resourcequotas",
+            core.list_resource_quota_for_all_namespaces,
+            (),
+            quotas.replace_all,
+            quotas.observe,
+            **options,
+        ),
         ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
     ]
-    configmaps, namespaces_watch, _, pods = watches
+    configmaps, namespaces_watch, pods = watches[0], watches[1], watches[-1]
     holder.on_swap(pods.relist)
     for watch in watches:
         holder.require_sync(watch.synced)

@@ -1,4 +1,5 @@
-"""Namespace labels for `namespaceSelector`, kept from a namespace watch.
+"""What the server knows per namespace: labels for `namespaceSelector`, kept from a namespace
+watch, and the ResourceQuotas on whole GPUs, kept from a ResourceQuota watch.
 
 A namespace the watch has not shown yet (just created: the pod can come right behind it) is read
 once from the API server; with no cluster, only the `kubernetes.io/metadata.name` label the API
@@ -11,6 +12,8 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from policies.cluster import limits_whole_gpus
 
 log = logging.getLogger("gpu_admission.namespaces")
 
@@ -57,3 +60,41 @@ class NamespaceCache:
         fresh = dict(_labels(ns) for ns in namespaces)
         with self._lock:
             self._labels = fresh
+
+
+class GpuQuotaCache:
+    """Per namespace, the ResourceQuotas that limit `requests.nvidia.com/gpu`."""
+
+    def __init__(self) -> None:
+        self._quotas: dict[tuple[str, str], bool] = {}
+        self._by_namespace: dict[str, tuple[str, ...]] = {}
+        self._lock = threading.Lock()
+
+    def names(self, namespace: str) -> tuple[str, ...]:
+        return self._by_namespace.get(namespace, ())
+
+    def observe(self, kind: str, quota: dict[str, Any]) -> None:
+        metadata = quota.get("metadata") or {}
+        key = (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
+        with self._lock:
+            if kind != "DELETED" and limits_whole_gpus(quota):
+                self._quotas[key] = True
+            else:
+                self._quotas.pop(key, None)
+            self._index()
+
+    def replace_all(self, quotas: Iterable[dict[str, Any]]) -> None:
+        fresh = {}
+        for quota in quotas:
+            metadata = quota.get("metadata") or {}
+            if limits_whole_gpus(quota):
+                fresh[(str(metadata.get("namespace", "")), str(metadata.get("name", "")))] = True
+        with self._lock:
+            self._quotas = fresh
+            self._index()
+
+    def _index(self) -> None:
+        by_namespace: dict[str, list[str]] = {}
+        for namespace, name in sorted(self._quotas):
+            by_namespace.setdefault(namespace, []).append(name)
+        self._by_namespace = {namespace: tuple(names) for namespace, names in by_namespace.items()}

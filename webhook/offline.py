@@ -11,7 +11,7 @@ from typing import Any
 
 from policies.capacity import CapacityLedger, node_gpus
 from policies.catalog import CATALOG
-from policies.cluster import NO_CLUSTER, ClusterState, KnownCluster
+from policies.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
 from policies.controllers import CONTROLLERS, pod_template
 from policies.engine import Engine, require_judged
 from policies.errors import InputError
@@ -25,6 +25,7 @@ from webhook.quantity import parse_quantity
 from webhook.sources import POLICY_SUFFIXES, directory_texts, read_manifests
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
+CLUSTER_KINDS = "cluster state holds Pods, Namespaces, Nodes and ResourceQuotas only"
 
 
 @dataclass(frozen=True)
@@ -77,14 +78,16 @@ def _json(judged: Judged) -> dict[str, object]:
 
 
 def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
-    """The pods of a `kubectl get pods,namespaces,nodes -o yaml` dump, and what the engine may know
-    of the cluster from it: namespace labels and free GPU capacity per model and profile."""
+    """The pods of a `kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml` dump, and what the
+    engine may know of the cluster from it: namespace labels, free GPU capacity per model and
+    profile, ResourceQuotas on whole GPUs."""
     pods: list[Any] = []
     namespaces: dict[str, dict[str, str]] = {}
+    quotas: dict[str, tuple[str, ...]] = {}
     capacity = CapacityLedger(CATALOG)
     for label, item in read_manifests(path):
         if not isinstance(item, dict):
-            raise InputError("", "cluster state holds Pods, Namespaces and Nodes only", label)
+            raise InputError("", CLUSTER_KINDS, label)
         kind = item.get("kind")
         if kind == "Pod":
             pods.append(item)
@@ -94,14 +97,19 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
         elif kind == "Node":
             capacity.set_node(*node_gpus(item, parse_quantity))
             capacity.mark_synced()
+        elif kind == "ResourceQuota":
+            metadata = item.get("metadata") or {}
+            if limits_whole_gpus(item):
+                namespace = str(metadata.get("namespace", ""))
+                quotas[namespace] = (*quotas.get(namespace, ()), str(metadata.get("name", "")))
         else:
-            raise InputError("kind", "cluster state holds Pods, Namespaces and Nodes only", label)
+            raise InputError("kind", CLUSTER_KINDS, label)
     for item in pods:
         view = parse_pod(item, parse_quantity)
         if view.node_name and counts_against_quota(view):
             amounts = effective_gpu_requests(view).items()
             capacity.use(view.node_name, [(name, int(amount)) for name, amount in amounts if amount > 0])
-    return pods, KnownCluster(namespaces, capacity)
+    return pods, KnownCluster(namespaces, capacity, quotas)
 
 
 def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:

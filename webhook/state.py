@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from policies.engine import Engine
 from policies.policyset import PolicySet
 from webhook.cluster_state import LiveCluster
-from webhook.namespaces import NamespaceCache
+from webhook.namespaces import GpuQuotaCache, NamespaceCache
 from webhook.usage_tracker import PodUsageTracker
 
 
@@ -27,7 +27,8 @@ class EngineHolder:
         self._engine: Engine | None = None
         self.namespaces = NamespaceCache()
         self.usage = PodUsageTracker(self._policy_set, cluster=lambda: self.cluster)
-        self.cluster = LiveCluster(self.namespaces, self.usage.capacity)
+        self.quotas = GpuQuotaCache()
+        self.cluster = LiveCluster(self.namespaces, self.usage.capacity, self.quotas)
         self._loaded = threading.Event()
         self._syncs: list[threading.Event] = []
         self._listeners: list[Callable[[], None]] = []
