@@ -12,7 +12,7 @@ from certs.authority import Pair, make_ca, make_serving, service_names
 CA_FILE, CERT_FILE, KEY_FILE, CA_KEY_FILE = "ca.crt", "tls.crt", "tls.key", "ca.key"
 
 
-def _write(path: Path, data: bytes, mode: int) -> None:
+def write_atomically(path: Path, data: bytes, mode: int) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "wb") as handle:
@@ -23,11 +23,11 @@ def _write(path: Path, data: bytes, mode: int) -> None:
 
 def write_pair(directory: Path, ca: Pair, serving: Pair) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    _write(directory / CA_FILE, ca.cert_pem(), 0o644)
-    _write(directory / CA_KEY_FILE, ca.key_pem(), 0o600)
+    write_atomically(directory / CA_FILE, ca.cert_pem(), 0o644)
+    write_atomically(directory / CA_KEY_FILE, ca.key_pem(), 0o600)
     # Key before certificate: a reader that sees the new certificate finds its key already there.
-    _write(directory / KEY_FILE, serving.key_pem(), 0o600)
-    _write(directory / CERT_FILE, serving.cert_pem(), 0o644)
+    write_atomically(directory / KEY_FILE, serving.key_pem(), 0o600)
+    write_atomically(directory / CERT_FILE, serving.cert_pem(), 0o644)
 
 
 def generate(

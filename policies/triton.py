@@ -41,6 +41,34 @@ def sidecar(spec: TritonSpec, repository: str, resources: dict[str, str], env: l
     return container
 
 
+BUILT_IN = "(built-in Triton defaults)"
+
+
+def wants_sidecar(pod: PodView) -> bool:
+    """Asked for and not there yet (a pod of its own making, or this webhook's earlier pass)."""
+    return pod.annotation("triton") == "inject" and not any(c.name == CONTAINER for c in pod.all_containers)
+
+
+def _settings(pod: PodView, policies: tuple[GPUPolicy, ...]) -> tuple[TritonSpec, str, str | None]:
+    """The deciding policy's Triton spec, its name, and the model repository to serve."""
+    owner = next((p for p in policies if p.triton is not None), None)
+    spec = owner.triton if owner and owner.triton else TritonSpec()
+    repository = pod.annotation("triton-model-repository") or spec.model_repository
+    return spec, owner.name if owner else BUILT_IN, repository
+
+
+def triton_problem(pod: PodView, policies: tuple[GPUPolicy, ...]) -> Problem | None:
+    """Why a requested sidecar cannot be added: the mutating side reports it, the validating side
+    (which sees the pod after mutation, still without the sidecar) denies on it."""
+    if not wants_sidecar(pod):
+        return None
+    _, policy, repository = _settings(pod, policies)
+    if repository:
+        return None
+    message = "triton: inject needs gpu-admission.io/triton-model-repository or the policy's triton.modelRepository"
+    return Problem(policy, "metadata.annotations", message)
+
+
 def inject_triton(
     doc: Draft,
     pod: PodView,
@@ -50,23 +78,14 @@ def inject_triton(
     changes: list[Change],
     problems: list[Problem],
 ) -> None:
-    if pod.annotation("triton") != "inject":
+    if not wants_sidecar(pod):
         return
-    if any(c.name == CONTAINER for c in pod.all_containers):
+    problem = triton_problem(pod, policies)
+    if problem is not None:
+        problems.append(problem)
         return
-    owner = next((p for p in policies if p.triton is not None), None)
-    spec = owner.triton if owner and owner.triton else TritonSpec()
-    policy = owner.name if owner else "(built-in Triton defaults)"
-    repository = pod.annotation("triton-model-repository") or spec.model_repository
-    if not repository:
-        problems.append(
-            Problem(
-                policy,
-                "metadata.annotations",
-                "triton: inject needs gpu-admission.io/triton-model-repository or the policy's triton.modelRepository",
-            )
-        )
-        return
+    spec, policy, repository = _settings(pod, policies)
+    assert repository, "triton_problem reports a missing repository"
     resources: dict[str, str] = {}
     if spec.profile:
         single = mig_policy is not None and mig_policy.mig is not None and mig_policy.mig.strategy is Strategy.SINGLE

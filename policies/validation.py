@@ -15,6 +15,7 @@ from policies.policyset import PolicySet
 from policies.quota import UsageSource, check_quota, scope_of
 from policies.request import Operation, RequestInfo
 from policies.rules import check_rules
+from policies.triton import triton_problem
 from policies.usage import EMPTY, Usage, pod_usage
 from policies.verdict import Verdict
 
@@ -89,6 +90,10 @@ def validate_pod(
     verdicts.extend(
         Verdict(p.policy, "mig", p.path, f"{p.message} (policy {p.policy})", Action.DENY) for p in plan.problems
     )
+    sidecar = triton_problem(view, match.policies)
+    if sidecar is not None:
+        message = f"{sidecar.message} (policy {sidecar.policy})"
+        verdicts.append(Verdict(sidecar.policy, "triton", sidecar.path, message, Action.DENY))
     usage = pod_usage(view, policy_set.catalog, plan.models)
     charges: list[tuple[str, str]] = []
     for policy in match.policies:

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-CLUSTER_SCOPED = frozenset({"namespaces", "nodes"})
+CLUSTER_SCOPED = frozenset({"namespaces", "nodes", "mutatingwebhookconfigurations", "validatingwebhookconfigurations"})
 KINDS = {
     "configmaps": "ConfigMap",
     "pods": "Pod",
@@ -25,6 +25,8 @@ KINDS = {
     "leases": "Lease",
     "secrets": "Secret",
     "resourcequotas": "ResourceQuota",
+    "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
+    "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
 }
 Key = tuple[str, str, str]  # (resource, namespace or "", name)
 

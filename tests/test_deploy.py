@@ -28,6 +28,7 @@ MODELS = {
     "RoleBinding": "V1RoleBinding",
     "ClusterRoleBinding": "V1ClusterRoleBinding",
     "ConfigMap": "V1ConfigMap",
+    "Secret": "V1Secret",
     "Service": "V1Service",
     "PriorityClass": "V1PriorityClass",
     "Deployment": "V1Deployment",
@@ -151,6 +152,38 @@ def test_the_namespaced_policies_overlay_watches_every_namespace():
     assert {"name": "GPU_ADMISSION_ALL_NAMESPACES", "value": "true"} in env
     cluster_rules = [r for role in by_kind(objects, "ClusterRole") for r in role["rules"]]
     assert any(r["resources"] == ["configmaps"] and "watch" in r["verbs"] for r in cluster_rules)
+
+
+def env_of(objects: list[dict]) -> dict[str, str]:
+    container = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", "") for e in container["env"]}
+
+
+def test_the_base_manages_its_own_certificates_in_secrets_it_may_only_update():
+    objects = render("deploy/base")
+    assert env_of(objects)["GPU_ADMISSION_MANAGE_CERTS"] == "true"
+    secrets = {s["metadata"]["name"]: s for s in by_kind(objects, "Secret")}
+    assert set(secrets) == {"gpu-admission-ca", "gpu-admission-tls"} and not any(
+        s.get("data") for s in secrets.values()
+    )
+    volumes = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["volumes"]
+    assert next(v for v in volumes if v["name"] == "certs")["emptyDir"]["medium"] == "Memory"
+    (role,) = by_kind(objects, "Role")
+    (secret_rule,) = [r for r in role["rules"] if r["resources"] == ["secrets"]]
+    assert set(secret_rule["resourceNames"]) == set(secrets) and "create" not in secret_rule["verbs"]
+    lease_rules = [r for r in role["rules"] if r["resources"] == ["leases"]]
+    assert any("gpu-admission-certs" in r.get("resourceNames", []) and "update" in r["verbs"] for r in lease_rules)
+
+
+def test_the_cert_manager_overlay_serves_what_cert_manager_issues_and_manages_nothing_itself():
+    objects = render("deploy/overlays/cert-manager")
+    assert env_of(objects)["GPU_ADMISSION_MANAGE_CERTS"] == "false"
+    assert not by_kind(objects, "Secret")
+    volumes = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["volumes"]
+    assert next(v for v in volumes if v["name"] == "certs")["secret"]["secretName"] == "gpu-admission-tls"
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        annotations = by_kind(objects, kind)[0]["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == "gpu-admission/gpu-admission-tls"
 
 
 def test_the_policy_configmap_ships_the_packages_own_bundled_policies():

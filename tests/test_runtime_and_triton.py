@@ -127,3 +127,13 @@ def test_a_second_pass_over_the_output_changes_nothing():
     second = engine.mutate(first.object)
     assert first.changes and not second.changes
     assert second.object is first.object
+
+
+def test_a_sidecar_that_cannot_be_added_is_denied_by_the_validating_side_as_the_warning_said():
+    from policies.quota import NoUsage
+
+    engine = engine_from(policy("p", "mig: {gpuModels: [A100-80GB], defaultProfile: 1g.10gb}"))
+    result = engine.mutate(pod(gpu_container(), annotations={"triton": "inject"}))
+    assert any(w.startswith("will be denied: metadata.annotations: triton: inject needs") for w in result.warnings)
+    decision = engine.validate(result.object, NoUsage())
+    assert not decision.allowed and "triton: inject needs gpu-admission.io/triton-model-repository" in decision.message

@@ -63,19 +63,21 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from webhook.server import serve
+    from webhook.server import ServerConfig, serve
 
-    if args.all_namespaces and not args.watch_configmaps:
-        raise InputError("--all-namespaces", "needs --watch-configmaps NAMESPACE (the webhook's own namespace)")
-    serve(
-        args.policies,
-        args.bind,
-        args.cert_dir,
-        args.workers,
-        args.fail_open,
-        args.watch_configmaps or "",
-        args.all_namespaces,
+    if (args.all_namespaces or args.manage_certs) and not args.watch_configmaps:
+        flag = "--all-namespaces" if args.all_namespaces else "--manage-certs"
+        raise InputError(flag, "needs --watch-configmaps NAMESPACE (the webhook's own namespace)")
+    config = ServerConfig(
+        policy_dirs=tuple(args.policies or ()),
+        fail_open=args.fail_open,
+        watch_namespace=args.watch_configmaps or "",
+        all_namespaces=args.all_namespaces,
+        manage_certs=args.manage_certs,
+        service=args.service,
+        cert_dir=args.cert_dir,
     )
+    serve(config, args.bind, args.workers)
     return EXIT_OK
 
 
@@ -121,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="connect to the cluster: policies from ConfigMaps labelled gpu-admission.io/policy=true in NAMESPACE "
         "(the webhook's own), pods, namespaces and nodes watched",
     )
+    serve.add_argument(
+        "--manage-certs",
+        action="store_true",
+        help="certificates made, stored in Secrets, injected into the webhook configurations and renewed in the "
+        "cluster (one replica at a time, by a Lease); written to --cert-dir",
+    )
+    serve.add_argument("--service", default="gpu-admission", help="the webhook's Service, for --manage-certs")
     serve.add_argument(
         "--all-namespaces",
         action="store_true",

@@ -1,10 +1,16 @@
-"""`gpu-admission serve`: the webhook under gunicorn over TLS, on the embedded default if asked nothing."""
+"""`gpu-admission serve`: the webhook under gunicorn over TLS, on the embedded default if asked nothing.
+
+The same ServerConfig comes from the command line (`serve`) or from the environment (the WSGI
+module a container's gunicorn loads), so both run the same way.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import tempfile
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +28,46 @@ log = logging.getLogger("gpu_admission.server")
 DEFAULT_CERT_DIR = Path(".gpu-admission/certs")
 
 
-def build_holder(
-    policy_dirs: list[Path] | None, fail_open: bool = False, watch_namespace: str = "", all_namespaces: bool = False
-) -> EngineHolder:
+@dataclass(frozen=True)
+class ServerConfig:
+    policy_dirs: tuple[Path, ...] = ()
+    fail_open: bool = False
+    watch_namespace: str = ""  # the webhook's own namespace: connects it to the cluster
+    all_namespaces: bool = False
+    manage_certs: bool = False  # certificates in Secrets of watch_namespace, renewed in the cluster
+    service: str = "gpu-admission"
+    cert_dir: Path = DEFAULT_CERT_DIR
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> ServerConfig:
+        env = dict(os.environ if env is None else env)
+        cert = env.get("GPU_ADMISSION_CERT", "/etc/gpu-admission/certs/tls.crt")
+        return cls(
+            policy_dirs=tuple(Path(p) for p in env.get("GPU_ADMISSION_POLICIES", "").split(":") if p),
+            fail_open=env.get("GPU_ADMISSION_FAIL_OPEN") == "true",
+            watch_namespace=env.get("GPU_ADMISSION_WATCH_NAMESPACE", ""),
+            all_namespaces=env.get("GPU_ADMISSION_ALL_NAMESPACES") == "true",
+            manage_certs=env.get("GPU_ADMISSION_MANAGE_CERTS") == "true",
+            service=env.get("GPU_ADMISSION_SERVICE", "gpu-admission"),
+            cert_dir=Path(cert).parent,
+        )
+
+
+def build_holder(config: ServerConfig) -> EngineHolder:
     """The engine holder and its policy sources: bundled, directories (reloaded) or ConfigMaps (watched)."""
     from webhook.metrics import LOAD_ERRORS
 
-    holder = EngineHolder(Settings(fail_open=fail_open, policy_namespace=watch_namespace))
+    holder = EngineHolder(Settings(fail_open=config.fail_open, policy_namespace=config.watch_namespace))
 
     def count(source: str, problems: list[PolicyProblem]) -> None:
         LOAD_ERRORS.inc(len(problems))
         holder.load_errors += len(problems)
 
     store = PolicyStore(holder, on_result=count)
-    if watch_namespace:
-        background.register(lambda: _watch_cluster(holder, store, watch_namespace, all_namespaces))
-    elif policy_dirs:
-        directories = DirectoryWatcher(policy_dirs, store)
+    if config.watch_namespace:
+        background.register(lambda: _watch_cluster(holder, store, config.watch_namespace, config.all_namespaces))
+    elif config.policy_dirs:
+        directories = DirectoryWatcher(list(config.policy_dirs), store)
         directories.check_once()
         background.register(directories.start)
     else:
@@ -46,16 +75,49 @@ def build_holder(
     return holder
 
 
-def _watch_cluster(holder: EngineHolder, store: PolicyStore, namespace: str, all_namespaces: bool) -> None:
+def _load_kube_config() -> None:
     from kubernetes import config
-
-    from webhook.cluster_watches import connect
 
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+
+
+def _watch_cluster(holder: EngineHolder, store: PolicyStore, namespace: str, all_namespaces: bool) -> None:
+    from webhook.cluster_watches import connect
+
+    _load_kube_config()
     connect(holder, store, namespace, all_namespaces=all_namespaces)
+
+
+def prepare_certificates(config: ServerConfig) -> None:
+    """Certificate files before serving: made in the cluster (self-managed: the Secrets, the Lease,
+    kept renewed by a thread in each worker) or, outside one, dev certificates on first start."""
+    if not config.manage_certs:
+        if ensure_dev_certificates(config.cert_dir):
+            log.info("dev certificates made", extra={"fields": {"ca": str(config.cert_dir / CA_FILE)}})
+        return
+    if not config.watch_namespace:
+        raise SystemExit("self-managed certificates need the webhook's namespace (--watch-configmaps)")
+    _load_kube_config()
+    if not _cert_manager(config).ensure_files():
+        raise SystemExit(f"no certificates in {config.cert_dir} after 120 s: see the certificate sync errors above")
+    background.register(lambda: _renew_in_background(config))
+
+
+def _cert_manager(config: ServerConfig) -> Any:
+    from certs.manager import CertManager
+    from webhook.cluster_watches import identity
+
+    # Workers of one pod each compete for the Lease: one identity each.
+    me = f"{identity()}/{os.getpid()}"
+    return CertManager(None, config.watch_namespace, config.service, me, config.cert_dir)
+
+
+def _renew_in_background(config: ServerConfig) -> None:
+    manager = _cert_manager(config)
+    threading.Thread(target=manager.run, args=(threading.Event(),), name="certificates", daemon=True).start()
 
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]
@@ -75,29 +137,15 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         return self.application
 
 
-def serve(
-    policy_dirs: list[Path] | None,
-    bind: str,
-    cert_dir: Path,
-    workers: int,
-    fail_open: bool,
-    watch_namespace: str = "",
-    all_namespaces: bool = False,
-) -> None:
+def serve(config: ServerConfig, bind: str, workers: int) -> None:
     logs.configure()
-    if ensure_dev_certificates(cert_dir):
-        log.info("dev certificates made", extra={"fields": {"ca": str(cert_dir / CA_FILE)}})
+    prepare_certificates(config)
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
     from webhook.app import create_app
 
-    app = create_app(build_holder(policy_dirs, fail_open, watch_namespace, all_namespaces))
-    log.info("serving", extra={"fields": {"bind": bind, "ca": str(cert_dir / CA_FILE), "workers": workers}})
-    WebhookServer(
-        app,
-        {
-            "bind": bind,
-            "workers": workers,
-            "certfile": str(cert_dir / CERT_FILE),
-            "keyfile": str(cert_dir / KEY_FILE),
-        },
-    ).run()
+    app = create_app(build_holder(config))
+    ca = str(config.cert_dir / CA_FILE)
+    log.info("serving", extra={"fields": {"bind": bind, "ca": ca, "workers": workers}})
+    options = {"bind": bind, "workers": workers}
+    options.update(certfile=str(config.cert_dir / CERT_FILE), keyfile=str(config.cert_dir / KEY_FILE))
+    WebhookServer(app, options).run()

@@ -1,0 +1,222 @@
+"""Self-managed certificates in the cluster: the thin I/O around certs.rotation and certs.material.
+
+One pass (`sync`): read the two Secrets; if this replica holds the `gpu-admission-certs` Lease,
+take the step the rotation logic asks for, write the Secrets (compare-and-swap on their
+resourceVersion) and make both webhook configurations' `caBundle` the bundle of every CA in play;
+then, leader or not, write the serving certificate, key and bundle from the Secret to the local
+certificate directory, where the server picks them up at the next handshake (no restart).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from certs.authority import CA_VALIDITY, SERVING_VALIDITY, service_names
+from certs.files import CA_FILE, CERT_FILE, KEY_FILE, write_atomically
+from certs.leader import LeaseRecord, may_lead
+from certs.material import BUNDLE, TLS_CERT, TLS_KEY, read, step
+from certs.rotation import Action, RotationPolicy, next_action
+
+log = logging.getLogger("gpu_admission.certs")
+TIMEOUT = (2.0, 5.0)
+Clock = Callable[[], dt.datetime]
+DEFAULT_POLICY = RotationPolicy()
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class CertManager:
+    def __init__(
+        self,
+        api_client: client.ApiClient | None,
+        namespace: str,
+        service: str,
+        identity: str,
+        cert_dir: Path,
+        webhook: str = "gpu-admission",
+        clock: Clock = _now,
+        policy: RotationPolicy = DEFAULT_POLICY,
+        lease_duration: dt.timedelta = dt.timedelta(seconds=60),
+        ca_validity: dt.timedelta = CA_VALIDITY,
+        serving_validity: dt.timedelta = SERVING_VALIDITY,
+    ) -> None:
+        # Any: bodies go in and come out as plain JSON, not the client's models.
+        self.core: Any = client.CoreV1Api(api_client)
+        self.coordination: Any = client.CoordinationV1Api(api_client)
+        self.admission: Any = client.AdmissionregistrationV1Api(api_client)
+        self.namespace = namespace
+        self.names = service_names(service, namespace)
+        self.identity = identity
+        self.cert_dir = cert_dir
+        self.webhook = webhook
+        self.clock = clock
+        self.policy = policy
+        self.lease_duration = lease_duration
+        self.validity = (ca_validity, serving_validity)
+        self.ca_secret, self.tls_secret, self.lease = f"{webhook}-ca", f"{webhook}-tls", f"{webhook}-certs"
+
+    # -- one pass ---------------------------------------------------------------------------------
+    def sync(self) -> Action:
+        """One pass; returns the step taken (NOTHING when none was due or another replica leads)."""
+        ca_secret, tls_secret = self._read_secret(self.ca_secret), self._read_secret(self.tls_secret)
+        material = read(_data(ca_secret), _annotations(ca_secret), _data(tls_secret))
+        now = self.clock()
+        action = next_action(material.state(), now, self.policy)
+        taken = Action.NOTHING
+        if self._lead(now):
+            if action is not Action.NOTHING:
+                material = step(material, action, now, self.names, *self.validity)
+                data, annotations = material.ca_secret()
+                ca_secret = self._write_secret(self.ca_secret, ca_secret, data, annotations)
+                tls_secret = self._write_secret(self.tls_secret, tls_secret, material.tls_secret(), {})
+                taken = action
+                log.info("certificates rotated", extra={"fields": {"step": action.value, "by": self.identity}})
+            self._inject(material.bundle())
+        self._write_files(_data(tls_secret))
+        return taken
+
+    def run(self, stop: threading.Event, interval: float = 30.0) -> None:
+        """sync() every `interval` seconds until `stop`; a failed pass is logged and retried."""
+        while not stop.wait(interval):
+            self._guarded_sync()
+
+    def ensure_files(self, timeout: float = 120.0, interval: float = 2.0) -> bool:
+        """Before serving: sync until the certificate files exist (another replica may be the one
+        making them)."""
+        stop = threading.Event()
+        deadline = self.clock() + dt.timedelta(seconds=timeout)
+        while True:
+            self._guarded_sync()
+            if all((self.cert_dir / name).exists() for name in (CERT_FILE, KEY_FILE, CA_FILE)):
+                return True
+            if self.clock() >= deadline:
+                return False
+            stop.wait(interval)
+
+    def _guarded_sync(self) -> None:
+        try:
+            self.sync()
+        except Exception as error:  # an API server away, a Secret forbidden: try again next time
+            log.warning("certificate sync failed", extra={"fields": {"error": f"{type(error).__name__}: {error}"}})
+
+    # -- the Lease ---------------------------------------------------------------------------------
+    def _lead(self, now: dt.datetime) -> bool:
+        try:
+            lease = _json(self.coordination.read_namespaced_lease(self.lease, self.namespace, **_raw()))
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            lease = None
+        spec = (lease or {}).get("spec") or {}
+        record = None
+        if lease is not None and spec.get("renewTime"):
+            renewed = dt.datetime.fromisoformat(str(spec["renewTime"]).replace("Z", "+00:00"))
+            seconds = int(spec.get("leaseDurationSeconds") or 0)
+            record = LeaseRecord(str(spec.get("holderIdentity") or ""), renewed, dt.timedelta(seconds=seconds))
+        if not may_lead(record, self.identity, now):
+            return False
+        stamp = now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        claim: dict[str, Any] = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.lease_duration.total_seconds()),
+            "renewTime": stamp,
+            "acquireTime": spec.get("acquireTime") if record and record.holder == self.identity else stamp,
+        }
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": claim}
+        try:
+            if lease is None:
+                body["metadata"] = {"name": self.lease, "namespace": self.namespace}
+                self.coordination.create_namespaced_lease(self.namespace, body, **_raw())
+            else:
+                body["metadata"] = lease["metadata"]  # its resourceVersion: another claim in between fails
+                self.coordination.replace_namespaced_lease(self.lease, self.namespace, body, **_raw())
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    # -- Secrets, webhook configurations, files ------------------------------------------------------
+    def _read_secret(self, name: str) -> dict[str, Any] | None:
+        try:
+            return _json(self.core.read_namespaced_secret(name, self.namespace, **_raw()))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def _write_secret(
+        self, name: str, current: dict[str, Any] | None, data: dict[str, bytes], annotations: dict[str, str]
+    ) -> dict[str, Any]:
+        encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
+        metadata = dict((current or {}).get("metadata") or {"name": name, "namespace": self.namespace})
+        kept = {k: v for k, v in (metadata.get("annotations") or {}).items() if not k.startswith("gpu-admission.io/")}
+        metadata["annotations"] = {**kept, **annotations}
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata, "data": encoded}
+        if current is None:
+            return _json(self.core.create_namespaced_secret(self.namespace, body, **_raw()))
+        return _json(self.core.replace_namespaced_secret(name, self.namespace, body, **_raw()))
+
+    def _inject(self, bundle: bytes) -> None:
+        """Every webhook of both configurations trusts the bundle; a configuration already right is
+        not written."""
+        wanted = base64.b64encode(bundle).decode()
+        kinds = (
+            (self.admission.read_mutating_webhook_configuration, self.admission.replace_mutating_webhook_configuration),
+            (
+                self.admission.read_validating_webhook_configuration,
+                self.admission.replace_validating_webhook_configuration,
+            ),
+        )
+        for read_config, replace_config in kinds:
+            try:
+                configuration = _json(read_config(self.webhook, **_raw()))
+            except ApiException as error:
+                if error.status == 404:
+                    continue  # not installed (yet): nothing to inject into
+                raise
+            hooks = configuration.get("webhooks") or []
+            if all((h.get("clientConfig") or {}).get("caBundle") == wanted for h in hooks):
+                continue
+            for hook in hooks:
+                hook.setdefault("clientConfig", {})["caBundle"] = wanted
+            replace_config(self.webhook, configuration, **_raw())
+            log.info("caBundle injected", extra={"fields": {"configuration": configuration.get("kind")}})
+
+    def _write_files(self, data: dict[str, bytes]) -> None:
+        if not all(data.get(key) for key in (TLS_CERT, TLS_KEY, BUNDLE)):
+            return
+        self.cert_dir.mkdir(parents=True, exist_ok=True)
+        # Key before certificate: a reader that sees the new certificate finds its key already there.
+        for file, key, mode in ((KEY_FILE, TLS_KEY, 0o600), (CA_FILE, BUNDLE, 0o644), (CERT_FILE, TLS_CERT, 0o644)):
+            path = self.cert_dir / file
+            if not path.exists() or path.read_bytes() != data[key]:
+                write_atomically(path, data[key], mode)
+
+
+def _raw() -> dict[str, Any]:
+    return {"_preload_content": False, "_request_timeout": TIMEOUT}
+
+
+def _json(response: Any) -> dict[str, Any]:
+    return dict(orjson.loads(response.data))
+
+
+def _data(secret: dict[str, Any] | None) -> dict[str, bytes]:
+    return {key: base64.b64decode(value) for key, value in ((secret or {}).get("data") or {}).items()}
+
+
+def _annotations(secret: dict[str, Any] | None) -> dict[str, str]:
+    return dict(((secret or {}).get("metadata") or {}).get("annotations") or {})
