@@ -113,3 +113,11 @@ def test_the_bundled_policies_lint_clean(capsys):
     import policies.bundled
 
     assert main(["lint", str(Path(policies.bundled.__file__).parent)]) == 0
+
+
+def test_the_example_policies_of_the_readme_lint_clean(capsys):
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parent.parent / "examples" / "policies"
+    assert main(["lint", str(examples)]) == 0
+    assert "3 policies loaded (dev-slices-only, inference, team-a-training), 0 problems" in capsys.readouterr().err
