@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -109,6 +110,14 @@ class FakeKube:
         with self.changed:
             self.oldest = self.version
             self.history.clear()
+
+    def kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig file pointing at this server, for code that loads its own configuration."""
+        cluster = {"name": "fake", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}
+        context = {"name": "fake", "context": {"cluster": "fake", "user": "webhook"}}
+        config = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster], "contexts": [context]}
+        path.write_text(json.dumps({**config, "users": [{"name": "webhook", "user": {}}], "current-context": "fake"}))
+        return path
 
     def wait_for(self, predicate: Any, timeout: float = 10) -> bool:
         with self.changed:

@@ -192,20 +192,7 @@ def test_serving_with_managed_certificates_waits_for_them_then_renews_in_the_bac
     from webhook import background
     from webhook.server import ServerConfig, prepare_certificates
 
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{kube.port}"}}],
-                "users": [{"name": "webhook", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "webhook"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig(tmp_path / "kubeconfig")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setattr(background, "_starters", [])
     default = client.Configuration.get_default_copy()

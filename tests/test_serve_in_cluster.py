@@ -39,22 +39,6 @@ class ServiceConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(raw, server_hostname=SERVICE_NAME)  # type: ignore[attr-defined]
 
 
-def kubeconfig(path: Path, port: int) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                "users": [{"name": "webhook", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "webhook"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
-
-
 def call(port: int, bundle: Path, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
     context = ssl.create_default_context(cafile=str(bundle))
     connection = ServiceConnection("127.0.0.1", port, context=context, timeout=10)
@@ -85,7 +69,7 @@ def test_the_container_command_makes_its_certificates_in_the_cluster_and_judges_
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
-        "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", kube.port)),
+        "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kubeconfig")),
         "GPU_ADMISSION_BIND": f"127.0.0.1:{port}",
         "GPU_ADMISSION_WORKERS": "1",
         "GPU_ADMISSION_CERT": str(certs / "tls.crt"),
