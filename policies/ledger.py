@@ -52,11 +52,11 @@ class Ledger:
         ledger = cls()
         for i, raw in enumerate(pods):
             try:
-                held = holdings(raw, policy_set, parse_quantity, cluster)
+                held = held_by(raw, policy_set, parse_quantity, cluster)
             except InputError as error:
                 raise error.in_document(f"cluster state item {i + 1}") from None
             if held is not None:
-                ledger.charge(*held)
+                ledger.charge(held.charges, held.usage)
         return ledger
 
 
@@ -128,11 +128,3 @@ class PodCounts:
             used[resource] = used.get(resource, 0) + sign * amount
         if not any(used.values()):
             del self.node_uses[node]
-
-
-def holdings(
-    raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, cluster: ClusterState = NO_CLUSTER
-) -> tuple[Charges, Usage] | None:
-    """What an existing pod holds under which (policy, scope) budgets; None if it holds nothing."""
-    held = held_by(raw, policy_set, parse_quantity, cluster)
-    return (held.charges, held.usage) if held is not None and held.charges else None

@@ -175,7 +175,7 @@ class PodUsageTracker:
         metadata = raw.get("metadata") or {}
         namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
         uid = str(metadata.get("uid") or "")
-        key = uid or f"{namespace}/{name}"
+        key = _pod_key(metadata)
         held = None if kind == "DELETED" else self._held(raw)
         with self._lock:
             old = self._counts.remove(key)
@@ -198,8 +198,7 @@ class PodUsageTracker:
         for raw in pods:
             held = self._held(raw)
             if held is not None:
-                metadata = raw.get("metadata") or {}
-                counts.add(str(metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}"), held)
+                counts.add(_pod_key(raw.get("metadata") or {}), held)
         with self._lock:
             self._counts = counts
             self.capacity.replace_uses(counts.node_uses)
@@ -227,6 +226,11 @@ class PodUsageTracker:
     def _held(self, raw: dict[str, Any]) -> Held | None:
         policy_set = self._policy_set()
         return None if policy_set is None else held_by(raw, policy_set, parse_quantity, self._cluster())
+
+
+def _pod_key(metadata: dict[str, Any]) -> str:
+    """Pods are counted by uid (a deleted and recreated pod of the same name is another pod)."""
+    return str(metadata.get("uid") or f"{metadata.get('namespace', '')}/{metadata.get('name', '')}")
 
 
 def _strict(policy: GPUPolicy) -> bool:
