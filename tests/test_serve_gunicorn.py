@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
 import socket
@@ -126,3 +128,29 @@ def test_metrics_add_up_over_all_workers(served):
     )
     assert counted == 12
     assert "gpu_admission_policy_generation 1.0" in text
+
+
+def test_a_review_in_flight_when_sigterm_arrives_is_answered_before_the_server_exits(served):
+    """Half a review is sent, then SIGTERM, then the rest: the answer still comes, whole."""
+    port, cert_dir, process = served
+    body = json.dumps(review(gpu_pod({"team": "a"}), namespace="ml", uid="in-flight")).encode()
+    head = (
+        f"POST /mutate?timeout=5s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    context = ssl.create_default_context(cafile=str(cert_dir / CA_FILE))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        tls.sendall(head + body[: len(body) // 2])
+        time.sleep(0.3)  # the worker is now reading this request
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.3)  # shutdown has begun
+        tls.sendall(body[len(body) // 2 :])
+        response = http.client.HTTPResponse(tls)
+        response.begin()
+        answer = json.loads(response.read())
+    assert response.status == 200 and answer["response"]["uid"] == "in-flight"
+    assert answer["response"]["patchType"] == "JSONPatch"
+    assert process.wait(30) == 0
