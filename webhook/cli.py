@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,6 +65,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # Workers' metrics add up only if prometheus_client sees this before its first import.
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
     from webhook.server import ServerConfig, serve
 
     if (args.all_namespaces or args.manage_certs) and not args.watch_configmaps:

@@ -16,6 +16,8 @@ import orjson
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from webhook.metrics import RELISTS
+
 log = logging.getLogger("gpu_admission.listwatch")
 JSON = dict[str, Any]
 PAGE = 500
@@ -99,6 +101,7 @@ class ListWatch:
         for _ in items:  # a handler that stopped early still leaves the pages read
             pass
         self.relists += 1
+        RELISTS.labels(self.name).inc()
         self.synced.set()
         return str((first.get("metadata") or {}).get("resourceVersion") or "")
 

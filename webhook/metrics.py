@@ -1,5 +1,6 @@
 """Prometheus metrics, correct under several gunicorn workers (multiprocess mode when
-PROMETHEUS_MULTIPROC_DIR is set, as `serve` does before the workers fork)."""
+PROMETHEUS_MULTIPROC_DIR is set before prometheus_client is first imported: `serve` sets it
+first thing, the container image in its environment)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,16 @@ ENGINE_ERRORS = Counter("gpu_admission_engine_errors_total", "Reviews on which t
 GENERATION = Gauge("gpu_admission_policy_generation", "Generation of the policy set in force", multiprocess_mode="max")
 POLICIES = Gauge("gpu_admission_policies", "Policies in the set in force", multiprocess_mode="max")
 LOAD_ERRORS = Counter("gpu_admission_policy_load_errors_total", "Policy documents rejected at load")
+RELISTS = Counter(
+    "gpu_admission_watch_lists_total",
+    "Full lists of a watched resource (first sync, 410 Gone, new policy set)",
+    ["watch"],
+)
+TRACKED_PODS = Gauge("gpu_admission_tracked_pods", "GPU pods counted for quotas and capacity", multiprocess_mode="max")
+STRICT_CONFLICTS = Counter(
+    "gpu_admission_strict_quota_conflicts_total",
+    "Strict quota Lease writes refused because another replica wrote first",
+)
 
 
 def exposition() -> bytes:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,7 +139,6 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
 def serve(config: ServerConfig, bind: str, workers: int) -> None:
     logs.configure()
     prepare_certificates(config)
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
     from webhook.app import create_app
 
     app = create_app(build_holder(config))

@@ -27,6 +27,7 @@ import orjson
 from kubernetes.client.exceptions import ApiException
 
 from policies.usage import EMPTY, Usage
+from webhook.metrics import STRICT_CONFLICTS
 
 LEDGER_LABEL = "gpu-admission.io/quota-ledger"
 TIMEOUT = (1.0, 2.0)  # connect, read: well inside the webhook's own timeout
@@ -132,6 +133,7 @@ class SharedReservations:
                 if error.status not in (404, 409):
                     raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
                 self.conflicts += 1
+                STRICT_CONFLICTS.inc()
                 self._remember(key, self._read(key))
                 return False
             except Exception as error:  # refused, reset, timed out

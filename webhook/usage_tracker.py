@@ -28,6 +28,7 @@ from policies.policyset import PolicySet
 from policies.usage import EMPTY, Usage
 from policies.validation import Decision
 from policies.verdict import Verdict
+from webhook.metrics import TRACKED_PODS
 from webhook.quantity import parse_quantity
 from webhook.shared_quota import LedgerUnavailable, PodRef, SharedReservations
 
@@ -190,6 +191,7 @@ class PodUsageTracker:
                     self._gone[uid] = self._clock() + self.ttl
             else:
                 self._claim(namespace, name, uid)
+        TRACKED_PODS.set(len(self._counts.pods))
 
     def replace_all(self, pods: Iterable[dict[str, Any]]) -> None:
         """A full relist: counters rebuilt from the pods as they are now (off the lock, so
@@ -204,6 +206,7 @@ class PodUsageTracker:
             self.capacity.replace_uses(counts.node_uses)
             for key in [k for k, r in self._reservations.items() if r.pod.uid in counts.pods]:
                 self._release(key)
+        TRACKED_PODS.set(len(counts.pods))
 
     # -- node events: GPU capacity ------------------------------------------------------------
     def observe_node(self, kind: str, raw: dict[str, Any]) -> None:
