@@ -82,7 +82,7 @@ def mutate_pod(
     problems = list(plan.problems)
     apply_plan(doc, plan, changes)
     merged = policy_set.memo("runtime", matched, merge)
-    inject_triton(doc, view, matched, plan.policy, merged, changes, problems)
+    inject_triton(doc, view, matched, plan, merged, changes, problems, warnings, policy_set.catalog)
     if merged is not None:
         gpu_containers = [c for c in view.all_containers if c.holds_gpu]
         apply_runtime(doc, view, merged, gpu_containers, changes, warnings)

@@ -33,9 +33,11 @@ def _rename(doc: Draft, rewrite: Rewrite, policy: str, changes: list[Change]) ->
 
 def _steer(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
     assert plan.policy is not None
-    policy = plan.policy.name
-    labels = single_strategy_labels(plan.rewrites)
-    why = plan.rewrites[0].why
+    steer(doc, single_strategy_labels(plan.rewrites), plan.rewrites[0].why, plan.policy.name, changes)
+
+
+def steer(doc: Draft, labels: tuple[str, ...], why: str, policy: str, changes: list[Change]) -> None:
+    """Pin the pod to nodes whose nvidia.com/gpu.product is one of `labels` (single strategy)."""
     spec = doc.spec()
     if PRODUCT_LABEL in (spec.get("nodeSelector") or {}):
         return  # already pinned: to these nodes, or MigPlanner reported the conflict

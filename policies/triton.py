@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from policies.catalog import WHOLE_GPU_RESOURCE, mixed_resource
+from policies.catalog import WHOLE_GPU_RESOURCE, Catalog, mixed_resource
 from policies.document import JSON, Change, Draft
-from policies.mig import Problem
+from policies.mig import MigPlan, Problem
 from policies.model import GPUPolicy, Strategy, TritonSpec
 from policies.pod import SHM_PATH, PodView
+from policies.rewrite import steer
 from policies.runtime import SHM_VOLUME, Merged, ensure_shm_volume
 
 CONTAINER = "triton"
@@ -49,6 +50,32 @@ def wants_sidecar(pod: PodView) -> bool:
     return pod.annotation("triton") == "inject" and not any(c.name == CONTAINER for c in pod.all_containers)
 
 
+def _single_strategy_slice(
+    doc: Draft,
+    pod: PodView,
+    plan: MigPlan,
+    profile: str,
+    policy: str,
+    changes: list[Change],
+    warnings: list[str],
+    catalog: Catalog,
+) -> None:
+    """Under single strategy the sidecar's nvidia.com/gpu is a slice of whatever profile its node
+    is split into: the pod's own rewrite decides it; with none, the sidecar steers the pod, unless
+    the pod keeps whole GPUs, whose nodes are not split at all."""
+    if plan.rewrites or pod.holds_gpu:
+        planned = plan.rewrites[0].profile.name if plan.rewrites else "whole-GPU"
+        if planned != profile:
+            warnings.append(f"{CONTAINER}: gets what its node offers ({planned}), not {profile}: single strategy")
+        return
+    labels: list[str] = []
+    for model in tuple(m for m in plan.models if m.profile(profile)) or catalog.models_with(profile):
+        found = model.profile(profile)
+        if found is not None:
+            labels.extend(model.single_strategy_labels(found))
+    steer(doc, tuple(labels), f"triton sidecar profile {profile}", policy, changes)
+
+
 def _settings(pod: PodView, policies: tuple[GPUPolicy, ...]) -> tuple[TritonSpec, str, str | None]:
     """The deciding policy's Triton spec, its name, and the model repository to serve."""
     owner = next((p for p in policies if p.triton is not None), None)
@@ -73,10 +100,12 @@ def inject_triton(
     doc: Draft,
     pod: PodView,
     policies: tuple[GPUPolicy, ...],
-    mig_policy: GPUPolicy | None,
+    plan: MigPlan,
     merged: Merged | None,
     changes: list[Change],
     problems: list[Problem],
+    warnings: list[str],
+    catalog: Catalog,
 ) -> None:
     if not wants_sidecar(pod):
         return
@@ -87,9 +116,11 @@ def inject_triton(
     spec, policy, repository = _settings(pod, policies)
     assert repository, "triton_problem reports a missing repository"
     resources: dict[str, str] = {}
+    single = plan.strategy is Strategy.SINGLE and plan.policy is not None
     if spec.profile:
-        single = mig_policy is not None and mig_policy.mig is not None and mig_policy.mig.strategy is Strategy.SINGLE
         resources[WHOLE_GPU_RESOURCE if single else mixed_resource(spec.profile)] = "1"
+    if spec.profile and single:
+        _single_strategy_slice(doc, pod, plan, spec.profile, policy, changes, warnings, catalog)
     env = [{"name": k, "value": v} for k, (v, _) in merged.env.items()] if merged and spec.profile else []
     raw = sidecar(spec, repository, resources, env)
     key = "initContainers" if spec.native_sidecar else "containers"

@@ -137,3 +137,31 @@ def test_a_sidecar_that_cannot_be_added_is_denied_by_the_validating_side_as_the_
     assert any(w.startswith("will be denied: metadata.annotations: triton: inject needs") for w in result.warnings)
     decision = engine.validate(result.object, NoUsage())
     assert not decision.allowed and "triton: inject needs gpu-admission.io/triton-model-repository" in decision.message
+
+
+SINGLE_TRITON = policy(
+    "single-serving",
+    """
+mig: {strategy: single, gpuModels: [A100-80GB], defaultProfile: 1g.10gb}
+triton: {modelRepository: "s3://models", profile: 2g.20gb}
+""",
+)
+
+
+def test_under_single_strategy_a_sidecar_on_a_cpu_pod_steers_the_pod_to_nodes_split_into_its_profile():
+    result = engine_from(SINGLE_TRITON).mutate(pod(plain_container(), annotations={"triton": "inject"}))
+    spec = result.object["spec"]
+    sidecar = spec["containers"][-1]
+    assert sidecar["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == [
+        "NVIDIA-A100-SXM4-80GB-MIG-2g.20gb",
+        "NVIDIA-A100-80GB-PCIe-MIG-2g.20gb",
+    ]
+
+
+def test_under_single_strategy_a_sidecar_gets_the_pods_profile_and_the_user_is_told():
+    result = engine_from(SINGLE_TRITON).mutate(pod(gpu_container(), annotations={"triton": "inject"}))
+    assert "triton: gets what its node offers (1g.10gb), not 2g.20gb: single strategy" in result.warnings
+    terms = result.object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert all(v.endswith("-MIG-1g.10gb") for v in terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
