@@ -17,19 +17,21 @@ class Capacity(Protocol):
         """Whether the figures come from the cluster at all."""
         ...
 
-    def free(self, model: str, profile: str | None) -> int:
-        """Free slices of `profile` (whole GPUs for None) on nodes of the GPU model `model`."""
+    def free(self, model: str, profile: str | None, resource: str) -> int:
+        """Free units of `resource` that are slices of `profile` (whole GPUs for None) on nodes of
+        the GPU model `model`: `nvidia.com/mig-<profile>` on mixed-strategy nodes, `nvidia.com/gpu`
+        on single-strategy ones (and on nodes without MIG, for whole GPUs)."""
         ...
 
 
 class NoCapacity:
     known = False
 
-    def free(self, model: str, profile: str | None) -> int:
+    def free(self, model: str, profile: str | None, resource: str) -> int:
         return 0
 
 
-Slot = tuple[str, str | None]  # (GPU model key, profile name; None for whole GPUs)
+Slot = tuple[str, str | None, str]  # (GPU model key, profile name or None for whole GPUs, resource)
 
 
 class CapacityLedger:
@@ -50,8 +52,8 @@ class CapacityLedger:
         self._capacity: dict[Slot, int] = {}
         self._used: dict[Slot, int] = {}
 
-    def free(self, model: str, profile: str | None) -> int:
-        slot = (model, profile)
+    def free(self, model: str, profile: str | None, resource: str) -> int:
+        slot = (model, profile, resource)
         return max(0, self._capacity.get(slot, 0) - self._used.get(slot, 0))
 
     def nodes(self) -> list[str]:
@@ -75,12 +77,12 @@ class CapacityLedger:
         slots: dict[str, Slot] = {}
         for resource, amount in allocatable.items():
             if resource == WHOLE_GPU_RESOURCE:
-                slots[resource] = (model.key, single_profile.name if single_profile else None)
+                slots[resource] = (model.key, single_profile.name if single_profile else None, resource)
             else:
                 profile = self.catalog.profile_for_resource(resource)
                 if profile is None:
                     continue
-                slots[resource] = (model.key, profile)
+                slots[resource] = (model.key, profile, resource)
             _add(self._capacity, slots[resource], amount)
         self._slots[name] = slots
         self._allocatable[name] = dict(allocatable)

@@ -165,8 +165,10 @@ class MigPlanner:
         best = choice.options[0]
         if not self.capacity.known:
             return Rewrite(container, best.profile, best.models, choice.why)
+        single = self.spec.strategy is Strategy.SINGLE
         for option in choice.options:
-            free = tuple(m for m in option.models if self.capacity.free(m.key, option.profile.name))
+            resource = WHOLE_GPU_RESOURCE if single else option.profile.resource
+            free = tuple(m for m in option.models if self.capacity.free(m.key, option.profile.name, resource))
             if free:
                 if option is not best or len(free) < len(option.models):
                     why = f"{choice.why}; free capacity on {', '.join(m.key for m in free)}"

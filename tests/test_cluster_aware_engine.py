@@ -97,12 +97,15 @@ def test_capacity_follows_nodes_and_the_pods_bound_to_them():
     ledger.set_node("a", "NVIDIA-A100-SXM4-80GB", {"nvidia.com/mig-1g.10gb": 7, "nvidia.com/gpu": 1})
     ledger.use("a", [("nvidia.com/mig-1g.10gb", 3)])
     ledger.use("b", [("nvidia.com/mig-1g.10gb", 5)])  # a node not seen yet
-    assert ledger.free("A100-80GB", "1g.10gb") == 4 and ledger.free("A100-80GB", None) == 1
+    slice_, whole = ("A100-80GB", "1g.10gb", "nvidia.com/mig-1g.10gb"), ("A100-80GB", None, "nvidia.com/gpu")
+    assert ledger.free(*slice_) == 4 and ledger.free(*whole) == 1
     ledger.set_node("b", "NVIDIA-A100-80GB-PCIe", {"nvidia.com/mig-1g.10gb": 7})
-    assert ledger.free("A100-80GB", "1g.10gb") == 6
+    assert ledger.free(*slice_) == 6
     ledger.use("a", [("nvidia.com/mig-1g.10gb", 3)], -1)
     ledger.remove_node("b")
-    assert ledger.free("A100-80GB", "1g.10gb") == 7
+    assert ledger.free(*slice_) == 7
+    ledger.set_node("s", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", {"nvidia.com/gpu": 7})
+    assert ledger.free(*slice_) == 7 and ledger.free("A100-80GB", "1g.10gb", "nvidia.com/gpu") == 7
 
 
 def load(text: str, namespace: str | None = None):
