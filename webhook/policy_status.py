@@ -14,8 +14,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from policies.errors import PolicyProblem
 from webhook.configmaps import configmap_source
 
@@ -24,6 +22,7 @@ LOAD_ERRORS_ANNOTATION = "gpu-admission.io/load-errors"
 COMPONENT = "gpu-admission"
 MESSAGE_LIMIT = 1024
 ANNOTATION_LIMIT = 16 * 1024
+TIMEOUT = (2.0, 5.0)  # connect, read: a slow API server must not hold up the policy watch
 
 
 class PolicyStatusReporter:
@@ -47,7 +46,7 @@ class PolicyStatusReporter:
         try:
             annotation = text[:ANNOTATION_LIMIT] if problems else None
             patch = {"metadata": {"annotations": {LOAD_ERRORS_ANNOTATION: annotation}}}
-            self.api.patch_namespaced_config_map(name, namespace, patch)
+            self.api.patch_namespaced_config_map(name, namespace, patch, _request_timeout=TIMEOUT)
             if problems:
                 summary = f"{len(problems)} problem(s), last good version kept where there was one: {text}"
                 self._event(namespace, name, "Warning", "PolicyRejected", summary)
@@ -55,7 +54,7 @@ class PolicyStatusReporter:
             elif source in self._troubled:
                 self._event(namespace, name, "Normal", "PolicyLoaded", "all policies of this ConfigMap loaded")
                 self._troubled.discard(source)
-        except (ApiException, OSError) as error:
+        except Exception as error:  # refused, timed out, forbidden: the policies are decided already
             log.warning(
                 "could not report policy status on the ConfigMap",
                 extra={"fields": {"configmap": f"{namespace}/{name}", "error": str(error)}},
@@ -78,4 +77,4 @@ class PolicyStatusReporter:
             "lastTimestamp": now,
             "count": 1,
         }
-        self.api.create_namespaced_event(namespace, body)
+        self.api.create_namespaced_event(namespace, body, _request_timeout=TIMEOUT)
