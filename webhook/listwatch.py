@@ -87,7 +87,7 @@ class ListWatch:
             listed = self._fetch(token)
 
     def _fetch(self, token: str | None = None) -> JSON:
-        options: dict[str, Any] = {"limit": self.page, **self.selector}
+        options: dict[str, Any] = {"limit": self.page, "_request_timeout": (5.0, 60.0), **self.selector}
         if token:
             options["_continue"] = token
         response = self.list_func(*self.args, _preload_content=False, **options)
@@ -143,6 +143,9 @@ class ListWatch:
             resource_version=version,
             allow_watch_bookmarks=True,
             timeout_seconds=self.watch_seconds,
+            # A silent connection (a dead API server behind a live proxy) ends a little after the
+            # server should have ended the watch itself.
+            _request_timeout=(5.0, self.watch_seconds + 30.0),
             _preload_content=False,
             **self.selector,
         )
