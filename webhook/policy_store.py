@@ -49,9 +49,6 @@ class PolicyStore:
         with self._swapped:
             return self._swapped.wait_for(lambda: self.generation >= generation, timeout)
 
-    def sources(self) -> dict[str, Texts]:
-        return {source: version.texts for source, version in self._good.items()}
-
     def update(self, source: str, texts: Texts, namespace: str | None = None) -> list[PolicyProblem]:
         """Take a source's new texts if they load cleanly; otherwise keep its last good ones."""
         seen = self._seen.get(source)
