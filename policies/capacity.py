@@ -4,7 +4,7 @@ nothing is known and the policy's own order decides."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from policies.catalog import MIG_RESOURCE_PREFIX, PRODUCT_LABEL, WHOLE_GPU_RESOURCE, Catalog
@@ -101,19 +101,16 @@ class CapacityLedger:
             if resource in slots:
                 _add(self._used, slots[resource], -amount)
 
-    def use(self, node: str, amounts: Iterable[tuple[str, int]], sign: int = 1) -> None:
+    def use(self, node: str, amounts: Sequence[tuple[str, int]], sign: int = 1) -> None:
         """A pod bound to `node` starts (sign 1) or stops (sign -1) using `amounts`."""
-        used = self._used_on.setdefault(node, {})
+        tally(self._used_on, node, amounts, sign)
         slots = self._slots.get(node, {})
         for resource, amount in amounts:
-            used[resource] = used.get(resource, 0) + sign * amount
             if resource in slots:
                 _add(self._used, slots[resource], sign * amount)
-        if not any(used.values()):
-            del self._used_on[node]
 
     def replace_uses(self, uses: Mapping[str, Mapping[str, int]]) -> None:
-        """After a relist of pods: what every node has in use, as counted afresh."""
+        """After a relist of pods: what every node has in use, as counted afresh (`node_uses`)."""
         self._used_on = {node: dict(amounts) for node, amounts in uses.items()}
         self._used = {}
         for node, amounts in self._used_on.items():
@@ -121,6 +118,24 @@ class CapacityLedger:
             for resource, amount in amounts.items():
                 if resource in slots:
                     _add(self._used, slots[resource], amount)
+
+
+def tally(uses: dict[str, dict[str, int]], node: str, amounts: Iterable[tuple[str, int]], sign: int = 1) -> None:
+    """Add (or take away) a pod's GPU amounts to what `node` has in use; an idle node leaves."""
+    used = uses.setdefault(node, {})
+    for resource, amount in amounts:
+        used[resource] = used.get(resource, 0) + sign * amount
+    if not any(used.values()):
+        del uses[node]
+
+
+def node_uses(pods: Iterable[tuple[str | None, tuple[tuple[str, int], ...]]]) -> dict[str, dict[str, int]]:
+    """What every node has in use, from (node, GPU amounts) of the pods; unbound pods use nothing."""
+    uses: dict[str, dict[str, int]] = {}
+    for node, amounts in pods:
+        if node is not None:
+            tally(uses, node, amounts)
+    return uses
 
 
 def node_gpus(raw: Mapping[str, Any], parse_quantity: QuantityParser) -> tuple[str, str | None, dict[str, int]]:

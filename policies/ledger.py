@@ -19,7 +19,7 @@ from policies.pod import parse_pod
 from policies.policyset import PolicySet
 from policies.quota import scope_of
 from policies.request import RequestInfo
-from policies.usage import EMPTY, Usage, counts_against_quota, effective_gpu_requests, pod_usage
+from policies.usage import EMPTY, Usage, counts_against_quota, gpus_held, pod_usage
 
 
 class Ledger:
@@ -86,12 +86,11 @@ def held_by(
     matched = policy_set.matching(view.namespace, view.labels, data, labels).policies
     usage = pod_usage(view, policy_set.catalog, plan_mig(view, policy_set, matched, parse_quantity).models)
     charges = tuple((p.name, scope_of(p.quota, view.namespace)) for p in matched if p.quota)
-    gpus = tuple(sorted((name, int(amount)) for name, amount in effective_gpu_requests(view).items() if amount > 0))
-    return Held(charges, usage, view.node_name, gpus)
+    return Held(charges, usage, view.node_name, gpus_held(view))
 
 
 class PodCounts:
-    """Counters fed by pods one at a time: usage per (policy, scope) and GPUs in use per node.
+    """Counters fed by pods one at a time: usage per (policy, scope), and each pod's record.
 
     Per pod only a reference to an interned Held is kept (pods of one template share one), so
     the cost grows with the pods' keys, not their objects.
@@ -100,7 +99,6 @@ class PodCounts:
     def __init__(self) -> None:
         self.ledger = Ledger()
         self.pods: dict[str, Held] = {}
-        self.node_uses: dict[str, dict[str, int]] = {}
         self._interned: dict[tuple[object, ...], Held] = {}
 
     def add(self, key: str, held: Held) -> Held:
@@ -110,21 +108,10 @@ class PodCounts:
         held = self._interned.setdefault((*shape, held.node, held.gpus), held)
         self.pods[key] = held
         self.ledger.charge(held.charges, held.usage)
-        if held.node is not None:
-            self._use(held.node, held.gpus, 1)
         return held
 
     def remove(self, key: str) -> Held | None:
         held = self.pods.pop(key, None)
         if held is not None:
             self.ledger.discharge(held.charges, held.usage)
-            if held.node is not None:
-                self._use(held.node, held.gpus, -1)
         return held
-
-    def _use(self, node: str, gpus: tuple[tuple[str, int], ...], sign: int) -> None:
-        used = self.node_uses.setdefault(node, {})
-        for resource, amount in gpus:
-            used[resource] = used.get(resource, 0) + sign * amount
-        if not any(used.values()):
-            del self.node_uses[node]

@@ -86,6 +86,11 @@ def effective_gpu_requests(pod: PodView) -> dict[str, Decimal]:
     return {n: max(regular.get(n, Decimal(0)), peak.get(n, Decimal(0))) for n in names}
 
 
+def gpus_held(pod: PodView) -> tuple[tuple[str, int], ...]:
+    """(GPU resource, whole units) the scheduler reserves for the pod, the ones it holds at all."""
+    return tuple(sorted((name, int(amount)) for name, amount in effective_gpu_requests(pod).items() if amount > 0))
+
+
 def pod_usage(pod: PodView, catalog: Catalog, preferred: tuple[GpuModel, ...] = ()) -> Usage:
     """Usage of one pod; profile weights on the pod's model (annotation, node label) or `preferred`."""
     amounts = effective_gpu_requests(pod)

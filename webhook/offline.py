@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policies.capacity import CapacityLedger, node_gpus
+from policies.capacity import CapacityLedger, node_gpus, node_uses
 from policies.catalog import CATALOG
 from policies.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
 from policies.controllers import CONTROLLERS, pod_template
@@ -18,8 +18,8 @@ from policies.errors import InputError
 from policies.ledger import Ledger
 from policies.loader import load_texts
 from policies.mutation import MutationResult
-from policies.pod import parse_pod
-from policies.usage import counts_against_quota, effective_gpu_requests
+from policies.pod import PodView, parse_pod
+from policies.usage import counts_against_quota, gpus_held
 from policies.validation import Decision
 from webhook.quantity import parse_quantity
 from webhook.sources import POLICY_SUFFIXES, directory_texts, read_manifests
@@ -82,6 +82,7 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
     engine may know of the cluster from it: namespace labels, free GPU capacity per model and
     profile, ResourceQuotas on whole GPUs."""
     pods: list[Any] = []
+    views: list[PodView] = []
     namespaces: dict[str, dict[str, str]] = {}
     quotas: dict[str, tuple[str, ...]] = {}
     capacity = CapacityLedger(CATALOG)
@@ -91,6 +92,10 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
         kind = item.get("kind")
         if kind == "Pod":
             pods.append(item)
+            try:
+                views.append(parse_pod(item, parse_quantity))
+            except InputError as error:
+                raise error.in_document(label) from None
         elif kind == "Namespace":
             metadata = item.get("metadata") or {}
             namespaces[str(metadata.get("name", ""))] = dict(metadata.get("labels") or {})
@@ -104,11 +109,7 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
                 quotas[namespace] = (*quotas.get(namespace, ()), str(metadata.get("name", "")))
         else:
             raise InputError("kind", CLUSTER_KINDS, label)
-    for item in pods:
-        view = parse_pod(item, parse_quantity)
-        if view.node_name and counts_against_quota(view):
-            amounts = effective_gpu_requests(view).items()
-            capacity.use(view.node_name, [(name, int(amount)) for name, amount in amounts if amount > 0])
+    capacity.replace_uses(node_uses((v.node_name, gpus_held(v)) for v in views if counts_against_quota(v)))
     return pods, KnownCluster(namespaces, capacity, quotas)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from policies.capacity import CapacityLedger, node_gpus
+from policies.capacity import CapacityLedger, node_gpus, node_uses
 from policies.catalog import CATALOG
 from policies.cluster import NO_CLUSTER, ClusterState
 from policies.ledger import Charges, Held, PodCounts, held_by
@@ -201,9 +201,10 @@ class PodUsageTracker:
             held = self._held(raw)
             if held is not None:
                 counts.add(_pod_key(raw.get("metadata") or {}), held)
+        uses = node_uses((held.node, held.gpus) for held in counts.pods.values())
         with self._lock:
             self._counts = counts
-            self.capacity.replace_uses(counts.node_uses)
+            self.capacity.replace_uses(uses)
             for key in [k for k, r in self._reservations.items() if r.pod.uid in counts.pods]:
                 self._release(key)
         TRACKED_PODS.set(len(counts.pods))
