@@ -120,3 +120,11 @@ def test_a_relist_rebuilds_the_counters():
         held.usage.observe("ADDED", slice_pod(f"p{i}"))
     held.usage.replace_all([slice_pod("only")])
     assert pods_held(held) == 1
+
+
+def test_a_pod_the_engine_cannot_read_is_left_out_and_the_relist_goes_on():
+    held = holder()
+    odd = slice_pod("odd")
+    odd["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.10gb"] = "lots"
+    held.usage.replace_all([slice_pod("p0"), odd, slice_pod("p1")])
+    assert pods_held(held) == 2

@@ -12,6 +12,7 @@ holds, so 100,000 pods of a few dozen shapes cost little more than their keys.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -22,6 +23,7 @@ from typing import Any
 from policies.capacity import CapacityLedger, node_gpus, node_uses
 from policies.catalog import CATALOG
 from policies.cluster import NO_CLUSTER, ClusterState
+from policies.errors import InputError
 from policies.ledger import Charges, Held, PodCounts, held_by
 from policies.model import Action, Consistency, GPUPolicy
 from policies.policyset import PolicySet
@@ -33,6 +35,7 @@ from webhook.quantity import parse_quantity
 from webhook.shared_quota import LedgerUnavailable, PodRef, SharedReservations
 
 STRICT_ATTEMPTS = 8
+log = logging.getLogger("gpu_admission.usage")
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,8 +231,18 @@ class PodUsageTracker:
             self.capacity.mark_synced()
 
     def _held(self, raw: dict[str, Any]) -> Held | None:
+        """What a watched pod holds. One this engine cannot read is left out and logged: raised,
+        it would end every relist at that pod and keep the pod watch from ever syncing."""
         policy_set = self._policy_set()
-        return None if policy_set is None else held_by(raw, policy_set, parse_quantity, self._cluster())
+        if policy_set is None:
+            return None
+        try:
+            return held_by(raw, policy_set, parse_quantity, self._cluster())
+        except InputError as error:
+            metadata = raw.get("metadata") or {}
+            where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+            log.warning("pod left out of quota counts", extra={"fields": {"pod": where, "error": str(error)}})
+            return None
 
 
 def _pod_key(metadata: dict[str, Any]) -> str:
