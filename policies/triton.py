@@ -90,8 +90,10 @@ def triton_problem(pod: PodView, policies: tuple[GPUPolicy, ...]) -> Problem | N
     if not wants_sidecar(pod):
         return None
     _, policy, repository = _settings(pod, policies)
-    if repository:
-        return None
+    return None if repository else _no_repository(policy)
+
+
+def _no_repository(policy: str) -> Problem:
     message = "triton: inject needs gpu-admission.io/triton-model-repository or the policy's triton.modelRepository"
     return Problem(policy, "metadata.annotations", message)
 
@@ -109,12 +111,10 @@ def inject_triton(
 ) -> None:
     if not wants_sidecar(pod):
         return
-    problem = triton_problem(pod, policies)
-    if problem is not None:
-        problems.append(problem)
-        return
     spec, policy, repository = _settings(pod, policies)
-    assert repository, "triton_problem reports a missing repository"
+    if not repository:
+        problems.append(_no_repository(policy))
+        return
     resources: dict[str, str] = {}
     single = plan.strategy is Strategy.SINGLE and plan.policy is not None
     if spec.profile:
