@@ -18,7 +18,8 @@ from policies.cluster import limits_whole_gpus
 log = logging.getLogger("gpu_admission.namespaces")
 
 
-def _labels(namespace: dict[str, Any]) -> tuple[str, dict[str, str]]:
+def namespace_labels(namespace: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """A Namespace's name and labels."""
     metadata = namespace.get("metadata") or {}
     return str(metadata.get("name", "")), {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
 
@@ -43,13 +44,13 @@ class NamespaceCache:
             return None
         if fetched is None:
             return None
-        name, labels = _labels(fetched)
+        name, labels = namespace_labels(fetched)
         with self._lock:
             self._labels.setdefault(name, labels)
         return labels
 
     def observe(self, kind: str, namespace: dict[str, Any]) -> None:
-        name, labels = _labels(namespace)
+        name, labels = namespace_labels(namespace)
         with self._lock:
             if kind == "DELETED":
                 self._labels.pop(name, None)
@@ -57,7 +58,7 @@ class NamespaceCache:
                 self._labels[name] = labels
 
     def replace_all(self, namespaces: Iterable[dict[str, Any]]) -> None:
-        fresh = dict(_labels(ns) for ns in namespaces)
+        fresh = dict(namespace_labels(ns) for ns in namespaces)
         with self._lock:
             self._labels = fresh
 
@@ -66,29 +67,25 @@ class GpuQuotaCache:
     """Per namespace, the ResourceQuotas that limit `requests.nvidia.com/gpu`."""
 
     def __init__(self) -> None:
-        self._quotas: dict[tuple[str, str], bool] = {}
+        self._quotas: set[tuple[str, str]] = set()
         self._by_namespace: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()
 
     def names(self, namespace: str) -> tuple[str, ...]:
         return self._by_namespace.get(namespace, ())
 
+    def by_namespace(self) -> dict[str, tuple[str, ...]]:
+        return dict(self._by_namespace)
+
     def observe(self, kind: str, quota: dict[str, Any]) -> None:
-        metadata = quota.get("metadata") or {}
-        key = (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
         with self._lock:
+            self._quotas.discard(_key(quota))
             if kind != "DELETED" and limits_whole_gpus(quota):
-                self._quotas[key] = True
-            else:
-                self._quotas.pop(key, None)
+                self._quotas.add(_key(quota))
             self._index()
 
     def replace_all(self, quotas: Iterable[dict[str, Any]]) -> None:
-        fresh = {}
-        for quota in quotas:
-            metadata = quota.get("metadata") or {}
-            if limits_whole_gpus(quota):
-                fresh[(str(metadata.get("namespace", "")), str(metadata.get("name", "")))] = True
+        fresh = {_key(quota) for quota in quotas if limits_whole_gpus(quota)}
         with self._lock:
             self._quotas = fresh
             self._index()
@@ -98,3 +95,8 @@ class GpuQuotaCache:
         for namespace, name in sorted(self._quotas):
             by_namespace.setdefault(namespace, []).append(name)
         self._by_namespace = {namespace: tuple(names) for namespace, names in by_namespace.items()}
+
+
+def _key(quota: dict[str, Any]) -> tuple[str, str]:
+    metadata = quota.get("metadata") or {}
+    return str(metadata.get("namespace", "")), str(metadata.get("name", ""))

@@ -11,7 +11,7 @@ from typing import Any
 
 from policies.capacity import CapacityLedger, node_gpus, node_uses
 from policies.catalog import CATALOG
-from policies.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
+from policies.cluster import NO_CLUSTER, ClusterState, KnownCluster
 from policies.controllers import CONTROLLERS, pod_template
 from policies.engine import Engine, require_judged
 from policies.errors import InputError
@@ -21,6 +21,7 @@ from policies.mutation import MutationResult
 from policies.pod import PodView, parse_pod
 from policies.usage import counts_against_quota, gpus_held
 from policies.validation import Decision
+from webhook.namespaces import GpuQuotaCache, namespace_labels
 from webhook.quantity import parse_quantity
 from webhook.sources import POLICY_SUFFIXES, directory_texts, read_manifests
 
@@ -84,7 +85,7 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
     pods: list[Any] = []
     views: list[PodView] = []
     namespaces: dict[str, dict[str, str]] = {}
-    quotas: dict[str, tuple[str, ...]] = {}
+    resource_quotas: list[dict[str, Any]] = []
     capacity = CapacityLedger(CATALOG)
     for label, item in read_manifests(path):
         if not isinstance(item, dict):
@@ -97,20 +98,19 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
             except InputError as error:
                 raise error.in_document(label) from None
         elif kind == "Namespace":
-            metadata = item.get("metadata") or {}
-            namespaces[str(metadata.get("name", ""))] = dict(metadata.get("labels") or {})
+            name, labels = namespace_labels(item)
+            namespaces[name] = labels
         elif kind == "Node":
             capacity.set_node(*node_gpus(item, parse_quantity))
             capacity.mark_synced()
         elif kind == "ResourceQuota":
-            metadata = item.get("metadata") or {}
-            if limits_whole_gpus(item):
-                namespace = str(metadata.get("namespace", ""))
-                quotas[namespace] = (*quotas.get(namespace, ()), str(metadata.get("name", "")))
+            resource_quotas.append(item)
         else:
             raise InputError("kind", CLUSTER_KINDS, label)
     capacity.replace_uses(node_uses((v.node_name, gpus_held(v)) for v in views if counts_against_quota(v)))
-    return pods, KnownCluster(namespaces, capacity, quotas)
+    quotas = GpuQuotaCache()
+    quotas.replace_all(resource_quotas)
+    return pods, KnownCluster(namespaces, capacity, quotas.by_namespace())
 
 
 def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:
