@@ -18,7 +18,7 @@ from cryptography import x509
 
 from certs.files import CA_FILE, generate
 from tests.server_harness import Client
-from tests.test_server import gpu_pod, review
+from tests.test_server import gpu_pod, review, send_chunked
 
 
 def free_port() -> int:
@@ -154,3 +154,76 @@ def test_a_review_in_flight_when_sigterm_arrives_is_answered_before_the_server_e
     assert response.status == 200 and answer["response"]["uid"] == "in-flight"
     assert answer["response"]["patchType"] == "JSONPatch"
     assert process.wait(30) == 0
+
+
+def _raw_request(path: str, body: bytes) -> bytes:
+    head = f"POST {path}?timeout=5s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    return (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+class _SharedStream:
+    """Hands http.client one buffered reader for several responses on the same connection
+    (a response closes its reader once read; this one stays open)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def makefile(self, mode):
+        return self
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+    def close(self):
+        pass
+
+
+def test_many_kept_alive_connections_never_hold_each_other_up(served):
+    """Each connection waits for its next request on a thread of its own; twenty waiting ones
+    (more than a gthread pool's threads) leave a new connection and the first one answered."""
+    port, cert_dir, _ = served
+    ca = cert_dir / CA_FILE
+    clients = [Client(port, ca) for _ in range(20)]
+    for i, client in enumerate(clients):
+        assert client.request("GET", "/healthz")[0] == 200, i
+    assert Client(port, ca).review("/mutate", review(gpu_pod({"team": "a"}), namespace="ml"))[0] == 200
+    assert clients[0].review("/validate", review(gpu_pod({"team": "a"}), namespace="ml"))[0] == 200
+    for client in clients:
+        client.close()
+
+
+def test_requests_sent_back_to_back_on_one_connection_are_all_answered(served):
+    """The second request arrives with the first and is read ahead: the worker must not wait on
+    the socket for it (it would wait out the keep-alive)."""
+    port, cert_dir, _ = served
+    bodies = [json.dumps(review(gpu_pod({"team": "a"}), namespace="ml", uid=f"r{i}")).encode() for i in range(3)]
+    context = ssl.create_default_context(cafile=str(cert_dir / CA_FILE))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        tls.sendall(b"".join(_raw_request("/mutate", body) for body in bodies))
+        stream = _SharedStream(tls.makefile("rb"))
+        uids = []
+        for _ in bodies:
+            response = http.client.HTTPResponse(stream)
+            response.begin()
+            uids.append(json.loads(response.read())["response"]["uid"])
+    assert uids == ["r0", "r1", "r2"]
+
+
+def test_sigint_stops_at_once_even_with_idle_kept_alive_connections(served):
+    """Connections waiting for a request are closed on a quick shutdown; the worker does not wait
+    out their keep-alive (120 s, which the master would end by killing it after 20 s)."""
+    port, cert_dir, process = served
+    client = Client(port, cert_dir / CA_FILE)
+    assert client.request("GET", "/healthz")[0] == 200
+    process.send_signal(signal.SIGINT)
+    assert process.wait(15) == 0
+
+
+def test_a_chunked_review_is_read_whole_and_answered(served):
+    port, cert_dir, _ = served
+    body = json.dumps(review(gpu_pod({"team": "a"}), namespace="ml", uid="chunked")).encode()
+    status, answer = send_chunked(Client(port, cert_dir / CA_FILE), "/mutate?timeout=5s", body, 100)
+    assert status == 200 and answer["response"]["uid"] == "chunked" and answer["response"]["patchType"] == "JSONPatch"

@@ -1,8 +1,8 @@
 """gunicorn settings for the webhook (`gunicorn -c python:webhook.gunicorn_conf webhook.wsgi:app`).
 
-gthread workers keep connections alive longer than the API server's 90 s idle timeout, so its
-connection pool is reused; on SIGTERM in-flight reviews finish within graceful_timeout and idle
-keep-alive connections are closed.
+Workers (webhook.worker: gthread with a thread per connection) keep connections alive longer
+than the API server's 90 s idle timeout, so its connection pool is reused; on SIGTERM in-flight
+reviews finish within graceful_timeout and idle keep-alive connections are closed.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from webhook.tls import ReloadingContext
 
 bind = os.environ.get("GPU_ADMISSION_BIND", "0.0.0.0:8443")
 workers = int(os.environ.get("GPU_ADMISSION_WORKERS", "2"))
-worker_class = "gthread"
-threads = int(os.environ.get("GPU_ADMISSION_THREADS", "4"))
+worker_class = "webhook.worker.ConnectionWorker"
+worker_connections = int(os.environ.get("GPU_ADMISSION_CONNECTIONS", "256"))  # per worker, a thread each
 keepalive = 120
 timeout = 30
 graceful_timeout = 20
