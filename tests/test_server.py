@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import http.client
 import json
+import socket
 import ssl
 
 import jsonpatch
@@ -329,3 +331,47 @@ def test_validate_admits_good_policy_configmaps_and_ignores_unlabelled_ones(clie
     for obj in (configmap({"p.yaml": POLICY}), configmap({"p.yaml": "not: [yaml"}, labelled=False)):
         _, body = client.review("/validate", review(obj, kind="ConfigMap", namespace="gpu-admission"))
         assert body["response"]["allowed"] is True
+
+
+def send_chunked(client, path, body, chunk=64 * 1024):
+    """A body sent without Content-Length, in chunks (Transfer-Encoding: chunked)."""
+    pieces = (body[i : i + chunk] for i in range(0, len(body), chunk))
+    client.connection.request(
+        "POST", path, body=pieces, headers={"Content-Type": "application/json"}, encode_chunked=True
+    )
+    response = client.connection.getresponse()
+    return response.status, json.loads(response.read())
+
+
+def test_a_json_content_type_with_parameters_is_accepted(client):
+    body = json.dumps(review(gpu_pod())).encode()
+    status, answer = client.request("POST", "/mutate?timeout=5s", body, "application/json; charset=utf-8")
+    assert status == 200 and answer["response"]["patchType"] == "JSONPatch"
+
+
+def test_a_chunked_body_is_read_whole(client):
+    status, answer = send_chunked(
+        client, "/mutate?timeout=5s", json.dumps(review(gpu_pod(), uid="chunked")).encode(), 100
+    )
+    assert status == 200 and answer["response"]["uid"] == "chunked" and answer["response"]["patchType"] == "JSONPatch"
+
+
+def test_a_chunked_body_over_3_mib_is_refused_with_413(client):
+    big = json.dumps(review(gpu_pod() | {"padding": "x" * (3 * 1024 * 1024)})).encode()
+    status, answer = send_chunked(client, "/validate", big)
+    assert status == 413, answer
+
+
+def test_a_content_length_that_is_not_a_number_is_a_400(server):
+    port, ca = server
+    context = ssl.create_default_context(cafile=str(ca))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        tls.sendall(
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: x\r\n\r\n{}"
+        )
+        response = http.client.HTTPResponse(tls)
+        response.begin()
+        assert 400 <= response.status < 500

@@ -11,7 +11,7 @@ from flask import Flask, Response, request
 
 from webhook import admission, errors
 from webhook.errors import BadRequest
-from webhook.metrics import CONTENT_TYPE, LATENCY, REJECTED, REVIEWS, exposition
+from webhook.metrics import CONTENT_TYPE, REJECTED, exposition, latency_of, reviews_counted
 from webhook.review import AdmissionRequest, AdmissionResponse, parse_review
 from webhook.state import EngineHolder
 
@@ -20,11 +20,24 @@ log = logging.getLogger("gpu_admission.review")
 
 
 def _body() -> object:
-    if request.mimetype != "application/json":
+    # Straight from the WSGI environ: werkzeug's request properties and stream wrappers cost
+    # about 30 µs a review here, as much as the JSON decoding.
+    environ = request.environ
+    mimetype = environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower()
+    if mimetype != "application/json":
         raise BadRequest("Content-Type must be application/json", 415)
-    if request.content_length is not None and request.content_length > MAX_BODY:
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or -1)
+    except ValueError:
+        raise BadRequest("Content-Length is not a number") from None
+    if length > MAX_BODY:
         raise BadRequest("request body over 3 MiB", 413)
-    data = request.get_data(cache=False)
+    if length >= 0:
+        data = environ["wsgi.input"].read(length)
+    elif environ.get("wsgi.input_terminated"):  # chunked: the server ends the stream; read one byte past the limit
+        data = environ["wsgi.input"].read(MAX_BODY + 1)
+    else:
+        data = b""
     if len(data) > MAX_BODY:
         raise BadRequest("request body over 3 MiB", 413)
     try:
@@ -48,26 +61,27 @@ def _review(endpoint: str, holder: EngineHolder, decide: Decide) -> Response:
     decision = "allowed" if answer.allowed else "denied"
     if answer.patch:
         decision = "patched"
-    REVIEWS.labels(endpoint, review.operation.value, decision).inc()
-    LATENCY.labels(endpoint).observe(elapsed)
-    log.info(
-        "review",
-        extra={
-            "fields": {
-                "endpoint": endpoint,
-                "uid": review.uid,
-                "kind": review.kind.kind,
-                "namespace": review.namespace,
-                "name": review.display_name,
-                "operation": review.operation.value,
-                "dryRun": review.dry_run,
-                "decision": decision,
-                "latencyMs": round(elapsed * 1000, 3),
-                "denial": answer.message or None,
-            }
-        },
-    )
-    return Response(orjson.dumps(answer.to_review(review.api_version)), mimetype="application/json")
+    reviews_counted(endpoint, review.operation.value, decision).inc()
+    latency_of(endpoint).observe(elapsed)
+    if log.isEnabledFor(logging.INFO):
+        log.info(
+            "review",
+            extra={
+                "fields": {
+                    "endpoint": endpoint,
+                    "uid": review.uid,
+                    "kind": review.kind.kind,
+                    "namespace": review.namespace,
+                    "name": review.display_name,
+                    "operation": review.operation.value,
+                    "dryRun": review.dry_run,
+                    "decision": decision,
+                    "latencyMs": round(elapsed * 1000, 3),
+                    "denial": answer.message or None,
+                }
+            },
+        )
+    return Response(orjson.dumps(answer.to_review(review.api_version)), content_type="application/json")
 
 
 def create_app(holder: EngineHolder) -> Flask:

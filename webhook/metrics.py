@@ -4,6 +4,7 @@ first thing, the container image in its environment)."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 from prometheus_client import (
@@ -39,6 +40,18 @@ STRICT_CONFLICTS = Counter(
     "gpu_admission_strict_quota_conflicts_total",
     "Strict quota Lease writes refused because another replica wrote first",
 )
+
+
+# A labelled child looked up once: labels() validates and locks on every call, a few µs a review.
+# Safe across fork: a multiprocess value notices a new pid and opens that process's own file.
+@functools.cache
+def reviews_counted(endpoint: str, operation: str, decision: str) -> Counter:
+    return REVIEWS.labels(endpoint, operation, decision)
+
+
+@functools.cache
+def latency_of(endpoint: str) -> Histogram:
+    return LATENCY.labels(endpoint)
 
 
 def exposition() -> bytes:
