@@ -6,8 +6,9 @@ connections, and prints throughput, p50, p99 and RSS per worker, side by side in
 /mutate gets the pod as a user wrote it; /validate gets it as the API server sends it there,
 already mutated. Subjects take turns over several rounds and the medians are printed, so a
 passing disturbance on this shared machine moves one round, not the comparison.
+`--also-worker gthread` adds the same subjects under another gunicorn worker class, side by side.
 
-    python bench/load.py [--seconds 6] [--rounds 3] [--clients 4] [--rate 300]
+    python bench/load.py [--seconds 6] [--rounds 3] [--clients 4] [--rate 300] [--also-worker gthread]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.wire import KeepAliveClient, serve_floor  # noqa: E402
 from certs.files import generate  # noqa: E402
 
 
@@ -92,7 +94,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(app: str, port: int, cert_dir: Path, workers: int) -> subprocess.Popen[bytes]:
+def start(app: str, port: int, cert_dir: Path, workers: int, worker_class: str | None) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -113,6 +115,7 @@ def start(app: str, port: int, cert_dir: Path, workers: int) -> subprocess.Popen
         str(cert_dir / "tls.crt"),
         "--keyfile",
         str(cert_dir / "tls.key"),
+        *(["--worker-class", worker_class] if worker_class else []),
         app,
     ]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -129,11 +132,30 @@ def start(app: str, port: int, cert_dir: Path, workers: int) -> subprocess.Popen
     raise SystemExit(f"{app} did not start")
 
 
+FLOOR = "floor"
+FLOOR_LABEL = "TLS floor (no HTTP server)"
+
+
+def start_floor(port: int, cert_dir: Path) -> multiprocessing.Process:
+    answer = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {}}).encode()
+    args = (port, str(cert_dir / "tls.crt"), str(cert_dir / "tls.key"), answer)
+    process = multiprocessing.Process(target=serve_floor, args=args, daemon=True)
+    process.start()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        try:
+            KeepAliveClient(port, str(cert_dir / "ca.crt")).exchange(KeepAliveClient.prepare("/mutate", b"{}"))
+            return process
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("the floor server did not start")
+
+
 def client(port: int, ca: str, seconds: float, interval: float, path: str, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    context = ssl.create_default_context(cafile=ca)
-    connection = http.client.HTTPSConnection("localhost", port, context=context, timeout=10)
+    connection = KeepAliveClient(port, ca)
     latencies: list[float] = []
-    sent = bodies(path)
+    sent = [KeepAliveClient.prepare(path + "?timeout=5s", body) for body in bodies(path)]
+    failures = 0
     end = time.monotonic() + seconds
     next_send = time.monotonic()
     i = 0
@@ -144,12 +166,11 @@ def client(port: int, ca: str, seconds: float, interval: float, path: str, out: 
                 time.sleep(delay)
             next_send += interval
         started = time.perf_counter()
-        connection.request("POST", path + "?timeout=5s", sent[i % 64], {"Content-Type": "application/json"})
-        response = connection.getresponse()
-        response.read()
+        status, _ = connection.exchange(sent[i % 64])
         latencies.append(time.perf_counter() - started)
+        failures += status != 200
         i += 1
-    out.put(latencies)
+    out.put((latencies, failures))
 
 
 def drive(port: int, ca: str, clients: int, seconds: float, rate: float, path: str) -> tuple[float, float, float]:
@@ -160,9 +181,13 @@ def drive(port: int, ca: str, clients: int, seconds: float, rate: float, path: s
     ]
     for p in procs:
         p.start()
-    latencies = [x for _ in procs for x in queue.get()]
+    results = [queue.get() for _ in procs]
     for p in procs:
         p.join()
+    failures = sum(f for _, f in results)
+    if failures:
+        raise SystemExit(f"{failures} requests to {path} on port {port} were not answered 200")
+    latencies = [x for lat, _ in results for x in lat]
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1]
     return len(latencies) / seconds, statistics.median(latencies) * 1000, p99 * 1000
@@ -196,49 +221,59 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rate", type=float, default=300)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--also-worker", help="another gunicorn worker class to measure beside the shipped one")
     args = parser.parse_args()
     cert_dir = Path(tempfile.mkdtemp(prefix="bench-certs-"))
     generate(cert_dir, "gpu-admission", "bench", ["localhost"], ["127.0.0.1"])
     ca = str(cert_dir / "ca.crt")
-    subjects = {
-        "admission (/mutate)": ("webhook.wsgi:app", "/mutate"),
-        "admission (/validate)": ("webhook.wsgi:app", "/validate"),
-        "bare Flask endpoint": ("bench.bare_app:app", "/mutate"),
-    }
+    subjects: dict[str, tuple[str, str, str | None]] = {}
+    for worker_class in (None, args.also_worker) if args.also_worker else (None,):
+        suffix = f", {worker_class}" if worker_class else ""
+        subjects[f"admission (/mutate){suffix}"] = ("webhook.wsgi:app", "/mutate", worker_class)
+        subjects[f"admission (/validate){suffix}"] = ("webhook.wsgi:app", "/validate", worker_class)
+        subjects[f"bare Flask endpoint{suffix}"] = ("bench.bare_app:app", "/mutate", worker_class)
+    subjects[FLOOR_LABEL] = (FLOOR, "/mutate", None)
     peaks: dict[str, list[Figures]] = {label: [] for label in subjects}
     paced: dict[str, list[Figures]] = {label: [] for label in subjects}
     rss: dict[str, list[float]] = {}
-    servers = {}
+    servers: dict[tuple[str, str | None], tuple[int, subprocess.Popen[bytes] | multiprocessing.Process]] = {}
     try:
-        for app in {a for a, _ in subjects.values()}:
-            port = free_port()
-            servers[app] = (port, start(app, port, cert_dir, args.workers))
+        for app, _, worker_class in subjects.values():
+            if (app, worker_class) not in servers:
+                port = free_port()
+                if app == FLOOR:
+                    servers[app, worker_class] = (port, start_floor(port, cert_dir))
+                else:
+                    servers[app, worker_class] = (port, start(app, port, cert_dir, args.workers, worker_class))
         for _ in range(args.rounds):
-            for label, (app, path) in subjects.items():
-                port, process = servers[app]
+            for label, (app, path, worker_class) in subjects.items():
+                port, process = servers[app, worker_class]
                 peaks[label].append(drive(port, ca, args.clients, args.seconds, 0, path))
                 paced[label].append(drive(port, ca, args.clients, args.seconds, args.rate, path))
-                rss[label] = worker_rss_mib(process.pid)
+                if app != FLOOR and process.pid:
+                    rss[label] = worker_rss_mib(process.pid)
     finally:
         for _, process in servers.values():
             process.terminate()
-            process.wait(30)
+            if isinstance(process, subprocess.Popen):
+                process.wait(30)
     bare = median_of(peaks["bare Flask endpoint"])[0]
     print(
-        f"gunicorn gthread x{args.workers} workers, TLS 1.2+, {args.clients} keep-alive client processes;"
-        f" medians of {args.rounds} rounds of {args.seconds:g} s"
+        f"gunicorn x{args.workers} workers (webhook.worker.ConnectionWorker unless named), TLS 1.2+,"
+        f" {args.clients} keep-alive client processes; medians of {args.rounds} rounds of {args.seconds:g} s;"
+        " throughput ratios are to the bare endpoint under the shipped worker"
     )
     for label in subjects:
         peak, slow = median_of(peaks[label]), median_of(paced[label])
         ratios = ", ".join(
             f"{r[0] / b[0]:.2f}" for r, b in zip(peaks[label], peaks["bare Flask endpoint"], strict=True)
         )
-        sizes = ", ".join(f"{r:.0f}" for r in rss[label])
+        sizes = ", ".join(f"{r:.0f}" for r in rss.get(label, [])) or "-"
         print(
-            f"  {label:22} peak {peak[0]:6.0f} rev/s ({peak[0] / bare:.2f}x bare; rounds {ratios})"
+            f"  {label:30} peak {peak[0]:6.0f} rev/s ({peak[0] / bare:.2f}x bare; rounds {ratios})"
             f" p50 {peak[1]:.2f} ms p99 {peak[2]:.2f} ms"
         )
-        print(f"  {'':22} at {args.rate:g}/s: p50 {slow[1]:.2f} ms p99 {slow[2]:.2f} ms; RSS per worker {sizes} MiB")
+        print(f"  {'':30} at {args.rate:g}/s: p50 {slow[1]:.2f} ms p99 {slow[2]:.2f} ms; RSS per worker {sizes} MiB")
 
 
 if __name__ == "__main__":
