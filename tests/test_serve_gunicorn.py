@@ -227,3 +227,31 @@ def test_a_chunked_review_is_read_whole_and_answered(served):
     body = json.dumps(review(gpu_pod({"team": "a"}), namespace="ml", uid="chunked")).encode()
     status, answer = send_chunked(Client(port, cert_dir / CA_FILE), "/mutate?timeout=5s", body, 100)
     assert status == 200 and answer["response"]["uid"] == "chunked" and answer["response"]["patchType"] == "JSONPatch"
+
+
+def test_a_worker_restarting_after_max_requests_lets_go_of_its_idle_connections(tmp_path):
+    """gunicorn's max_requests ends a worker without a signal: connections waiting on its threads
+    are closed, so the worker exits and its successor serves (instead of the listener going
+    unanswered until the master kills the stuck worker)."""
+    port, certs = free_port(), tmp_path / "certs"
+    generate(certs, "gpu-admission", "test", ["localhost"], ["127.0.0.1"])
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "GPU_ADMISSION_BIND": f"127.0.0.1:{port}",
+        "GPU_ADMISSION_WORKERS": "1",
+        "GPU_ADMISSION_CERT": str(certs / "tls.crt"),
+        "GPU_ADMISSION_KEY": str(certs / "tls.key"),
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    command = [sys.executable, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf", "--max-requests", "3"]
+    server = subprocess.Popen([*command, "webhook.wsgi:app"], cwd=tmp_path, env=env, stderr=subprocess.PIPE)
+    try:
+        wait_ready(port, certs / CA_FILE, server)  # request 1, on a connection since closed
+        idle = Client(port, certs / CA_FILE)
+        assert idle.request("GET", "/healthz")[0] == 200  # request 2; this connection now waits
+        assert Client(port, certs / CA_FILE).request("GET", "/healthz")[0] == 200  # 3: the worker retires
+        assert Client(port, certs / CA_FILE).request("GET", "/readyz")[0] == 200  # served by its successor
+    finally:
+        server.terminate()
+        server.wait(30)

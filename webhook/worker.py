@@ -52,6 +52,14 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
         self._wake_waiting()
         super().handle_quit(sig, frame)
 
+    def is_parent_alive(self) -> bool:
+        # gthread leaves `alive` set when the master is gone; waiting connections must still stop.
+        if super().is_parent_alive():
+            return True
+        self.alive = False
+        self._wake_waiting()
+        return False
+
     def _wake_waiting(self) -> None:
         # Never read: the pipe stays readable, so every waiting thread sees it, now or later.
         with contextlib.suppress(OSError):
@@ -67,6 +75,8 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
 
     def _next_request_arrives(self, conn: Any) -> bool:
         """Whether the connection sends another request before it idles past keepalive or the worker stops."""
+        if self._quitting:
+            return False
         sock = conn.sock
         if conn.parser.unreader.buf.getvalue() or (isinstance(sock, ssl.SSLSocket) and sock.pending()):
             return True  # already read ahead, out of poll()'s sight
@@ -89,6 +99,8 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            events = poller.poll(left * 1000)
+            # Woken by the stop pipe on a signal; the 1 s cap catches `alive` cleared any other way
+            # (max_requests reached), so no thread outlives the worker's shutdown.
+            events = poller.poll(min(left, 1.0) * 1000)
             if any(fd != self._stop_read for fd, _ in events):
                 return True
