@@ -23,6 +23,12 @@ class Usage:
     pods: int = 0
 
     def __add__(self, other: Usage) -> Usage:
+        # Most sums on the admission path have an empty side (no reservation, no pods yet);
+        # Fraction arithmetic costs microseconds a step.
+        if other.is_zero:
+            return self
+        if self.is_zero:
+            return other
         slices = dict(self.slices)
         for name, count in other.slices.items():
             slices[name] = slices.get(name, 0) + count
@@ -31,6 +37,8 @@ class Usage:
         )
 
     def __sub__(self, other: Usage) -> Usage:
+        if other.is_zero:
+            return self
         slices = {name: count - other.slices.get(name, 0) for name, count in self.slices.items()}
         return Usage(
             self.gpu_equivalents - other.gpu_equivalents,
@@ -50,6 +58,10 @@ class Usage:
     @property
     def empty(self) -> bool:
         return self.pods == 0
+
+    @property
+    def is_zero(self) -> bool:
+        return not (self.pods or self.gpus or self.gpu_equivalents or self.slices)
 
 
 EMPTY = Usage()
