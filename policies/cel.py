@@ -12,6 +12,8 @@ from typing import Any
 
 from cel_expr_python import cel
 
+from policies.cel_fields import object_fields
+
 _ENV = cel.NewEnv(variables={"object": cel.Type.DYN, "request": cel.Type.DYN})
 
 
@@ -24,32 +26,40 @@ class CelEvaluationError(RuntimeError):
 
 
 class CelInput:
-    """The variables of one admission request, converted into CEL values once for all its expressions.
+    """The variables of one admission request, converted into CEL values once per set of fields.
 
-    Converting a Pod into CEL costs about fifteen times an evaluation, so it is done lazily, once,
-    and only for requests that meet an expression at all.
+    Converting a Pod into CEL costs about fifteen times an evaluation, so it is done lazily, only
+    for requests that meet an expression at all, and with only the top-level fields of `object`
+    the expression can read (policies.cel_fields), the whole object when that is not known.
     """
 
-    __slots__ = ("_data", "_activation")
+    __slots__ = ("_data", "_activations")
 
     def __init__(self, data: Mapping[str, object] | Callable[[], Mapping[str, object]]) -> None:
         self._data = data
-        self._activation: Any = None
+        self._activations: dict[frozenset[str] | None, Any] = {}
 
-    def activation(self) -> Any:
-        if self._activation is None:
+    def activation(self, fields: frozenset[str] | None = None) -> Any:
+        activation = self._activations.get(fields)
+        if activation is None:
             data = self._data
-            self._activation = _ENV.Activation(data if isinstance(data, Mapping) else data())
-        return self._activation
+            if not isinstance(data, Mapping):
+                data = self._data = data()
+            obj = data.get("object")
+            if fields is not None and isinstance(obj, Mapping):
+                data = {**data, "object": {k: obj[k] for k in fields if k in obj}}
+            activation = self._activations[fields] = _ENV.Activation(data)
+        return activation
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledExpression:
     source: str
     program: Any
+    object_fields: frozenset[str] | None = None  # None: the whole object
 
     def evaluate(self, data: CelInput) -> object:
-        value = self.program.eval(activation=data.activation())
+        value = self.program.eval(activation=data.activation(self.object_fields))
         if value.type() == cel.Type.ERROR:
             raise CelEvaluationError(str(value.plain_value()))
         return value.plain_value()
@@ -66,7 +76,7 @@ def compile_expression(source: str) -> CompiledExpression:
         program = _ENV.compile(source)
     except RuntimeError as error:
         raise CelCompileError(_first_line(str(error))) from None
-    return CompiledExpression(source, program)
+    return CompiledExpression(source, program, object_fields(source))
 
 
 def _first_line(message: str) -> str:

@@ -2,9 +2,9 @@
 
 Under gthread, after every response a kept-alive connection goes back to the main thread's
 poller, and its next request is handed to a pool thread again: two thread hand-offs, a pipe
-write and a GIL ping-pong per review. On this project's 2-core VM that measured 8.6 context
-switches and 1.8 CPU migrations a review, against 2.0 and 0.02 here, and the bare endpoint's p99
-at 150/s dropped from 3.1 to 1.7 ms (bench/load.py has the side-by-side figures).
+write and a GIL ping-pong per review. On this project's 2-core VM (`perf stat` on one worker at
+150 reviews/s) that was 8.6 context switches and 1.8 CPU migrations a review, against 2.0 and
+0.02 here; `bench/load.py --also-worker gthread` puts the two side by side.
 
 Here the thread that answered a request waits for the connection's next one itself, in poll()
 with the GIL released. Each connection has a thread of its own: the pool holds
