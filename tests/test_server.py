@@ -375,3 +375,41 @@ def test_a_content_length_that_is_not_a_number_is_a_400(server):
         response = http.client.HTTPResponse(tls)
         response.begin()
         assert 400 <= response.status < 500
+
+
+@pytest.fixture
+def json_logs():
+    """The server's own log set-up (JSON lines), writing into a buffer; put back afterwards."""
+    import io
+    import logging
+
+    from webhook import logs
+
+    logger = logging.getLogger("gpu_admission")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    flags = (logging._srcfile, logging.logThreads, logging.logProcesses, logging.logMultiprocessing)
+    logs.configure("INFO")
+    buffer = io.StringIO()
+    logger.handlers[0].setStream(buffer)
+    yield buffer
+    logger.handlers[:], logger.level, logger.propagate = saved
+    logging._srcfile, logging.logThreads, logging.logProcesses, logging.logMultiprocessing = flags
+
+
+def test_each_review_is_one_json_log_line_with_uid_object_decision_and_latency(json_logs):
+    import re
+
+    from webhook.app import create_app
+
+    app = create_app(holder_with())
+    obj = pod(gpu_container(), namespace="team-a")
+    obj["metadata"]["name"] = "trainer"
+    body = json.dumps(review(obj, uid="logged-uid")).encode()
+    answer = app.test_client().post("/validate", data=body, content_type="application/json")
+    assert answer.status_code == 200
+    lines = [json.loads(line) for line in json_logs.getvalue().splitlines()]
+    entry = next(line for line in lines if line["message"] == "review")
+    assert entry["uid"] == "logged-uid" and entry["namespace"] == "team-a" and entry["name"] == "trainer"
+    assert entry["endpoint"] == "validate" and entry["decision"] == "denied" and entry["kind"] == "Pod"
+    assert "require-team-label" in entry["denial"] and entry["latencyMs"] > 0
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["time"]) and entry["level"] == "info"

@@ -45,11 +45,13 @@ class AdmissionRequest:
 
     @property
     def display_name(self) -> str:
-        """Pods created by controllers have only a generateName when admitted."""
+        """The request's name, else the object's (pods created by controllers have only a generateName)."""
         if self.name or not isinstance(self.object, dict):
             return self.name
         metadata = self.object.get("metadata")
-        return str(metadata.get("generateName") or "") if isinstance(metadata, dict) else ""
+        if not isinstance(metadata, dict):
+            return ""
+        return str(metadata.get("name") or metadata.get("generateName") or "")
 
     def info(self) -> RequestInfo:
         return RequestInfo(self.namespace, self.operation, self.dry_run, self.uid, self.username, self.groups)
