@@ -203,6 +203,20 @@ def worker_rss_mib(master: int) -> list[float]:
     return sizes
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) the process has used, from /proc (the server's own processes)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(process: subprocess.Popen[bytes] | multiprocessing.Process) -> float:
+    assert process.pid is not None
+    pids = [process.pid]
+    if isinstance(process, subprocess.Popen):  # gunicorn: its workers
+        pids = [int(p) for p in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+    return sum(cpu_seconds(pid) for pid in pids)
+
+
 Figures = tuple[float, float, float]  # throughput, p50 ms, p99 ms
 
 
@@ -236,6 +250,7 @@ def main() -> None:
     peaks: dict[str, list[Figures]] = {label: [] for label in subjects}
     paced: dict[str, list[Figures]] = {label: [] for label in subjects}
     rss: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {label: [] for label in subjects}  # server CPU µs a review, at peak
     servers: dict[tuple[str, str | None], tuple[int, subprocess.Popen[bytes] | multiprocessing.Process]] = {}
     try:
         for app, _, worker_class in subjects.values():
@@ -248,7 +263,9 @@ def main() -> None:
         for _ in range(args.rounds):
             for label, (app, path, worker_class) in subjects.items():
                 port, process = servers[app, worker_class]
+                before = server_cpu(process)
                 peaks[label].append(drive(port, ca, args.clients, args.seconds, 0, path))
+                cpu[label].append((server_cpu(process) - before) / (peaks[label][-1][0] * args.seconds) * 1e6)
                 paced[label].append(drive(port, ca, args.clients, args.seconds, args.rate, path))
                 if app != FLOOR and process.pid:
                     rss[label] = worker_rss_mib(process.pid)
@@ -261,8 +278,10 @@ def main() -> None:
     print(
         f"gunicorn x{args.workers} workers (webhook.worker.ConnectionWorker unless named), TLS 1.2+,"
         f" {args.clients} keep-alive client processes; medians of {args.rounds} rounds of {args.seconds:g} s;"
-        " throughput ratios are to the bare endpoint under the shipped worker"
+        " throughput ratios are to the bare endpoint under the shipped worker;"
+        " server CPU a review at peak (all workers, from /proc, steadier than throughput on a shared machine)"
     )
+    bare_cpu = statistics.median(cpu["bare Flask endpoint"])
     for label in subjects:
         peak, slow = median_of(peaks[label]), median_of(paced[label])
         ratios = ", ".join(
@@ -273,6 +292,8 @@ def main() -> None:
             f"  {label:30} peak {peak[0]:6.0f} rev/s ({peak[0] / bare:.2f}x bare; rounds {ratios})"
             f" p50 {peak[1]:.2f} ms p99 {peak[2]:.2f} ms"
         )
+        own_cpu = statistics.median(cpu[label])
+        print(f"  {'':30} server CPU {own_cpu:.0f} µs a review (bare's / this: {bare_cpu / own_cpu:.2f})")
         print(f"  {'':30} at {args.rate:g}/s: p50 {slow[1]:.2f} ms p99 {slow[2]:.2f} ms; RSS per worker {sizes} MiB")
 
 
