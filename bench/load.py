@@ -193,10 +193,13 @@ def drive(port: int, ca: str, clients: int, seconds: float, rate: float, path: s
     return len(latencies) / seconds, statistics.median(latencies) * 1000, p99 * 1000
 
 
+def worker_pids(master: int) -> list[int]:
+    return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+
+
 def worker_rss_mib(master: int) -> list[float]:
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
     sizes = []
-    for pid in children:
+    for pid in worker_pids(master):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 sizes.append(int(line.split()[1]) / 1024)
@@ -213,7 +216,7 @@ def server_cpu(process: subprocess.Popen[bytes] | multiprocessing.Process) -> fl
     assert process.pid is not None
     pids = [process.pid]
     if isinstance(process, subprocess.Popen):  # gunicorn: its workers
-        pids = [int(p) for p in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+        pids = worker_pids(process.pid)
     return sum(cpu_seconds(pid) for pid in pids)
 
 

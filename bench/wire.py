@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
+from collections.abc import Callable
 
 
 class KeepAliveClient:
@@ -29,21 +30,32 @@ class KeepAliveClient:
     def exchange(self, prepared: bytes) -> tuple[int, bytes]:
         """Send one prepared request; the response's status and body."""
         self.sock.sendall(prepared)
-        while b"\r\n\r\n" not in self.buffer:
-            self.buffer += self._receive()
-        head, _, rest = self.buffer.partition(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        length = next(int(line[15:]) for line in lines if line[:15].lower() == b"content-length:")
-        while len(rest) < length:
-            rest += self._receive()
-        self.buffer = rest[length:]
-        return int(lines[0].split()[1]), rest[:length]
-
-    def _receive(self) -> bytes:
-        data = self.sock.recv(65536)
-        if not data:
+        message = read_message(self.sock.recv, self.buffer)
+        if message is None:
             raise ConnectionError("server closed the connection")
-        return data
+        lines, body, self.buffer = message
+        return int(lines[0].split()[1]), body
+
+
+def read_message(receive: Callable[[int], bytes], buffer: bytes) -> tuple[list[bytes], bytes, bytes] | None:
+    """One HTTP/1.1 message with a Content-Length, after what `buffer` already holds: its head's
+    lines, its body and the bytes read past it; None if the peer closed before it began."""
+    while b"\r\n\r\n" not in buffer:
+        data = receive(65536)
+        if not data:
+            if buffer:
+                raise ConnectionError("connection closed inside a message")
+            return None
+        buffer += data
+    head, _, rest = buffer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = next(int(line[15:]) for line in lines if line[:15].lower() == b"content-length:")
+    while len(rest) < length:
+        data = receive(65536)
+        if not data:
+            raise ConnectionError("connection closed inside a message")
+        rest += data
+    return lines, rest[:length], rest[length:]
 
 
 def serve_floor(port: int, cert: str, key: str, answer: bytes) -> None:
@@ -60,17 +72,8 @@ def serve_floor(port: int, cert: str, key: str, answer: bytes) -> None:
     def connection(raw: socket.socket) -> None:
         with context.wrap_socket(raw, server_side=True) as tls:
             buffer = b""
-            while True:
-                while b"\r\n\r\n" not in buffer:
-                    data = tls.recv(65536)
-                    if not data:
-                        return
-                    buffer += data
-                head, _, rest = buffer.partition(b"\r\n\r\n")
-                length = next(int(line[15:]) for line in head.split(b"\r\n") if line[:15].lower() == b"content-length:")
-                while len(rest) < length:
-                    rest += tls.recv(65536)
-                buffer = rest[length:]
+            while (message := read_message(tls.recv, buffer)) is not None:
+                buffer = message[2]
                 tls.sendall(response)
 
     while True:
