@@ -144,6 +144,5 @@ def serve(config: ServerConfig, bind: str, workers: int) -> None:
     app = create_app(build_holder(config))
     ca = str(config.cert_dir / CA_FILE)
     log.info("serving", extra={"fields": {"bind": bind, "ca": ca, "workers": workers}})
-    options = {"bind": bind, "workers": workers}
-    options.update(certfile=str(config.cert_dir / CERT_FILE), keyfile=str(config.cert_dir / KEY_FILE))
-    WebhookServer(app, options).run()
+    certfile, keyfile = str(config.cert_dir / CERT_FILE), str(config.cert_dir / KEY_FILE)
+    WebhookServer(app, {"bind": bind, "workers": workers, "certfile": certfile, "keyfile": keyfile}).run()
