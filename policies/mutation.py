@@ -1,7 +1,7 @@
 """The mutating side: what the webhook does to a GPU pod, and why.
 
-Returns the mutated object, the changes with their policies, warnings, and the problems the
-validating side will deny on. The RFC 6902 patch is derived from the objects by the caller.
+Returns the mutated object with its RFC 6902 patch, the changes with their policies, warnings,
+and the problems the validating side will deny on.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def short(text: str) -> str:
 class MutationResult:
     original: JSON
     object: JSON
+    patch: tuple[JSON, ...] = ()  # RFC 6902 operations from original to object, as the draft wrote them
     changes: tuple[Change, ...] = ()
     warnings: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
@@ -94,6 +95,7 @@ def mutate_pod(
     return MutationResult(
         original=raw,
         object=doc.root if changes else raw,
+        patch=tuple(doc.operations) if changes else (),
         changes=tuple(changes),
         warnings=tuple(short(w) for w in warnings),
         problems=tuple(problems),
@@ -114,7 +116,7 @@ def _record(doc: Draft, changes: list[Change]) -> None:
     annotations = doc.child(doc.child(doc.root, "metadata"), "annotations")
     recorded = dict.fromkeys(_earlier_record(annotations.get(MUTATED_ANNOTATION)))
     recorded.update(dict.fromkeys([CHANGE_FORMAT % change for change in changes]))
-    annotations[MUTATED_ANNOTATION] = orjson.dumps(list(recorded)).decode()
+    doc.set(annotations, MUTATED_ANNOTATION, orjson.dumps(list(recorded)).decode())
 
 
 def _earlier_record(text: object) -> list[str]:

@@ -24,8 +24,8 @@ def _rename(doc: Draft, rewrite: Rewrite, policy: str, changes: list[Change]) ->
     count = format_count(container.amount(WHOLE_GPU_RESOURCE))
     for section in ("limits", "requests"):
         values = doc.child(resources, section)
-        values.pop(WHOLE_GPU_RESOURCE, None)
-        values[rewrite.profile.resource] = count
+        doc.remove(values, WHOLE_GPU_RESOURCE)
+        doc.set(values, rewrite.profile.resource, count)
     changes.append(
         Change(f"{container.path}.resources", f"nvidia.com/gpu -> {rewrite.profile.resource} ({rewrite.why})", policy)
     )
@@ -42,20 +42,20 @@ def steer(doc: Draft, labels: tuple[str, ...], why: str, policy: str, changes: l
     if PRODUCT_LABEL in (spec.get("nodeSelector") or {}):
         return  # already pinned: to these nodes, or MigPlanner reported the conflict
     if len(labels) == 1:
-        doc.child(spec, "nodeSelector")[PRODUCT_LABEL] = labels[0]
+        doc.set(doc.child(spec, "nodeSelector"), PRODUCT_LABEL, labels[0])
         changes.append(Change(f"spec.nodeSelector.{PRODUCT_LABEL}", f"{labels[0]} ({why})", policy))
         return
     node_affinity = doc.child(doc.child(spec, "affinity"), "nodeAffinity")
     node_selector = doc.child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
     terms = doc.child(node_selector, "nodeSelectorTerms", list)
     if not terms:
-        terms.append({})
+        doc.append(terms, {})
     requirement = {"key": PRODUCT_LABEL, "operator": "In", "values": list(labels)}
     added = False
     for i in range(len(terms)):
         expressions = doc.child(doc.item(terms, i), "matchExpressions", list)
         if requirement not in expressions:
-            expressions.append(requirement)
+            doc.append(expressions, requirement)
             added = True
     if added:
         changes.append(Change("spec.affinity.nodeAffinity", f"{PRODUCT_LABEL} in {', '.join(labels)} ({why})", policy))

@@ -73,7 +73,7 @@ def apply_runtime(
     if merged.runtime_class:
         wanted, policy = merged.runtime_class
         if pod.runtime_class_name is None:
-            spec["runtimeClassName"] = wanted
+            doc.set(spec, "runtimeClassName", wanted)
             changes.append(Change("spec.runtimeClassName", wanted, policy))
         elif pod.runtime_class_name != wanted:
             warnings.append(f"keeps runtimeClassName {pod.runtime_class_name}; policy {policy} sets {wanted}")
@@ -81,7 +81,7 @@ def apply_runtime(
     for key, (value, policy) in merged.node_selector.items():
         current = pod.node_selector.get(key)
         if current is None:
-            doc.child(spec, "nodeSelector")[key] = value
+            doc.set(doc.child(spec, "nodeSelector"), key, value)
             changes.append(Change(f"spec.nodeSelector.{key}", value, policy))
         elif current != value:
             warnings.append(f"keeps nodeSelector {key}={current}; policy {policy} sets {value}")
@@ -96,7 +96,7 @@ def _tolerations(doc: Draft, spec: dict[str, JSON], merged: Merged, changes: lis
     present = {Toleration.from_json(t).normalised() for t in existing if isinstance(t, dict)}
     for toleration, policy in merged.tolerations:
         if toleration not in present:
-            doc.child(spec, "tolerations", list).append(toleration.to_json())
+            doc.append(doc.child(spec, "tolerations", list), toleration.to_json())
             present.add(toleration)
             changes.append(Change("spec.tolerations", f"{toleration.key or '*'} {toleration.operator}", policy))
 
@@ -106,8 +106,9 @@ def _env(doc: Draft, container: ContainerView, merged: Merged, changes: list[Cha
         return
     if container.env.keys().isdisjoint(merged.env):
         # The usual case, none of the policies' variables set yet: every one is added, as merged.
-        raw = doc.container(container.init, container.index)
-        doc.child(raw, "env", list).extend({"name": name, "value": value} for name, (value, _) in merged.env.items())
+        listed = doc.child(doc.container(container.init, container.index), "env", list)
+        for name, (value, _) in merged.env.items():
+            doc.append(listed, {"name": name, "value": value})
         path = f"{container.path}.env"
         changes.extend(Change(path, names, policy) for policy, names in merged.env_groups)
         return
@@ -117,7 +118,7 @@ def _env(doc: Draft, container: ContainerView, merged: Merged, changes: list[Cha
         if name not in container.env:
             if env is None:
                 env = doc.child(doc.container(container.init, container.index), "env", list)
-            env.append({"name": name, "value": value})
+            doc.append(env, {"name": name, "value": value})
             added.setdefault(policy, []).append(name)
         elif container.env[name] != value:
             warnings.append(f"{container.name}: keeps env {name} as set; policy {policy} sets {value!r}")
@@ -132,7 +133,7 @@ def ensure_shm_volume(doc: Draft, size: str | None, policy: str, changes: list[C
     empty_dir: dict[str, JSON] = {"medium": "Memory"}
     if size:
         empty_dir["sizeLimit"] = size
-    volumes.append({"name": SHM_VOLUME, "emptyDir": empty_dir})
+    doc.append(volumes, {"name": SHM_VOLUME, "emptyDir": empty_dir})
     changes.append(Change("spec.volumes", f"{SHM_VOLUME} emptyDir Memory {size or ''}".rstrip(), policy))
 
 
@@ -145,6 +146,6 @@ def add_shm(
         return
     ensure_shm_volume(doc, size, policy, changes)
     for container in needing:
-        raw = doc.container(container.init, container.index)
-        doc.child(raw, "volumeMounts", list).append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+        mounts = doc.child(doc.container(container.init, container.index), "volumeMounts", list)
+        doc.append(mounts, {"name": SHM_VOLUME, "mountPath": SHM_PATH})
         changes.append(Change(f"{container.path}.volumeMounts", f"{SHM_VOLUME} at {SHM_PATH}", policy))

@@ -124,7 +124,7 @@ def inject_triton(
     env = [{"name": k, "value": v} for k, (v, _) in merged.env.items()] if merged and spec.profile else []
     raw = sidecar(spec, repository, resources, env)
     key = "initContainers" if spec.native_sidecar else "containers"
-    doc.child(doc.spec(), key, list).append(raw)
+    doc.append(doc.child(doc.spec(), key, list), raw)
     changes.append(Change(f"spec.{key}", f"triton sidecar {spec.image} --model-repository={repository}", policy))
     size = merged.shm_size[0] if merged and merged.shm_size else None
     ensure_shm_volume(doc, size, policy, changes)

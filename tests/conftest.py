@@ -2,25 +2,45 @@
 
 from __future__ import annotations
 
+import copy
 import textwrap
 from typing import Any
 
+import jsonpatch
 import pytest
 from kubernetes.client import ApiClient
 
+from policies.cluster import NO_CLUSTER, ClusterState
+from policies.document import JSON
 from policies.engine import Engine
 from policies.loader import load_texts
+from policies.mutation import MutationResult
 from policies.policyset import PolicySet
+from policies.request import RequestInfo
 from webhook.quantity import parse_quantity
 
 _API = ApiClient()
+
+
+class PatchCheckingEngine(Engine):
+    """Every mutation in the suite also holds its recorded patch to the object it returns: applied
+    to the pod as sent by an RFC 6902 implementation, it must yield exactly that object."""
+
+    def mutate(
+        self, raw: JSON, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
+    ) -> MutationResult:
+        sent = copy.deepcopy(raw)
+        result = super().mutate(raw, request, cluster)
+        assert raw == sent, "the object as sent is never modified"
+        assert jsonpatch.apply_patch(sent, list(result.patch)) == result.object, result.patch
+        return result
 
 
 def engine_from(*documents: str) -> Engine:
     texts = [(f"policy-{i}.yaml", textwrap.dedent(doc)) for i, doc in enumerate(documents)]
     result = load_texts(texts, parse_quantity)
     assert not result.problems, [str(p) for p in result.problems]
-    return Engine(PolicySet(result.policies), parse_quantity)
+    return PatchCheckingEngine(PolicySet(result.policies), parse_quantity)
 
 
 def policy(name: str = "p", spec: str = "") -> str:
@@ -70,4 +90,4 @@ def default_engine() -> Engine:
 
     policy_set, result = load_policies(None)
     assert not result.problems
-    return Engine(policy_set, parse_quantity)
+    return PatchCheckingEngine(policy_set, parse_quantity)

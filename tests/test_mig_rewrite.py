@@ -220,6 +220,30 @@ def test_single_strategy_adds_the_product_requirement_to_every_existing_affinity
     assert out[0]["matchExpressions"][0]["key"] == "zone"
 
 
+def test_single_strategy_adds_the_product_to_the_pods_own_node_selector():
+    result = engine_from(mig_policy(models="[B200-180GB]", strategy="single", default="3g.90gb")).mutate(
+        pod(nodeSelector={"zone": "a"})
+    )
+    assert result.object["spec"]["nodeSelector"] == {"zone": "a", "nvidia.com/gpu.product": "NVIDIA-B200-MIG-3g.90gb"}
+
+
+@pytest.mark.parametrize(
+    "affinity",
+    [
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}},
+        {"podAntiAffinity": {}},
+    ],
+    ids=["no-terms-yet", "no-node-selector-terms", "other-affinity-only"],
+)
+def test_single_strategy_creates_the_product_term_beside_what_affinity_already_has(affinity):
+    result = engine_from(mig_policy(models="[A100-80GB]", strategy="single", default="1g.10gb")).mutate(
+        pod(affinity=affinity)
+    )
+    required = result.object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [e["key"] for e in required["nodeSelectorTerms"][0]["matchExpressions"]] == ["nvidia.com/gpu.product"]
+
+
 def test_single_strategy_denies_containers_that_want_different_profiles():
     engine = engine_from(mig_policy(models="[B200-180GB]", strategy="single"))
     result = engine.mutate(

@@ -51,6 +51,12 @@ def test_existing_tolerations_are_merged_not_duplicated():
     assert spec["tolerations"] == existing
 
 
+def test_a_missing_toleration_is_added_after_the_pods_own():
+    spot = {"key": "spot", "operator": "Exists"}
+    spec = engine_from(RUNTIME).mutate(pod(tolerations=[spot])).object["spec"]
+    assert spec["tolerations"] == [spot, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
 def test_user_values_win_and_the_user_is_told():
     container = gpu_container(env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}])
     result = engine_from(RUNTIME).mutate(pod(container, runtimeClassName="custom", nodeSelector={"pool": "big"}))

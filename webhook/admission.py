@@ -13,7 +13,6 @@ from typing import Any
 from policies.engine import JUDGED_KINDS
 from policies.errors import InputError
 from policies.loader import load_texts
-from policies.patch import json_patch
 from policies.request import Operation
 from webhook.configmaps import is_policy_configmap, policy_owner, texts_of
 from webhook.errors import BadRequest
@@ -67,7 +66,7 @@ def mutate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse
     def run() -> AdmissionResponse:
         raw = _require_object(request)
         result = engine.mutate(raw, request.info(), holder.cluster)
-        return AdmissionResponse(request.uid, True, json_patch(result.original, result.object), result.warnings)
+        return AdmissionResponse(request.uid, True, result.patch, result.warnings)
 
     return _guarded("mutate", holder, request, run)
 

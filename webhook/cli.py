@@ -17,7 +17,6 @@ import yaml
 
 from policies.engine import Engine
 from policies.errors import InputError
-from policies.patch import json_patch
 from webhook.offline import cmd_lint, cmd_validate
 from webhook.quantity import parse_quantity
 from webhook.sources import load_policies, read_manifests
@@ -52,7 +51,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
             raise error.in_document(label) from None
         for warning in result.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
-        outputs.append(json_patch(result.original, result.object) if args.output == "patch" else result.object)
+        outputs.append(list(result.patch) if args.output == "patch" else result.object)
     if args.output == "patch":
         print("\n".join(json.dumps(patch) for patch in outputs))
     else:

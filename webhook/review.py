@@ -61,7 +61,7 @@ class AdmissionRequest:
 class AdmissionResponse:
     uid: str
     allowed: bool
-    patch: list[dict[str, Any]] = field(default_factory=list)
+    patch: tuple[dict[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
     message: str = ""
     code: int = 403
