@@ -55,7 +55,7 @@ class Engine:
             return validate_pod(raw, self.policy_set, self.parse_quantity, usage, request, cluster=cluster)
         template = pod_template(raw)
         namespace = template.pod["metadata"].get("namespace") or (request.namespace if request else "")
-        creating = replace(request or RequestInfo(namespace=namespace), operation=Operation.CREATE)
+        creating = (request or RequestInfo(namespace=namespace))._replace(operation=Operation.CREATE)
         subject = f"{subject_of(raw, namespace)} {template.path}"
         try:
             # The controller's pods will pass the mutating webhook first: judge them as they will be.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from policies.cel import CelInput
 
@@ -15,8 +15,9 @@ class Operation(enum.Enum):
     CONNECT = "CONNECT"
 
 
-@dataclass(frozen=True, slots=True)
-class RequestInfo:
+# A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
+# the cost (a frozen dataclass sets each field through object.__setattr__).
+class RequestInfo(NamedTuple):
     namespace: str = ""
     operation: Operation = Operation.CREATE
     dry_run: bool = False
@@ -25,7 +26,7 @@ class RequestInfo:
     groups: tuple[str, ...] = ()
 
     def in_namespace(self, namespace: str) -> RequestInfo:
-        return self if namespace == self.namespace else replace(self, namespace=namespace)
+        return self if namespace == self.namespace else self._replace(namespace=namespace)
 
     def cel_input(self, obj: object) -> CelInput:
         """`object` and `request` for CEL, built only if an expression is evaluated."""

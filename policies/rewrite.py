@@ -20,7 +20,7 @@ def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
 
 def _rename(doc: Draft, rewrite: Rewrite, policy: str, changes: list[Change]) -> None:
     container = rewrite.container
-    resources = doc.child(doc.container(container.init, container.index), "resources")
+    resources = doc.child(doc.container(container.init, container.position), "resources")
     count = format_count(container.amount(WHOLE_GPU_RESOURCE))
     for section in ("limits", "requests"):
         values = doc.child(resources, section)

@@ -106,7 +106,7 @@ def _env(doc: Draft, container: ContainerView, merged: Merged, changes: list[Cha
         return
     if container.env.keys().isdisjoint(merged.env):
         # The usual case, none of the policies' variables set yet: every one is added, as merged.
-        listed = doc.child(doc.container(container.init, container.index), "env", list)
+        listed = doc.child(doc.container(container.init, container.position), "env", list)
         for name, (value, _) in merged.env.items():
             doc.append(listed, {"name": name, "value": value})
         path = f"{container.path}.env"
@@ -117,7 +117,7 @@ def _env(doc: Draft, container: ContainerView, merged: Merged, changes: list[Cha
     for name, (value, policy) in merged.env.items():
         if name not in container.env:
             if env is None:
-                env = doc.child(doc.container(container.init, container.index), "env", list)
+                env = doc.child(doc.container(container.init, container.position), "env", list)
             doc.append(env, {"name": name, "value": value})
             added.setdefault(policy, []).append(name)
         elif container.env[name] != value:
@@ -146,6 +146,6 @@ def add_shm(
         return
     ensure_shm_volume(doc, size, policy, changes)
     for container in needing:
-        mounts = doc.child(doc.container(container.init, container.index), "volumeMounts", list)
+        mounts = doc.child(doc.container(container.init, container.position), "volumeMounts", list)
         doc.append(mounts, {"name": SHM_VOLUME, "mountPath": SHM_PATH})
         changes.append(Change(f"{container.path}.volumeMounts", f"{SHM_VOLUME} at {SHM_PATH}", policy))

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from policies.capacity import CapacityLedger, node_gpus, node_uses
@@ -257,4 +257,4 @@ def _strict(policy: GPUPolicy) -> bool:
 def _denied(decision: Decision, message: str) -> Decision:
     policy = decision.policies[0] if decision.policies else ""
     verdict = Verdict(policy, "quota.consistency", "spec.quota.consistency", message, Action.DENY)
-    return replace(decision, allowed=False, verdicts=(*decision.verdicts, verdict))
+    return decision._replace(allowed=False, verdicts=(*decision.verdicts, verdict))
