@@ -98,7 +98,7 @@ def start(app: str, port: int, cert_dir: Path, workers: int, worker_class: str |
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
-        "GPU_ADMISSION_LOG_LEVEL": "INFO",  # as shipped: a JSON line a review (to /dev/null here)
+        "GPU_ADMISSION_LOG_LEVEL": "INFO",  # as shipped: a JSON line a patch or denial (to /dev/null here)
         "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="bench-metrics-"),
     }
     command = [

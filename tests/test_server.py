@@ -396,7 +396,7 @@ def json_logs():
     logging._srcfile, logging.logThreads, logging.logProcesses, logging.logMultiprocessing = flags
 
 
-def test_each_review_is_one_json_log_line_with_uid_object_decision_and_latency(json_logs):
+def test_a_review_that_acts_is_one_json_log_line_with_uid_object_decision_and_latency(json_logs):
     import re
 
     from webhook.app import create_app
@@ -413,3 +413,19 @@ def test_each_review_is_one_json_log_line_with_uid_object_decision_and_latency(j
     assert entry["endpoint"] == "validate" and entry["decision"] == "denied" and entry["kind"] == "Pod"
     assert "require-team-label" in entry["denial"] and entry["latencyMs"] > 0
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["time"]) and entry["level"] == "info"
+
+
+@pytest.mark.parametrize("level, logged", [("INFO", False), ("DEBUG", True)], ids=["at-info", "at-debug"])
+def test_a_review_that_changes_and_says_nothing_is_logged_only_at_debug(json_logs, level, logged):
+    import logging
+
+    from webhook.app import create_app
+
+    logging.getLogger("gpu_admission").setLevel(level)
+    app = create_app(holder_with())
+    obj = pod(plain_container(), namespace="team-a")
+    answer = app.test_client().post("/mutate", data=json.dumps(review(obj)), content_type="application/json")
+    assert answer.status_code == 200 and "patch" not in answer.get_json()["response"]
+    lines = [json.loads(line) for line in json_logs.getvalue().splitlines()]
+    reviews = [line for line in lines if line["message"] == "review"]
+    assert [(r["decision"], r["level"]) for r in reviews] == ([("allowed", "debug")] if logged else [])

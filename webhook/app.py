@@ -63,8 +63,12 @@ def _review(endpoint: str, holder: EngineHolder, decide: Decide) -> Response:
         decision = "patched"
     reviews_counted(endpoint, review.operation.value, decision).inc()
     latency_of(endpoint).observe(elapsed)
-    if log.isEnabledFor(logging.INFO):
-        log.info(
+    # What an operator asks about, a patch, a denial, a warning, is logged at INFO; a review that
+    # changed and said nothing at DEBUG (as Gatekeeper logs only denials, and those on request).
+    level = logging.INFO if answer.patch or answer.warnings or not answer.allowed else logging.DEBUG
+    if log.isEnabledFor(level):
+        log.log(
+            level,
             "review",
             extra={
                 "fields": {
