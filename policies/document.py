@@ -45,6 +45,7 @@ class Draft:
         # id of each container copied or created here -> its JSON pointer; None inside an added one
         self._owned: dict[int, str | None] = {id(self.root): ""}
         self._containers: dict[tuple[bool, int], dict[str, JSON]] = {}
+        self._removed: list[JSON] = []
 
     def child(self, parent: dict[str, JSON], key: str, empty: type = dict) -> JSON:
         """parent[key] ready for writing (parent must come from this draft); created when missing or null."""
@@ -84,7 +85,8 @@ class Draft:
         where = self._owned[id(parent)]
         if where is not None:
             self.operations.append({"op": "remove", "path": f"{where}/{_escaped(key)}"})
-        self._owned.pop(id(parent.pop(key)), None)
+        # Kept alive: ids in _owned must not be reused by new objects while the draft lives.
+        self._removed.append(parent.pop(key))
 
     def append(self, parent: list[JSON], value: JSON) -> None:
         where = self._owned[id(parent)]
