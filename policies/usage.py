@@ -124,8 +124,14 @@ def pod_usage(pod: PodView, catalog: Catalog, preferred: tuple[GpuModel, ...] = 
             profile = catalog.profile_for_resource(name)
             if profile is not None:
                 slices[profile] = slices.get(profile, 0) + count
-    equivalents = sum((catalog.weight(p, models) * n for p, n in slices.items()), Fraction(gpus))
-    return Usage(equivalents, slices, gpus, 1)
+    # Summed over a common denominator in ints, one Fraction at the end: each Fraction operator
+    # makes and normalizes a Fraction of its own, microseconds a step.
+    numerator, denominator = gpus, 1
+    for profile, count in slices.items():
+        weight = catalog.weight(profile, models)
+        numerator = numerator * weight.denominator + count * weight.numerator * denominator
+        denominator *= weight.denominator
+    return Usage(Fraction(numerator, denominator), slices, gpus, 1)
 
 
 def _model_hint(pod: PodView, catalog: Catalog) -> tuple[GpuModel, ...]:
