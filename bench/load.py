@@ -212,12 +212,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def server_cpu(process: subprocess.Popen[bytes] | multiprocessing.Process) -> float:
+def server_cpu(process: subprocess.Popen[bytes] | multiprocessing.Process) -> list[float]:
+    """CPU seconds of each serving process: gunicorn's workers, or the floor's one process."""
     assert process.pid is not None
     pids = [process.pid]
-    if isinstance(process, subprocess.Popen):  # gunicorn: its workers
+    if isinstance(process, subprocess.Popen):
         pids = worker_pids(process.pid)
-    return sum(cpu_seconds(pid) for pid in pids)
+    return [cpu_seconds(pid) for pid in pids]
 
 
 Figures = tuple[float, float, float]  # throughput, p50 ms, p99 ms
@@ -254,6 +255,9 @@ def main() -> None:
     paced: dict[str, list[Figures]] = {label: [] for label in subjects}
     rss: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {label: [] for label in subjects}  # server CPU µs a review, at peak
+    # Kept-alive connections stay on the worker that accepted them: with a few client connections,
+    # one worker may get most of them, and throughput then measures the split, not the server.
+    busiest: dict[str, list[float]] = {label: [] for label in subjects}
     servers: dict[tuple[str, str | None], tuple[int, subprocess.Popen[bytes] | multiprocessing.Process]] = {}
     try:
         for app, _, worker_class in subjects.values():
@@ -268,7 +272,9 @@ def main() -> None:
                 port, process = servers[app, worker_class]
                 before = server_cpu(process)
                 peaks[label].append(drive(port, ca, args.clients, args.seconds, 0, path))
-                cpu[label].append((server_cpu(process) - before) / (peaks[label][-1][0] * args.seconds) * 1e6)
+                spent = [after - b for after, b in zip(server_cpu(process), before, strict=True)]
+                cpu[label].append(sum(spent) / (peaks[label][-1][0] * args.seconds) * 1e6)
+                busiest[label].append(max(spent) / sum(spent) if sum(spent) > 0 else 1.0)
                 paced[label].append(drive(port, ca, args.clients, args.seconds, args.rate, path))
                 if app != FLOOR and process.pid:
                     rss[label] = worker_rss_mib(process.pid)
@@ -297,6 +303,9 @@ def main() -> None:
         )
         own_cpu = statistics.median(cpu[label])
         print(f"  {'':30} server CPU {own_cpu:.0f} µs a review (bare's / this: {bare_cpu / own_cpu:.2f})")
+        if subjects[label][0] != FLOOR:
+            shares = ", ".join(f"{share:.0%}" for share in busiest[label])
+            print(f"  {'':30} busiest worker's share of that CPU, by round: {shares}")
         print(f"  {'':30} at {args.rate:g}/s: p50 {slow[1]:.2f} ms p99 {slow[2]:.2f} ms; RSS per worker {sizes} MiB")
 
 
