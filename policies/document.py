@@ -39,7 +39,6 @@ class Draft:
     """
 
     def __init__(self, original: dict[str, JSON]) -> None:
-        self.original = original
         self.root: dict[str, JSON] = dict(original)
         self.operations: list[dict[str, JSON]] = []
         # id of each container copied or created here -> its JSON pointer; None inside an added one

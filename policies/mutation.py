@@ -35,9 +35,8 @@ def short(text: str) -> str:
 # A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
 # the cost (a frozen dataclass sets each field through object.__setattr__).
 class MutationResult(NamedTuple):
-    original: JSON
     object: JSON
-    patch: tuple[JSON, ...] = ()  # RFC 6902 operations from original to object, as the draft wrote them
+    patch: tuple[JSON, ...] = ()  # RFC 6902 operations from the pod as sent to object, as written
     changes: tuple[Change, ...] = ()
     warnings: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
@@ -72,7 +71,7 @@ def mutate_pod(
     request = request or RequestInfo()
     view = parse_pod(raw, parse_quantity)
     if not view.in_scope:
-        return MutationResult(raw, raw)
+        return MutationResult(raw)
     namespace = view.namespace or request.namespace
     request = request.in_namespace(namespace)
     match = policy_set.matching(namespace, view.labels, request.cel_input(raw), cluster.namespace_labels(namespace))
@@ -94,7 +93,6 @@ def mutate_pod(
     warnings.extend(_sidestepped_quotas(plan, cluster.gpu_quotas(namespace)))
     warnings.extend(f"will be denied: {p}" for p in problems)
     return MutationResult(
-        original=raw,
         object=doc.root if changes else raw,
         patch=tuple(doc.operations) if changes else (),
         changes=tuple(changes),
