@@ -255,8 +255,9 @@ def main() -> None:
     paced: dict[str, list[Figures]] = {label: [] for label in subjects}
     rss: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {label: [] for label in subjects}  # server CPU µs a review, at peak
-    # Kept-alive connections stay on the worker that accepted them: with a few client connections,
-    # one worker may get most of them, and throughput then measures the split, not the server.
+    # Kept-alive connections stay on the worker that accepted them. The shipped worker shares them
+    # out evenly (50% here); one that does not may give most to one worker, and throughput then
+    # measures the split, not the server.
     busiest: dict[str, list[float]] = {label: [] for label in subjects}
     servers: dict[tuple[str, str | None], tuple[int, subprocess.Popen[bytes] | multiprocessing.Process]] = {}
     try:

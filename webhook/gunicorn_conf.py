@@ -1,8 +1,9 @@
 """gunicorn settings for the webhook (`gunicorn -c python:webhook.gunicorn_conf webhook.wsgi:app`).
 
 Workers (webhook.worker: gthread with a thread per connection) keep connections alive longer
-than the API server's 90 s idle timeout, so its connection pool is reused; on SIGTERM in-flight
-reviews finish within graceful_timeout and idle keep-alive connections are closed.
+than the API server's 90 s idle timeout, so its connection pool is reused, and share them out
+evenly (each gets a slot in webhook.connection_counts); on SIGTERM in-flight reviews finish
+within graceful_timeout and idle keep-alive connections are closed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import gc
 import os
 from typing import Any
 
+from webhook.connection_counts import COUNTS
 from webhook.tls import ReloadingContext
 
 bind = os.environ.get("GPU_ADMISSION_BIND", "0.0.0.0:8443")
@@ -42,6 +44,7 @@ def pre_fork(server: Any, worker: Any) -> None:
     # frozen, the collector never walks it again, which keeps full collections off the p99, and
     # the pages it sits on stay shared with the master.
     gc.freeze()
+    worker.slot = COUNTS.claim(sibling.slot for sibling in server.WORKERS.values())
 
 
 def post_fork(server: Any, worker: Any) -> None:
@@ -51,6 +54,9 @@ def post_fork(server: Any, worker: Any) -> None:
 
 
 def child_exit(server: Any, worker: Any) -> None:
+    slot = getattr(worker, "slot", None)
+    if slot is not None:
+        COUNTS.clear(slot)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 

@@ -16,6 +16,10 @@ gthread's.
 On SIGTERM a waiting connection is kept STOP_KEEPALIVE_LINGER seconds more for a request the
 client may already be sending (answered with `Connection: close`), then closed; SIGQUIT closes
 it at once.
+
+Connections are spread evenly over the workers (webhook.connection_counts): a worker holding
+more than its least loaded sibling waits up to ACCEPT_PATIENCE for that sibling to accept a new
+connection, and accepts it itself only if the sibling does not.
 """
 
 from __future__ import annotations
@@ -30,25 +34,73 @@ from typing import Any
 
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, ThreadWorker
 
+from webhook.connection_counts import COUNTS
+
+# A sibling that is not stopping wakes on the same listener and accepts within a millisecond or
+# two; one that has not after 100 ms is stuck, and the connection is not kept waiting on it.
+ACCEPT_PATIENCE = 0.1
+ACCEPT_RECHECK = 0.001
+
 
 class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyped
     _stop_read = -1
     _stop_write = -1
     _quitting = False
+    _connections = 0
+    slot: int | None = None  # in COUNTS, handed out by the master (gunicorn_conf.pre_fork)
 
     def init_process(self) -> None:
         self._stop_read, self._stop_write = os.pipe()
         super().init_process()
+
+    @property
+    def nr_conns(self) -> int:
+        return self._connections
+
+    @nr_conns.setter
+    def nr_conns(self, value: int) -> None:
+        # gthread counts its connections here, on the main thread only.
+        self._connections = value
+        if self.slot is not None and self.alive:
+            COUNTS.set(self.slot, value)
+
+    def accept(self, listener: Any) -> None:
+        if not self._left_to_a_sibling(listener):
+            super().accept(listener)
+
+    def _left_to_a_sibling(self, listener: Any) -> bool:
+        """Whether a sibling holding fewer connections took the connection waiting on the listener.
+
+        Only the main thread waits here (the connections' own threads keep serving), and only while
+        this worker holds more than another.
+        """
+        slot = self.slot
+        if slot is None:
+            return False
+        give_up = time.monotonic() + ACCEPT_PATIENCE
+        waiting = select.poll()
+        waiting.register(listener, select.POLLIN)
+        while self._more_loaded_than_a_sibling(slot) and time.monotonic() < give_up:
+            time.sleep(ACCEPT_RECHECK)
+            if not waiting.poll(0):
+                return True
+        return False
+
+    def _more_loaded_than_a_sibling(self, slot: int) -> bool:
+        fewest = COUNTS.fewest_besides(slot)
+        return fewest is not None and self._connections > fewest
 
     def get_thread_pool(self) -> futures.ThreadPoolExecutor:
         return futures.ThreadPoolExecutor(max_workers=self.cfg.worker_connections)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         super().handle_exit(sig, frame)
+        self._stop_taking_connections()
         self._wake_waiting()
 
     def handle_quit(self, sig: int, frame: Any) -> None:
         self._quitting = True
+        self._stop_taking_connections()
         self._wake_waiting()
         super().handle_quit(sig, frame)
 
@@ -57,8 +109,14 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
         if super().is_parent_alive():
             return True
         self.alive = False
+        self._stop_taking_connections()
         self._wake_waiting()
         return False
+
+    def _stop_taking_connections(self) -> None:
+        # Siblings must not leave new connections to a worker that will not accept them.
+        if self.slot is not None:
+            COUNTS.clear(self.slot)
 
     def _wake_waiting(self) -> None:
         # Never read: the pipe stays readable, so every waiting thread sees it, now or later.
@@ -67,6 +125,8 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
 
     def handle(self, conn: Any) -> Any:
         result = super().handle(conn)
+        if not self.alive:  # max_requests reached: this worker is retiring
+            self._stop_taking_connections()
         while result is True:
             if not self._next_request_arrives(conn):
                 return False  # gthread's finish_request closes it
