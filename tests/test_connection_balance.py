@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,24 @@ def connections_held(pid: int, port: int) -> int:
     return held
 
 
+def published_counts(client: Client) -> list[float]:
+    """Connections held by each worker, as /metrics publishes them."""
+    _, text = client.request("GET", "/metrics")
+    lines = [line for line in text.splitlines() if line.startswith("gpu_admission_worker_connections{")]
+    return sorted(float(line.rsplit(" ", 1)[1]) for line in lines)
+
+
+def only_connection_to_two_accepting_workers(port: int, ca: Path) -> Client:
+    """A connection made once both workers accept (gunicorn forks them a moment apart) and hold
+    no other connection (readiness probes closed meanwhile)."""
+    client = Client(port, ca)
+    deadline = time.monotonic() + 30
+    while published_counts(client) != [0.0, 1.0]:
+        assert time.monotonic() < deadline, published_counts(client)
+        time.sleep(0.05)
+    return client
+
+
 def open_connections(port: int, ca: Path, count: int) -> list[Client]:
     clients = []
     for _ in range(count):
@@ -59,8 +78,13 @@ def open_connections(port: int, ca: Path, count: int) -> list[Client]:
 
 def test_connections_opened_one_after_another_are_split_evenly_between_two_workers(served):  # noqa: F811
     port, cert_dir, process = served
-    clients = open_connections(port, cert_dir / CA_FILE, 6)
+    first = only_connection_to_two_accepting_workers(port, cert_dir / CA_FILE)
+    clients = [first, *open_connections(port, cert_dir / CA_FILE, 5)]
     assert sorted(connections_held(pid, port) for pid in worker_pids(process.pid)) == [3, 3]
+    assert published_counts(first) == [3.0, 3.0]
+    _, metrics = clients[0].request("GET", "/metrics")
+    published = [line for line in metrics.splitlines() if line.startswith("gpu_admission_worker_connections{")]
+    assert sorted(float(line.rsplit(" ", 1)[1]) for line in published) == [3.0, 3.0]
     for client in clients:
         client.close()
 
@@ -69,10 +93,11 @@ def test_a_stuck_worker_does_not_keep_new_connections_waiting(served):  # noqa: 
     """The busier worker leaves a new connection to its sibling only for a moment: a sibling that
     never accepts (here stopped) is waited for 100 ms, and then the connection is taken anyway."""
     port, cert_dir, process = served
-    stuck, *_ = worker_pids(process.pid)
+    first = only_connection_to_two_accepting_workers(port, cert_dir / CA_FILE)
+    stuck, *_ = (pid for pid in worker_pids(process.pid) if connections_held(pid, port) == 0)
     os.kill(stuck, signal.SIGSTOP)
     try:
-        clients = open_connections(port, cert_dir / CA_FILE, 3)
+        clients = [first, *open_connections(port, cert_dir / CA_FILE, 3)]
     finally:
         os.kill(stuck, signal.SIGCONT)
     assert connections_held(stuck, port) == 0

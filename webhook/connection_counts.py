@@ -9,8 +9,9 @@ connection balance, done the only way separate processes can: by not accepting.
 
 The table is an anonymous shared mmap made when the master imports this module, so every worker
 it forks writes to the same pages. The master hands out slots (gunicorn_conf's pre_fork) and
-frees a dead worker's (child_exit). A slot is a 4-byte aligned int: a write is never seen torn,
-and a reader that sees a count a moment old only balances a moment late.
+empties a dead worker's (child_exit); a worker fills its own once it accepts connections. A slot
+is a 4-byte aligned int: a write is never seen torn, and a reader that sees a count a moment old
+only balances a moment late.
 """
 
 from __future__ import annotations
@@ -30,13 +31,10 @@ class ConnectionCounts:
             self._counts[slot] = EMPTY
 
     def claim(self, taken: Iterable[int | None]) -> int | None:
-        """The lowest slot no live worker holds, now counting no connections; None when all are held."""
+        """The lowest slot no live worker holds; None when all are held. It stays empty until
+        its worker starts accepting: siblings must not leave connections to one still booting."""
         held = set(taken)
-        for slot in range(len(self._counts)):
-            if slot not in held:
-                self._counts[slot] = 0
-                return slot
-        return None
+        return next((slot for slot in range(len(self._counts)) if slot not in held), None)
 
     def set(self, slot: int, connections: int) -> None:
         self._counts[slot] = connections

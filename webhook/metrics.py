@@ -36,6 +36,12 @@ RELISTS = Counter(
     ["watch"],
 )
 TRACKED_PODS = Gauge("gpu_admission_tracked_pods", "GPU pods counted for quotas and capacity", multiprocess_mode="max")
+WORKER_CONNECTIONS = Gauge(
+    "gpu_admission_worker_connections",
+    "Connections each gunicorn worker holds, kept-alive ones included (a series per worker slot and pid)",
+    ["worker"],
+    multiprocess_mode="liveall",
+)
 STRICT_CONFLICTS = Counter(
     "gpu_admission_strict_quota_conflicts_total",
     "Strict quota Lease writes refused because another replica wrote first",

@@ -35,6 +35,7 @@ from typing import Any
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, ThreadWorker
 
 from webhook.connection_counts import COUNTS
+from webhook.metrics import WORKER_CONNECTIONS
 
 # A sibling that is not stopping wakes on the same listener and accepts within a millisecond or
 # two; one that has not after 100 ms is stuck, and the connection is not kept waiting on it.
@@ -53,6 +54,10 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
         self._stop_read, self._stop_write = os.pipe()
         super().init_process()
 
+    def run(self) -> None:
+        self._publish(self._connections)
+        super().run()
+
     @property
     def nr_conns(self) -> int:
         return self._connections
@@ -61,8 +66,12 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
     def nr_conns(self, value: int) -> None:
         # gthread counts its connections here, on the main thread only.
         self._connections = value
+        self._publish(value)
+
+    def _publish(self, connections: int) -> None:
         if self.slot is not None and self.alive:
-            COUNTS.set(self.slot, value)
+            COUNTS.set(self.slot, connections)
+            WORKER_CONNECTIONS.labels(str(self.slot)).set(connections)
 
     def accept(self, listener: Any) -> None:
         if not self._left_to_a_sibling(listener):
