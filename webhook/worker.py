@@ -89,11 +89,11 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
         give_up = time.monotonic() + ACCEPT_PATIENCE
         waiting = select.poll()
         waiting.register(listener, select.POLLIN)
-        while self._more_loaded_than_a_sibling(slot) and time.monotonic() < give_up:
+        while self.alive and self._more_loaded_than_a_sibling(slot) and time.monotonic() < give_up:
             time.sleep(ACCEPT_RECHECK)
             if not waiting.poll(0):
                 return True
-        return False
+        return not self.alive  # stopping meanwhile (SIGTERM): the connection is a sibling's to take
 
     def _more_loaded_than_a_sibling(self, slot: int) -> bool:
         fewest = COUNTS.fewest_besides(slot)
