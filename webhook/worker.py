@@ -48,6 +48,7 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
     _stop_write = -1
     _quitting = False
     _connections = 0
+    _alive = True
     slot: int | None = None  # in COUNTS, handed out by the master (gunicorn_conf.pre_fork)
 
     def init_process(self) -> None:
@@ -57,6 +58,19 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
     def run(self) -> None:
         self._publish(self._connections)
         super().run()
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    @alive.setter
+    def alive(self, value: bool) -> None:
+        # gunicorn clears `alive` on every way a worker stops (SIGTERM, SIGQUIT, SIGABRT,
+        # max_requests, code reload, a lost master): from then on siblings must not leave new
+        # connections to it.
+        self._alive = value
+        if not value and self.slot is not None:
+            COUNTS.clear(self.slot)
 
     @property
     def nr_conns(self) -> int:
@@ -104,12 +118,10 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         super().handle_exit(sig, frame)
-        self._stop_taking_connections()
         self._wake_waiting()
 
     def handle_quit(self, sig: int, frame: Any) -> None:
         self._quitting = True
-        self._stop_taking_connections()
         self._wake_waiting()
         super().handle_quit(sig, frame)
 
@@ -118,14 +130,8 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
         if super().is_parent_alive():
             return True
         self.alive = False
-        self._stop_taking_connections()
         self._wake_waiting()
         return False
-
-    def _stop_taking_connections(self) -> None:
-        # Siblings must not leave new connections to a worker that will not accept them.
-        if self.slot is not None:
-            COUNTS.clear(self.slot)
 
     def _wake_waiting(self) -> None:
         # Never read: the pipe stays readable, so every waiting thread sees it, now or later.
@@ -134,8 +140,6 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
 
     def handle(self, conn: Any) -> Any:
         result = super().handle(conn)
-        if not self.alive:  # max_requests reached: this worker is retiring
-            self._stop_taking_connections()
         while result is True:
             if not self._next_request_arrives(conn):
                 return False  # gthread's finish_request closes it
