@@ -60,6 +60,11 @@ def latency_of(endpoint: str) -> Histogram:
     return LATENCY.labels(endpoint)
 
 
+@functools.cache
+def connections_of(worker: int) -> Gauge:
+    return WORKER_CONNECTIONS.labels(str(worker))
+
+
 def exposition() -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()

@@ -35,7 +35,7 @@ from typing import Any
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, ThreadWorker
 
 from webhook.connection_counts import COUNTS
-from webhook.metrics import WORKER_CONNECTIONS
+from webhook.metrics import connections_of
 
 # A sibling that is not stopping wakes on the same listener and accepts within a millisecond or
 # two; one that has not after 100 ms is stuck, and the connection is not kept waiting on it.
@@ -85,7 +85,7 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
     def _publish(self, connections: int) -> None:
         if self.slot is not None and self.alive:
             COUNTS.set(self.slot, connections)
-            WORKER_CONNECTIONS.labels(str(self.slot)).set(connections)
+            connections_of(self.slot).set(connections)
 
     def accept(self, listener: Any) -> None:
         if not self._left_to_a_sibling(listener):
