@@ -14,4 +14,4 @@ USER 10001:10001
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PROMETHEUS_MULTIPROC_DIR=/tmp/metrics
 EXPOSE 8443
 ENTRYPOINT ["/bin/sh", "-c", "mkdir -p \"$PROMETHEUS_MULTIPROC_DIR\" && exec \"$@\"", "--"]
-CMD ["gunicorn", "-c", "python:webhook.gunicorn_conf", "webhook.wsgi:app"]
+CMD ["gunicorn", "-c", "python:webhook.serving.gunicorn_conf", "webhook.wsgi:app"]

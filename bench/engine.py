@@ -20,9 +20,9 @@ import timeit
 import orjson
 
 from policies.engine import Engine
-from policies.ledger import Ledger
-from policies.loader import load_texts
-from policies.policyset import PolicySet
+from policies.judge.ledger import Ledger
+from policies.model.loader import load_texts
+from policies.model.policyset import PolicySet
 from webhook.quantity import parse_quantity
 
 POD = {

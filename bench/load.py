@@ -82,7 +82,7 @@ def bodies(path: str) -> list[bytes]:
         return [review(i) for i in range(64)]
     from policies.engine import Engine
     from webhook.quantity import parse_quantity
-    from webhook.sources import load_policies
+    from webhook.sources.files import load_policies
 
     engine = Engine(load_policies(None)[0], parse_quantity)
     return [review(i, engine.mutate(pod(i)).object) for i in range(64)]
@@ -106,7 +106,7 @@ def start(app: str, port: int, cert_dir: Path, workers: int, worker_class: str |
         "-m",
         "gunicorn",
         "-c",
-        "python:webhook.gunicorn_conf",
+        "python:webhook.serving.gunicorn_conf",
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",
@@ -286,7 +286,7 @@ def main() -> None:
                 process.wait(30)
     bare = median_of(peaks["bare Flask endpoint"])[0]
     print(
-        f"gunicorn x{args.workers} workers (webhook.worker.ConnectionWorker unless named), TLS 1.2+,"
+        f"gunicorn x{args.workers} workers (webhook.serving.worker.ConnectionWorker unless named), TLS 1.2+,"
         f" {args.clients} keep-alive client processes; medians of {args.rounds} rounds of {args.seconds:g} s;"
         " throughput ratios are to the bare endpoint under the shipped worker;"
         " server CPU a review at peak (all workers, from /proc, steadier than throughput on a shared machine)"

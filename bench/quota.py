@@ -1,7 +1,7 @@
 """Quota admission with many pods tracked: the cost of one admission with 100 and with 100,000
 pods in the counters, and the memory the counters take.
 
-Pods are fed to the server's own tracker (webhook.usage_tracker) as a relist would feed them:
+Pods are fed to the server's own tracker (webhook.cluster.usage) as a relist would feed them:
 200 namespaces, pods of 20 shapes (slices of several profiles, on 500 nodes), matched by a
 namespace quota, a policy-wide quota and a rule. Admission is measured the way /validate runs it
 (engine decision, check and reservation under the tracker's lock), on a pod that fits.
@@ -25,11 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from policies.engine import Engine  # noqa: E402
-from policies.loader import load_texts  # noqa: E402
-from policies.policyset import PolicySet  # noqa: E402
+from policies.model.loader import load_texts  # noqa: E402
+from policies.model.policyset import PolicySet  # noqa: E402
+from webhook.cluster.reservations import PodRef  # noqa: E402
+from webhook.cluster.usage import PodUsageTracker  # noqa: E402
 from webhook.quantity import parse_quantity  # noqa: E402
-from webhook.shared_quota import PodRef  # noqa: E402
-from webhook.usage_tracker import PodUsageTracker  # noqa: E402
 
 POLICIES = """
 apiVersion: gpu-admission.io/v1alpha1

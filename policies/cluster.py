@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from policies.capacity import Capacity, NoCapacity
+from policies.gpu.capacity import Capacity, NoCapacity
 
 
 class ClusterState(Protocol):

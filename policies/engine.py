@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from policies.cluster import NO_CLUSTER, ClusterState
-from policies.controllers import CONTROLLERS, pod_template, replica_warnings
-from policies.document import JSON
 from policies.errors import InputError
-from policies.fields import QuantityParser
-from policies.model import Action
-from policies.mutation import MutationResult, mutate_pod
-from policies.policyset import PolicySet
-from policies.quota import UsageSource
+from policies.judge.controllers import CONTROLLERS, pod_template, replica_warnings
+from policies.judge.quota import UsageSource
+from policies.judge.validation import Decision, subject_of, validate_pod
+from policies.model.policy import Action
+from policies.model.policyset import PolicySet
+from policies.mutate.document import JSON
+from policies.mutate.mutation import MutationResult, mutate_pod
+from policies.quantity import QuantityParser
 from policies.request import Operation, RequestInfo
-from policies.validation import Decision, subject_of, validate_pod
 
 JUDGED_KINDS = frozenset({"Pod", *CONTROLLERS})
 

@@ -10,9 +10,9 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import NamedTuple
 
-from policies.catalog import MIG_RESOURCE_PREFIX, PRODUCT_LABEL, WHOLE_GPU_RESOURCE
 from policies.errors import InputError
-from policies.fields import QuantityParser
+from policies.gpu.catalog import MIG_RESOURCE_PREFIX, PRODUCT_LABEL, WHOLE_GPU_RESOURCE
+from policies.quantity import QuantityParser
 
 ANNOTATION_PREFIX = "gpu-admission.io/"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"

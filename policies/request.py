@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-from policies.cel import CelInput
+from policies.model.cel import CelInput
 
 
 class Operation(enum.Enum):

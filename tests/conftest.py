@@ -11,11 +11,11 @@ import pytest
 from kubernetes.client import ApiClient
 
 from policies.cluster import NO_CLUSTER, ClusterState
-from policies.document import JSON
 from policies.engine import Engine
-from policies.loader import load_texts
-from policies.mutation import MutationResult
-from policies.policyset import PolicySet
+from policies.model.loader import load_texts
+from policies.model.policyset import PolicySet
+from policies.mutate.document import JSON
+from policies.mutate.mutation import MutationResult
 from policies.request import RequestInfo
 from webhook.quantity import parse_quantity
 
@@ -86,7 +86,7 @@ def as_v1pod_and_back(document: dict[str, Any]) -> Any:
 
 @pytest.fixture
 def default_engine() -> Engine:
-    from webhook.sources import load_policies
+    from webhook.sources.files import load_policies
 
     policy_set, result = load_policies(None)
     assert not result.problems

@@ -14,9 +14,9 @@ from typing import Any
 from werkzeug.serving import make_server
 
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
-from webhook.app import create_app
+from webhook.serving.app import create_app
+from webhook.serving.tls import server_context
 from webhook.state import EngineHolder
-from webhook.tls import server_context
 
 
 class Client:

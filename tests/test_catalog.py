@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from policies.catalog import CATALOG, CatalogError
+from policies.gpu.catalog import CATALOG, CatalogError
 
 REFERENCE = {
     "A30-24GB": (4, ["1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb"]),

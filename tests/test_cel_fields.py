@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.cel import CelEvaluationError, CelInput, compile_expression
-from policies.cel_fields import object_fields
+from policies.model.cel import CelEvaluationError, CelInput, compile_expression
+from policies.model.cel_fields import object_fields
 
 FIELDS = [
     ("has(object.metadata.labels) && 'team' in object.metadata.labels", {"metadata"}),

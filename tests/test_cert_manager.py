@@ -21,7 +21,7 @@ from kubernetes import client
 from certs.manager import CertManager
 from certs.rotation import Action, RotationPolicy
 from tests.kube_fake import FakeKube
-from webhook.tls import ReloadingContext
+from webhook.serving.tls import ReloadingContext
 
 NS, SERVICE = "gpu-admission", "gpu-admission"
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,8 +189,8 @@ def test_ensure_files_waits_for_the_replica_that_makes_them(kube, tmp_path):
 
 
 def test_serving_with_managed_certificates_waits_for_them_then_renews_in_the_background(kube, tmp_path, monkeypatch):
-    from webhook import background
-    from webhook.server import ServerConfig, prepare_certificates
+    from webhook.replica import ServerConfig, prepare_certificates
+    from webhook.serving import background
 
     monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig(tmp_path / "kubeconfig")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
@@ -208,7 +208,7 @@ def test_serving_with_managed_certificates_waits_for_them_then_renews_in_the_bac
 
 
 def test_managed_certificates_need_the_webhooks_namespace(tmp_path):
-    from webhook.server import ServerConfig, prepare_certificates
+    from webhook.replica import ServerConfig, prepare_certificates
 
     with pytest.raises(SystemExit, match="need the webhook's namespace"):
         prepare_certificates(ServerConfig(manage_certs=True, cert_dir=tmp_path))

@@ -8,7 +8,7 @@ import jsonpatch
 import pytest
 import yaml
 
-from webhook.cli import main
+from webhook.cli.main import main
 
 POD = """
 apiVersion: v1

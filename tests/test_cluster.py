@@ -16,11 +16,11 @@ from kubernetes import client
 from tests.conftest import gpu_container, pod, policy
 from tests.kube_fake import FakeKube
 from tests.test_server import review
-from webhook import admission
-from webhook.cluster_watches import connect
-from webhook.policy_status import LOAD_ERRORS_ANNOTATION
-from webhook.policy_store import PolicyStore
-from webhook.review import parse_review
+from webhook.cluster.policy_status import LOAD_ERRORS_ANNOTATION
+from webhook.cluster.watches import connect
+from webhook.serving import admission
+from webhook.serving.review import parse_review
+from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder, Settings
 
 NS = "gpu-admission"
@@ -31,10 +31,10 @@ class Replica:
 
     def __init__(self, kube: FakeKube, all_namespaces: bool = False, page: int = 500) -> None:
         self.holder = EngineHolder(Settings(policy_namespace=NS))
-        self.store = PolicyStore(self.holder)
+        self.store = PolicyStore(self.holder.swap)
         api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
         options: dict[str, Any] = {"watch_seconds": 1, "backoff": (0.05, 0.2), "page": page}
-        self.watches = connect(self.holder, self.store, NS, api, all_namespaces=all_namespaces, **options)
+        self.watches = connect(self.holder.view, self.store, NS, api, all_namespaces=all_namespaces, **options)
 
     def wait_ready(self) -> None:
         assert all(w.synced.wait(10) for w in self.watches) and self.holder.ready
@@ -329,7 +329,7 @@ def test_a_relist_asked_for_in_the_middle_of_a_long_watch_starts_at_once(kube, r
     kube.put(NS, "quota", {"q.yaml": TEAM_QUOTA})
     holder = EngineHolder(Settings(policy_namespace=NS))
     api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
-    watches = connect(holder, PolicyStore(holder), NS, api, watch_seconds=300)
+    watches = connect(holder.view, PolicyStore(holder.swap), NS, api, watch_seconds=300)
     try:
         pods = watches[-1]
         assert pods.synced.wait(10)

@@ -9,14 +9,14 @@ import json
 import pytest
 import yaml
 
-from policies.capacity import CapacityLedger
-from policies.catalog import CATALOG
 from policies.cluster import KnownCluster
-from policies.loader import load_texts
-from policies.model import Consistency
-from policies.policyset import PolicySet
+from policies.gpu.capacity import CapacityLedger
+from policies.gpu.catalog import CATALOG
+from policies.model.loader import load_texts
+from policies.model.policy import Consistency
+from policies.model.policyset import PolicySet
 from tests.conftest import engine_from, gpu_container, pod, policy
-from webhook.cli import main
+from webhook.cli.main import main
 from webhook.quantity import parse_quantity
 
 SELECTED = policy("gold", "match: {namespaceSelector: {matchLabels: {tier: gold}}}")

@@ -8,8 +8,8 @@ from kubernetes import client
 
 from tests.conftest import policy
 from tests.kube_fake import FakeKube
-from webhook.configmaps import configmap_watch
-from webhook.policy_store import PolicyStore
+from webhook.cluster.watches import configmap_watch
+from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder
 
 NS = "gpu-admission"
@@ -31,7 +31,9 @@ def kube():
 def watching(kube):
     holder = EngineHolder()
     reported: list[tuple[str, list]] = []
-    store = PolicyStore(holder, on_result=lambda source, problems: problems and reported.append((source, problems)))
+    store = PolicyStore(
+        holder.swap, on_result=lambda source, problems: problems and reported.append((source, problems))
+    )
     api = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}")))
     watcher = configmap_watch(api, NS, store, watch_seconds=1, backoff=(0.05, 0.2))
     yield holder, store, watcher, reported
@@ -110,10 +112,10 @@ def test_with_the_api_server_down_the_last_set_keeps_serving_and_changes_arrive_
 
 
 def test_a_policy_directory_reloads_on_change_and_keeps_its_last_good_version(tmp_path):
-    from webhook.directories import DirectoryWatcher
+    from webhook.sources.directories import DirectoryWatcher
 
     holder = EngineHolder()
-    store = PolicyStore(holder)
+    store = PolicyStore(holder.swap)
     (tmp_path / "a.yaml").write_text(policy("team-a"))
     watcher = DirectoryWatcher([tmp_path], store)
     assert watcher.check_once() and names(holder) == ["team-a"]
@@ -128,7 +130,7 @@ def test_a_policy_directory_reloads_on_change_and_keeps_its_last_good_version(tm
 def test_a_source_seen_for_the_first_time_loads_its_good_documents_and_reports_the_bad():
     holder = EngineHolder()
     reported = []
-    store = PolicyStore(holder, on_result=lambda source, problems: reported.append(problems))
+    store = PolicyStore(holder.swap, on_result=lambda source, problems: reported.append(problems))
     bad = policy("bad", "mig: {strategy: half}")
     store.update("configmap/ns/mixed", (("configmap/ns/mixed/a.yaml", policy("good") + "---\n" + bad),))
     assert holder.ready and names(holder) == ["good"]

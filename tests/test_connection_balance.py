@@ -18,7 +18,7 @@ import pytest
 from certs.files import CA_FILE
 from tests.server_harness import Client
 from tests.test_serve_gunicorn import served  # noqa: F401  (a fixture)
-from webhook.connection_counts import ConnectionCounts
+from webhook.serving.connection_counts import ConnectionCounts
 
 
 def worker_pids(master: int) -> list[int]:

@@ -5,9 +5,9 @@ import json
 import pytest
 import yaml
 
-from policies.quota import NoUsage
+from policies.judge.quota import NoUsage
 from tests.conftest import engine_from, gpu_container, policy
-from webhook.cli import main
+from webhook.cli.main import main
 
 POLICY = policy(
     "team-a",

@@ -12,7 +12,7 @@ import yaml
 from kubernetes.client import ApiClient
 
 import policies.bundled
-from policies.cel import CelInput, compile_expression
+from policies.model.cel import CelInput, compile_expression
 from tests.conftest import gpu_container, plain_container, pod
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,9 +5,9 @@ from fnmatch import fnmatchcase
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.cel import CelInput
-from policies.loader import load_texts
-from policies.policyset import PolicySet
+from policies.model.cel import CelInput
+from policies.model.loader import load_texts
+from policies.model.policyset import PolicySet
 from tests.conftest import policy
 from webhook.quantity import parse_quantity
 

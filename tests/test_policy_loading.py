@@ -5,8 +5,8 @@ from fractions import Fraction
 
 import pytest
 
-from policies.loader import load_texts
-from webhook.cli import main
+from policies.model.loader import load_texts
+from webhook.cli.main import main
 from webhook.quantity import parse_quantity
 
 GOOD = """

@@ -7,8 +7,8 @@ import threading
 
 from tests.conftest import engine_from, pod, policy
 from tests.test_server import review
-from webhook import admission
-from webhook.review import parse_review
+from webhook.serving import admission
+from webhook.serving.review import parse_review
 from webhook.state import EngineHolder
 
 QUOTA = policy(

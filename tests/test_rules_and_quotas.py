@@ -4,9 +4,9 @@ from fractions import Fraction
 
 import pytest
 
-from policies.ledger import Ledger
-from policies.model import Action
-from policies.quota import NoUsage
+from policies.judge.ledger import Ledger
+from policies.judge.quota import NoUsage
+from policies.model.policy import Action
 from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
 
 MIG = "mig: {gpuModels: [A100-80GB]}\n"

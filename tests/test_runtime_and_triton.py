@@ -136,7 +136,7 @@ def test_a_second_pass_over_the_output_changes_nothing():
 
 
 def test_a_sidecar_that_cannot_be_added_is_denied_by_the_validating_side_as_the_warning_said():
-    from policies.quota import NoUsage
+    from policies.judge.quota import NoUsage
 
     engine = engine_from(policy("p", "mig: {gpuModels: [A100-80GB], defaultProfile: 1g.10gb}"))
     result = engine.mutate(pod(gpu_container(), annotations={"triton": "inject"}))

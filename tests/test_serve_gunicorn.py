@@ -244,7 +244,7 @@ def test_a_worker_restarting_after_max_requests_lets_go_of_its_idle_connections(
         "GPU_ADMISSION_KEY": str(certs / "tls.key"),
     }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    command = [sys.executable, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf", "--max-requests", "3"]
+    command = [sys.executable, "-m", "gunicorn", "-c", "python:webhook.serving.gunicorn_conf", "--max-requests", "3"]
     server = subprocess.Popen([*command, "webhook.wsgi:app"], cwd=tmp_path, env=env, stderr=subprocess.PIPE)
     try:
         wait_ready(port, certs / CA_FILE, server)  # request 1, on a connection since closed

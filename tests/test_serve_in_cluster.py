@@ -80,7 +80,7 @@ def test_the_container_command_makes_its_certificates_in_the_cluster_and_judges_
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
     }
     env.pop("KUBERNETES_SERVICE_HOST", None)
-    command = [sys.executable, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf", "webhook.wsgi:app"]
+    command = [sys.executable, "-m", "gunicorn", "-c", "python:webhook.serving.gunicorn_conf", "webhook.wsgi:app"]
     server = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         ready, deadline = False, time.monotonic() + 60

@@ -399,7 +399,7 @@ def json_logs():
 def test_a_review_that_acts_is_one_json_log_line_with_uid_object_decision_and_latency(json_logs):
     import re
 
-    from webhook.app import create_app
+    from webhook.serving.app import create_app
 
     app = create_app(holder_with())
     obj = pod(gpu_container(), namespace="team-a")
@@ -419,7 +419,7 @@ def test_a_review_that_acts_is_one_json_log_line_with_uid_object_decision_and_la
 def test_a_review_that_changes_and_says_nothing_is_logged_only_at_debug(json_logs, level, logged):
     import logging
 
-    from webhook.app import create_app
+    from webhook.serving.app import create_app
 
     logging.getLogger("gpu_admission").setLevel(level)
     app = create_app(holder_with())

@@ -1,0 +1,20 @@
+"""The edge: everything that does I/O around the engine (policies/).
+
+    serving/    HTTP: the Flask app, the AdmissionReview wire format, the one place errors
+                become HTTP, gunicorn's configuration and worker, TLS
+    cluster/    the Kubernetes API: list/watch, the replica's view of the cluster (namespaces,
+                nodes, pods' usage, reservations), strict-quota Leases, policy status reports
+    sources/    where policies come from: the store of last good versions, directories,
+                ConfigMaps, the bundled default and files
+    cli/        the commands (`gpu-admission ...`), offline validate and lint
+    state.py    the holder: the engine in force and the replica's view; the only place serving
+                reaches the cluster through
+    replica.py  one replica wired together (sources, view, certificates, server)
+    wsgi.py     the WSGI entry point a container's gunicorn loads
+    metrics.py, logs.py, quantity.py
+                shared by every part of the edge
+
+Layers, top to bottom (pyproject.toml's import contracts): cli, wsgi, replica, serving, state,
+cluster, sources, then metrics, logs and quantity; serving and cluster never import each other
+directly.
+"""

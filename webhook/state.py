@@ -1,17 +1,19 @@
-"""The engine in force, and what the server knows of the cluster: swapped whole, read without
-locks (one attribute store is atomic)."""
+"""The holder: the engine in force and the replica's view of its cluster. The engine is swapped
+whole and read without locks (one attribute store is atomic). Serving reaches the cluster only
+through here."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from policies.engine import Engine
-from policies.policyset import PolicySet
-from webhook.cluster_state import LiveCluster
-from webhook.namespaces import GpuQuotaCache, NamespaceCache
-from webhook.usage_tracker import PodUsageTracker
+from policies.judge.validation import Decision
+from policies.model.policyset import PolicySet
+from webhook.cluster.live import ClusterView
+from webhook.cluster.reservations import PodRef
+from webhook.cluster.usage import PodUsageTracker
 
 
 @dataclass(frozen=True)
@@ -25,13 +27,8 @@ class EngineHolder:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
         self._engine: Engine | None = None
-        self.namespaces = NamespaceCache()
-        self.usage = PodUsageTracker(self._policy_set, cluster=lambda: self.cluster)
-        self.quotas = GpuQuotaCache()
-        self.cluster = LiveCluster(self.namespaces, self.usage.capacity, self.quotas)
+        self.view = ClusterView(self._policy_set)
         self._loaded = threading.Event()
-        self._syncs: list[threading.Event] = []
-        self._listeners: list[Callable[[], None]] = []
         self.load_errors = 0
 
     def _policy_set(self) -> PolicySet | None:
@@ -42,18 +39,31 @@ class EngineHolder:
         return self._engine
 
     @property
+    def cluster(self) -> ClusterView:
+        return self.view
+
+    @property
+    def usage(self) -> PodUsageTracker:
+        return self.view.usage
+
+    @property
     def ready(self) -> bool:
         """A policy set is loaded and every cluster watch has listed once."""
-        return self._loaded.is_set() and all(synced.is_set() for synced in self._syncs)
-
-    def require_sync(self, synced: threading.Event) -> None:
-        self._syncs.append(synced)
-
-    def on_swap(self, listener: Callable[[], None]) -> None:
-        self._listeners.append(listener)
+        return self._loaded.is_set() and self.view.ready
 
     def swap(self, engine: Engine) -> None:
         self._engine = engine
         self._loaded.set()
-        for listener in self._listeners:
-            listener()
+        self.view.policy_set_changed()
+
+    def admit(
+        self, decide: Callable[[], Decision], namespace: str, name: str, metadata: Mapping[str, object], dry_run: bool
+    ) -> Decision:
+        """Decide and, if allowed for real, reserve the pod's usage, as one step."""
+        pod = PodRef(
+            namespace,
+            str(metadata.get("name") or name),
+            str(metadata.get("generateName") or ""),
+            str(metadata.get("uid") or ""),
+        )
+        return self.view.usage.admit(decide, pod, dry_run)

@@ -1,13 +1,13 @@
 """The WSGI entry point for a plain gunicorn command line (the container image uses it); its
-settings come from the environment (webhook.server.ServerConfig.from_env)."""
+settings come from the environment (webhook.replica.ServerConfig.from_env)."""
 
 from __future__ import annotations
 
 import os
 
 from webhook import logs
-from webhook.app import create_app
-from webhook.server import ServerConfig, build_holder, prepare_certificates
+from webhook.replica import ServerConfig, build_holder, prepare_certificates
+from webhook.serving.app import create_app
 
 logs.configure(os.environ.get("GPU_ADMISSION_LOG_LEVEL", "INFO"))
 _config = ServerConfig.from_env()

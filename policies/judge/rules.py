@@ -1,0 +1,46 @@
+"""CEL rules: deny denies, warn allows with a warning, audit allows with an audit annotation.
+
+A rule that fails to evaluate denies, whatever its action: a policy that cannot be judged is
+not a policy that passed (fail closed).
+"""
+
+from __future__ import annotations
+
+from policies.judge.verdict import Verdict
+from policies.model.cel import CelEvaluationError, CelInput
+from policies.model.policy import Action, GPUPolicy, Rule
+
+
+def _message(rule: Rule, data: CelInput) -> str:
+    if rule.message_expression is not None:
+        try:
+            text = rule.message_expression.evaluate(data)
+            if isinstance(text, str) and text:
+                return text
+        except CelEvaluationError:
+            pass
+    return rule.message
+
+
+def check_rules(policy: GPUPolicy, data: CelInput) -> list[Verdict]:
+    verdicts: list[Verdict] = []
+    for i, rule in enumerate(policy.rules):
+        path = f"spec.rules[{i}].expression"
+        try:
+            passed = rule.expression.evaluate_bool(data)
+        except CelEvaluationError as error:
+            verdicts.append(
+                Verdict(
+                    policy.name,
+                    rule.name,
+                    path,
+                    f"rule could not be evaluated, denied to be safe: {error} (policy {policy.name})",
+                    Action.DENY,
+                )
+            )
+            continue
+        if not passed:
+            verdicts.append(
+                Verdict(policy.name, rule.name, path, f"{_message(rule, data)} (policy {policy.name})", rule.action)
+            )
+    return verdicts

@@ -1,0 +1,176 @@
+"""The policy model: what a GPUPolicy document means once loaded and checked."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from policies.gpu.catalog import GpuModel
+from policies.model.selectors import LabelSelector
+
+if TYPE_CHECKING:
+    from policies.model.cel import CompiledExpression
+
+API_VERSION = "gpu-admission.io/v1alpha1"
+KIND = "GPUPolicy"
+DEFAULT_TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.08-py3"
+
+
+class Strategy(enum.Enum):
+    MIXED = "mixed"
+    SINGLE = "single"
+
+
+class MultiGpu(enum.Enum):
+    """What happens to `nvidia.com/gpu: N > 1`: one MIG device per container, so never N slices."""
+
+    KEEP = "keep"
+    DENY = "deny"
+
+
+class Action(enum.Enum):
+    DENY = "deny"
+    WARN = "warn"
+    AUDIT = "audit"
+
+
+class QuotaScope(enum.Enum):
+    NAMESPACE = "namespace"
+    POLICY = "policy"
+
+
+class Consistency(enum.Enum):
+    """How replicas agree on a quota: each on its own (fast), or through the API server (strict)."""
+
+    LOCAL = "local"
+    STRICT = "strict"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    namespaces: tuple[str, ...] = ()
+    pod_selector: LabelSelector | None = None
+    namespace_selector: LabelSelector | None = None
+    condition: CompiledExpression | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MigSpec:
+    strategy: Strategy = Strategy.MIXED
+    gpu_models: tuple[GpuModel, ...] = ()
+    default_profile: str | None = None
+    allowed_profiles: frozenset[str] = frozenset()
+    multi_gpu: MultiGpu = MultiGpu.KEEP
+
+    def allows(self, profile: str) -> bool:
+        return not self.allowed_profiles or profile in self.allowed_profiles
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, object]) -> Toleration:
+        seconds = raw.get("tolerationSeconds")
+        return cls(
+            key=_str_or_none(raw.get("key")),
+            operator=_str_or_none(raw.get("operator")),
+            value=_str_or_none(raw.get("value")),
+            effect=_str_or_none(raw.get("effect")),
+            toleration_seconds=seconds if isinstance(seconds, int) else None,
+        )
+
+    def to_json(self) -> dict[str, object]:
+        pairs = {
+            "key": self.key,
+            "operator": self.operator,
+            "value": self.value,
+            "effect": self.effect,
+            "tolerationSeconds": self.toleration_seconds,
+        }
+        return {k: v for k, v in pairs.items() if v is not None}
+
+    def normalised(self) -> Toleration:
+        """The API server treats a missing operator as Equal: compare tolerations that way."""
+        return Toleration(self.key, self.operator or "Equal", self.value, self.effect, self.toleration_seconds)
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSpec:
+    runtime_class_name: str | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    shm_size: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TritonSpec:
+    image: str = DEFAULT_TRITON_IMAGE
+    model_repository: str | None = None
+    profile: str | None = None
+    native_sidecar: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    expression: CompiledExpression
+    message: str
+    action: Action
+    message_expression: CompiledExpression | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    gpu_equivalents: Fraction | None = None
+    slices: tuple[tuple[str, int], ...] = ()
+    gpus: int | None = None
+    pods: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    scope: QuotaScope = QuotaScope.NAMESPACE
+    limits: Limits = field(default_factory=Limits)
+    per_pod: Limits | None = None
+    action: Action = Action.DENY
+    consistency: Consistency = Consistency.LOCAL
+
+
+@dataclass(frozen=True, slots=True)
+class GPUPolicy:
+    """A loaded policy. One from a ConfigMap outside the webhook's namespace is `namespaced`: it is
+    named `<namespace>/<name>`, matches only its own namespace, and yields to cluster policies."""
+
+    name: str
+    source: Source
+    namespace: str | None = None
+    priority: int = 0
+    match: Match = field(default_factory=Match)
+    mig: MigSpec | None = None
+    runtime: RuntimeSpec | None = None
+    triton: TritonSpec | None = None
+    rules: tuple[Rule, ...] = ()
+    quota: Quota | None = None

@@ -1,0 +1,141 @@
+"""A compiled, indexed, immutable set of policies: the unit that is swapped atomically.
+
+Namespace names and globs are indexed at load, so a request only looks at the policies whose
+namespace criterion can hold: exact names by dict, globs by their literal prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import TypeVar
+
+from policies.gpu.catalog import CATALOG, Catalog
+from policies.model.cel import CelEvaluationError, CelInput
+from policies.model.policy import GPUPolicy
+
+_GLOB_CHARS = "*?["
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+_MEMO_LIMIT = 4096
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class MatchResult:
+    policies: tuple[GPUPolicy, ...]
+    errors: tuple[tuple[GPUPolicy, str], ...] = ()
+
+
+def _prefix(pattern: str) -> str:
+    cut = min((pattern.index(c) for c in _GLOB_CHARS if c in pattern), default=len(pattern))
+    return pattern[:cut]
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    policies: tuple[GPUPolicy, ...] = ()
+    generation: int = 0
+    catalog: Catalog = CATALOG
+    _rank: dict[str, int] = field(init=False, repr=False, compare=False)
+    _exact: dict[str, tuple[GPUPolicy, ...]] = field(init=False, repr=False, compare=False)
+    _globs: dict[str, tuple[tuple[str, GPUPolicy], ...]] = field(init=False, repr=False, compare=False)
+    _everywhere: tuple[GPUPolicy, ...] = field(init=False, repr=False, compare=False)
+    _max_prefix: int = field(init=False, repr=False, compare=False)
+    _memo: dict[Hashable, object] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Cluster policies first: a namespaced one decides MIG, runtime and Triton only where none does.
+        ordered = sorted(self.policies, key=lambda p: (p.namespace is not None, -p.priority, p.name))
+        exact: dict[str, list[GPUPolicy]] = {}
+        globs: dict[str, list[tuple[str, GPUPolicy]]] = {}
+        everywhere: list[GPUPolicy] = []
+        for policy in ordered:
+            patterns = policy.match.namespaces
+            if not patterns:
+                everywhere.append(policy)
+            for pattern in dict.fromkeys(patterns):
+                if any(c in pattern for c in _GLOB_CHARS):
+                    globs.setdefault(_prefix(pattern), []).append((pattern, policy))
+                else:
+                    exact.setdefault(pattern, []).append(policy)
+        object.__setattr__(self, "policies", tuple(ordered))
+        object.__setattr__(self, "_rank", {p.name: i for i, p in enumerate(ordered)})
+        object.__setattr__(self, "_exact", {k: tuple(v) for k, v in exact.items()})
+        object.__setattr__(self, "_globs", {k: tuple(v) for k, v in globs.items()})
+        object.__setattr__(self, "_everywhere", tuple(everywhere))
+        object.__setattr__(self, "_max_prefix", max(map(len, globs), default=0))
+        object.__setattr__(self, "_memo", {})
+
+    def memo(self, kind: str, policies: tuple[GPUPolicy, ...], build: Callable[[tuple[GPUPolicy, ...]], T]) -> T:
+        """What `build` derives from a combination of this set's policies, computed once per combination."""
+        return self.cached((kind, tuple(p.name for p in policies)), lambda: build(policies))
+
+    def cached(self, key: Hashable, build: Callable[[], T]) -> T:
+        """`build()`, computed once per key for this set.
+
+        The set is immutable, so a derived value never goes stale; it goes with the set when swapped.
+        Past the size limit (keys may carry annotation texts users choose) values are computed, not kept.
+        """
+        try:
+            return self._memo[key]  # type: ignore[return-value]
+        except KeyError:
+            value = build()
+            if len(self._memo) < _MEMO_LIMIT:
+                self._memo[key] = value
+            return value
+
+    def by_name(self, name: str) -> GPUPolicy | None:
+        rank = self._rank.get(name)
+        return None if rank is None else self.policies[rank]
+
+    def _namespace_candidates(self, namespace: str) -> tuple[GPUPolicy, ...]:
+        return self.memo("namespace:" + namespace, (), lambda _: self._scan_namespace(namespace))
+
+    def _scan_namespace(self, namespace: str) -> tuple[GPUPolicy, ...]:
+        found: dict[str, GPUPolicy] = {p.name: p for p in self._exact.get(namespace, ())}
+        for length in range(min(len(namespace), self._max_prefix) + 1):
+            for pattern, policy in self._globs.get(namespace[:length], ()):
+                if policy.name not in found and fnmatchcase(namespace, pattern):
+                    found[policy.name] = policy
+        for policy in self._everywhere:
+            found[policy.name] = policy
+        return tuple(sorted(found.values(), key=lambda p: self._rank[p.name]))
+
+    def matching(
+        self,
+        namespace: str,
+        labels: Mapping[str, str],
+        cel_data: CelInput | None = None,
+        namespace_labels: Mapping[str, str] | None = None,
+    ) -> MatchResult:
+        """Policies that match, in precedence order (cluster before namespaced, priority, name).
+
+        `namespace_labels`: the namespace's labels, for namespaceSelector; known or not, the
+        `kubernetes.io/metadata.name` label the API server gives every namespace is there.
+        A condition that fails to evaluate is reported, not silently treated as a non-match.
+        """
+        matched: list[GPUPolicy] = []
+        errors: list[tuple[GPUPolicy, str]] = []
+        for policy in self._namespace_candidates(namespace):
+            selector = policy.match.pod_selector
+            if selector is not None and not selector.matches(labels):
+                continue
+            selector = policy.match.namespace_selector
+            if selector is not None:
+                if namespace_labels is None or NAMESPACE_NAME_LABEL not in namespace_labels:
+                    namespace_labels = {**(namespace_labels or {}), NAMESPACE_NAME_LABEL: namespace}
+                if not selector.matches(namespace_labels):
+                    continue
+            condition = policy.match.condition
+            if condition is not None:
+                if cel_data is None:
+                    continue
+                try:
+                    if not condition.evaluate_bool(cel_data):
+                        continue
+                except CelEvaluationError as error:
+                    errors.append((policy, f"spec.match.condition: {error}"))
+                    continue
+            matched.append(policy)
+        return MatchResult(tuple(matched), tuple(errors))

@@ -1,0 +1,128 @@
+"""The mutating side: what the webhook does to a GPU pod, and why.
+
+Returns the mutated object with its RFC 6902 patch, the changes with their policies, warnings,
+and the problems the validating side will deny on.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import orjson
+
+from policies.cluster import NO_CLUSTER, ClusterState
+from policies.gpu.capacity import Capacity
+from policies.gpu.mig import MigPlan, MigPlanner, Problem
+from policies.model.policy import GPUPolicy, Strategy
+from policies.model.policyset import PolicySet
+from policies.mutate.document import CHANGE_FORMAT, JSON, Change, Draft
+from policies.mutate.rewrite import apply_plan
+from policies.mutate.runtime import apply_runtime, merge
+from policies.mutate.triton import inject_triton
+from policies.pod import ANNOTATION_PREFIX, PodView, parse_pod
+from policies.quantity import QuantityParser
+from policies.request import RequestInfo
+
+MUTATED_ANNOTATION = ANNOTATION_PREFIX + "mutated"
+WARNING_LIMIT = 120
+
+
+def short(text: str) -> str:
+    """kubectl prints warnings on one line each; the API server wants them short."""
+    return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
+
+
+# A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
+# the cost (a frozen dataclass sets each field through object.__setattr__).
+class MutationResult(NamedTuple):
+    object: JSON
+    patch: tuple[JSON, ...] = ()  # RFC 6902 operations from the pod as sent to object, as written
+    changes: tuple[Change, ...] = ()
+    warnings: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+    policies: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+def plan_mig(
+    view: PodView,
+    policy_set: PolicySet,
+    matched: tuple[GPUPolicy, ...],
+    parse_quantity: QuantityParser,
+    capacity: Capacity | None = None,
+) -> MigPlan:
+    owner = next((p for p in matched if p.mig is not None), None)
+    if owner is None or owner.mig is None:
+        return MigPlan(None)
+    return MigPlanner(owner, owner.mig, policy_set.catalog, parse_quantity, policy_set.cached, capacity).plan(view)
+
+
+def mutate_pod(
+    raw: JSON,
+    policy_set: PolicySet,
+    parse_quantity: QuantityParser,
+    request: RequestInfo | None = None,
+    cluster: ClusterState = NO_CLUSTER,
+) -> MutationResult:
+    """InputError if the Pod is malformed; otherwise what the mutating webhook would do."""
+    request = request or RequestInfo()
+    view = parse_pod(raw, parse_quantity)
+    if not view.in_scope:
+        return MutationResult(raw)
+    namespace = view.namespace or request.namespace
+    request = request.in_namespace(namespace)
+    match = policy_set.matching(namespace, view.labels, request.cel_input(raw), cluster.namespace_labels(namespace))
+    matched = match.policies
+    warnings = [f"policy {p.name} skipped: {why}" for p, why in match.errors]
+    plan = plan_mig(view, policy_set, matched, parse_quantity, cluster.capacity)
+    doc = Draft(raw)
+    changes: list[Change] = []
+    problems = list(plan.problems)
+    apply_plan(doc, plan, changes)
+    merged = policy_set.memo("runtime", matched, merge)
+    inject_triton(doc, view, matched, plan, merged, changes, problems, warnings, policy_set.catalog)
+    if merged is not None:
+        gpu_containers = [c for c in view.all_containers if c.holds_gpu]
+        apply_runtime(doc, view, merged, gpu_containers, changes, warnings)
+    if changes:
+        _record(doc, changes)
+    warnings.extend(plan.warnings)
+    warnings.extend(_sidestepped_quotas(plan, cluster.gpu_quotas(namespace)))
+    warnings.extend(f"will be denied: {p}" for p in problems)
+    return MutationResult(
+        object=doc.root if changes else raw,
+        patch=tuple(doc.operations) if changes else (),
+        changes=tuple(changes),
+        warnings=tuple(short(w) for w in warnings),
+        problems=tuple(problems),
+        policies=tuple(p.name for p in matched),
+    )
+
+
+def _sidestepped_quotas(plan: MigPlan, quotas: tuple[str, ...]) -> list[str]:
+    """Native ResourceQuota runs after mutation: slices are no longer charged to nvidia.com/gpu."""
+    if not quotas or not plan.rewrites or plan.strategy is not Strategy.MIXED:
+        return []
+    resources = ", ".join(sorted({r.profile.resource for r in plan.rewrites}))
+    return [f"ResourceQuota {', '.join(quotas)} counts requests.nvidia.com/gpu, not this pod's {resources}"]
+
+
+def _record(doc: Draft, changes: list[Change]) -> None:
+    """Keep what was changed in the pod itself, merged with any earlier pass's record."""
+    annotations = doc.child(doc.child(doc.root, "metadata"), "annotations")
+    recorded = dict.fromkeys(_earlier_record(annotations.get(MUTATED_ANNOTATION)))
+    recorded.update(dict.fromkeys([CHANGE_FORMAT % change for change in changes]))
+    doc.set(annotations, MUTATED_ANNOTATION, orjson.dumps(list(recorded)).decode())
+
+
+def _earlier_record(text: object) -> list[str]:
+    if not isinstance(text, str):
+        return []
+    try:
+        earlier = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return []
+    return [e for e in earlier if isinstance(e, str)] if isinstance(earlier, list) else []

@@ -1,0 +1,61 @@
+"""Writes a MigPlan into the Pod: mixed renames resources, single steers to MIG nodes."""
+
+from __future__ import annotations
+
+from policies.gpu.catalog import PRODUCT_LABEL, WHOLE_GPU_RESOURCE
+from policies.gpu.mig import MigPlan, Rewrite, single_strategy_labels
+from policies.model.policy import Strategy
+from policies.mutate.document import Change, Draft, format_count
+
+
+def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
+    if plan.policy is None or not plan.rewrites:
+        return
+    if plan.strategy is Strategy.MIXED:
+        for rewrite in plan.rewrites:
+            _rename(doc, rewrite, plan.policy.name, changes)
+    else:
+        _steer(doc, plan, changes)
+
+
+def _rename(doc: Draft, rewrite: Rewrite, policy: str, changes: list[Change]) -> None:
+    container = rewrite.container
+    resources = doc.child(doc.container(container.init, container.position), "resources")
+    count = format_count(container.amount(WHOLE_GPU_RESOURCE))
+    for section in ("limits", "requests"):
+        values = doc.child(resources, section)
+        doc.remove(values, WHOLE_GPU_RESOURCE)
+        doc.set(values, rewrite.profile.resource, count)
+    changes.append(
+        Change(f"{container.path}.resources", f"nvidia.com/gpu -> {rewrite.profile.resource} ({rewrite.why})", policy)
+    )
+
+
+def _steer(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
+    assert plan.policy is not None
+    steer(doc, single_strategy_labels(plan.rewrites), plan.rewrites[0].why, plan.policy.name, changes)
+
+
+def steer(doc: Draft, labels: tuple[str, ...], why: str, policy: str, changes: list[Change]) -> None:
+    """Pin the pod to nodes whose nvidia.com/gpu.product is one of `labels` (single strategy)."""
+    spec = doc.spec()
+    if PRODUCT_LABEL in (spec.get("nodeSelector") or {}):
+        return  # already pinned: to these nodes, or MigPlanner reported the conflict
+    if len(labels) == 1:
+        doc.set(doc.child(spec, "nodeSelector"), PRODUCT_LABEL, labels[0])
+        changes.append(Change(f"spec.nodeSelector.{PRODUCT_LABEL}", f"{labels[0]} ({why})", policy))
+        return
+    node_affinity = doc.child(doc.child(spec, "affinity"), "nodeAffinity")
+    node_selector = doc.child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
+    terms = doc.child(node_selector, "nodeSelectorTerms", list)
+    if not terms:
+        doc.append(terms, {})
+    requirement = {"key": PRODUCT_LABEL, "operator": "In", "values": list(labels)}
+    added = False
+    for i in range(len(terms)):
+        expressions = doc.child(doc.item(terms, i), "matchExpressions", list)
+        if requirement not in expressions:
+            doc.append(expressions, requirement)
+            added = True
+    if added:
+        changes.append(Change("spec.affinity.nodeAffinity", f"{PRODUCT_LABEL} in {', '.join(labels)} ({why})", policy))

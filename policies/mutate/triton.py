@@ -1,0 +1,130 @@
+"""The Triton Inference Server sidecar, as Triton's own Kubernetes examples run it."""
+
+from __future__ import annotations
+
+from policies.gpu.catalog import WHOLE_GPU_RESOURCE, Catalog, mixed_resource
+from policies.gpu.mig import MigPlan, Problem
+from policies.model.policy import GPUPolicy, Strategy, TritonSpec
+from policies.mutate.document import JSON, Change, Draft
+from policies.mutate.rewrite import steer
+from policies.mutate.runtime import SHM_VOLUME, Merged, ensure_shm_volume
+from policies.pod import SHM_PATH, PodView
+
+CONTAINER = "triton"
+PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
+TRITON_USER = 1000
+
+
+def _probe(path: str, **timing: int) -> dict[str, JSON]:
+    return {"httpGet": {"path": path, "port": "http"}, **timing}
+
+
+def sidecar(spec: TritonSpec, repository: str, resources: dict[str, str], env: list[dict[str, str]]) -> dict[str, JSON]:
+    container: dict[str, JSON] = {
+        "name": CONTAINER,
+        "image": spec.image,
+        "command": ["tritonserver"],
+        "args": [f"--model-repository={repository}"],
+        "ports": [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in PORTS],
+        "livenessProbe": _probe("/v2/health/live", periodSeconds=10),
+        "readinessProbe": _probe("/v2/health/ready", periodSeconds=5),
+        # Triton's chart: a 5-minute model-load budget before liveness counts.
+        "startupProbe": _probe("/v2/health/ready", periodSeconds=10, failureThreshold=30),
+        "securityContext": {"runAsUser": TRITON_USER, "runAsGroup": TRITON_USER, "allowPrivilegeEscalation": False},
+        "volumeMounts": [{"name": SHM_VOLUME, "mountPath": SHM_PATH}],
+    }
+    if resources:
+        container["resources"] = {"limits": dict(resources), "requests": dict(resources)}
+    if env:
+        container["env"] = env
+    if spec.native_sidecar:
+        container["restartPolicy"] = "Always"
+    return container
+
+
+BUILT_IN = "(built-in Triton defaults)"
+
+
+def wants_sidecar(pod: PodView) -> bool:
+    """Asked for and not there yet (a pod of its own making, or this webhook's earlier pass)."""
+    return pod.annotation("triton") == "inject" and not any(c.name == CONTAINER for c in pod.all_containers)
+
+
+def _single_strategy_slice(
+    doc: Draft,
+    pod: PodView,
+    plan: MigPlan,
+    profile: str,
+    policy: str,
+    changes: list[Change],
+    warnings: list[str],
+    catalog: Catalog,
+) -> None:
+    """Under single strategy the sidecar's nvidia.com/gpu is a slice of whatever profile its node
+    is split into: the pod's own rewrite decides it; with none, the sidecar steers the pod, unless
+    the pod keeps whole GPUs, whose nodes are not split at all."""
+    if plan.rewrites or pod.holds_gpu:
+        planned = plan.rewrites[0].profile.name if plan.rewrites else "whole-GPU"
+        if planned != profile:
+            warnings.append(f"{CONTAINER}: gets what its node offers ({planned}), not {profile}: single strategy")
+        return
+    labels: list[str] = []
+    for model in tuple(m for m in plan.models if m.profile(profile)) or catalog.models_with(profile):
+        found = model.profile(profile)
+        if found is not None:
+            labels.extend(model.single_strategy_labels(found))
+    steer(doc, tuple(labels), f"triton sidecar profile {profile}", policy, changes)
+
+
+def _settings(pod: PodView, policies: tuple[GPUPolicy, ...]) -> tuple[TritonSpec, str, str | None]:
+    """The deciding policy's Triton spec, its name, and the model repository to serve."""
+    owner = next((p for p in policies if p.triton is not None), None)
+    spec = owner.triton if owner and owner.triton else TritonSpec()
+    repository = pod.annotation("triton-model-repository") or spec.model_repository
+    return spec, owner.name if owner else BUILT_IN, repository
+
+
+def triton_problem(pod: PodView, policies: tuple[GPUPolicy, ...]) -> Problem | None:
+    """Why a requested sidecar cannot be added: the mutating side reports it, the validating side
+    (which sees the pod after mutation, still without the sidecar) denies on it."""
+    if not wants_sidecar(pod):
+        return None
+    _, policy, repository = _settings(pod, policies)
+    return None if repository else _no_repository(policy)
+
+
+def _no_repository(policy: str) -> Problem:
+    message = "triton: inject needs gpu-admission.io/triton-model-repository or the policy's triton.modelRepository"
+    return Problem(policy, "metadata.annotations", message)
+
+
+def inject_triton(
+    doc: Draft,
+    pod: PodView,
+    policies: tuple[GPUPolicy, ...],
+    plan: MigPlan,
+    merged: Merged | None,
+    changes: list[Change],
+    problems: list[Problem],
+    warnings: list[str],
+    catalog: Catalog,
+) -> None:
+    if not wants_sidecar(pod):
+        return
+    spec, policy, repository = _settings(pod, policies)
+    if not repository:
+        problems.append(_no_repository(policy))
+        return
+    resources: dict[str, str] = {}
+    single = plan.strategy is Strategy.SINGLE and plan.policy is not None
+    if spec.profile:
+        resources[WHOLE_GPU_RESOURCE if single else mixed_resource(spec.profile)] = "1"
+    if spec.profile and single:
+        _single_strategy_slice(doc, pod, plan, spec.profile, policy, changes, warnings, catalog)
+    env = [{"name": k, "value": v} for k, (v, _) in merged.env.items()] if merged and spec.profile else []
+    raw = sidecar(spec, repository, resources, env)
+    key = "initContainers" if spec.native_sidecar else "containers"
+    doc.append(doc.child(doc.spec(), key, list), raw)
+    changes.append(Change(f"spec.{key}", f"triton sidecar {spec.image} --model-repository={repository}", policy))
+    size = merged.shm_size[0] if merged and merged.shm_size else None
+    ensure_shm_volume(doc, size, policy, changes)

@@ -1,0 +1,148 @@
+"""`validate` and `lint`: mutation then validation, as the API server would run them, offline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from policies.cluster import NO_CLUSTER, ClusterState, KnownCluster
+from policies.engine import Engine, require_judged
+from policies.errors import InputError
+from policies.gpu.capacity import CapacityLedger, node_gpus, node_uses
+from policies.gpu.catalog import CATALOG
+from policies.judge.controllers import CONTROLLERS, pod_template
+from policies.judge.ledger import Ledger
+from policies.judge.usage import counts_against_quota, gpus_held
+from policies.judge.validation import Decision
+from policies.model.loader import load_texts
+from policies.mutate.mutation import MutationResult
+from policies.pod import PodView, parse_pod
+from webhook.cluster.namespaces import GpuQuotaCache, namespace_labels
+from webhook.quantity import parse_quantity
+from webhook.sources.files import POLICY_SUFFIXES, directory_texts, read_manifests
+
+EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
+CLUSTER_KINDS = "cluster state holds Pods, Namespaces, Nodes and ResourceQuotas only"
+
+
+@dataclass(frozen=True)
+class Judged:
+    label: str
+    mutation: MutationResult
+    decision: Decision
+
+
+def judge(engine: Engine, label: str, document: Any, ledger: Ledger, cluster: ClusterState = NO_CLUSTER) -> Judged:
+    try:
+        kind = require_judged(document)
+        if kind in CONTROLLERS:
+            mutation = engine.mutate(pod_template(document).pod, cluster=cluster)
+            decision = engine.validate(document, ledger, cluster=cluster)
+        else:
+            mutation = engine.mutate(document, cluster=cluster)
+            decision = engine.validate(mutation.object, ledger, cluster=cluster)
+    except InputError as error:
+        raise error.in_document(label) from None
+    if decision.allowed and kind == "Pod":
+        ledger.charge(decision.charges, decision.usage)
+    return Judged(label, mutation, decision)
+
+
+def _text(judged: Judged) -> str:
+    verdict = "allowed" if judged.decision.allowed else "DENIED"
+    lines = [f"{judged.label}: {verdict}"]
+    lines += [f"  mutated: {change}" for change in judged.mutation.changes]
+    lines += [f"  warning: {w}" for w in judged.mutation.warnings if not w.startswith("will be denied")]
+    lines += [f"  {v.action.value}: {v}" for v in judged.decision.verdicts]
+    if judged.decision.policies:
+        lines.append(f"  policies: {', '.join(judged.decision.policies)}")
+    return "\n".join(lines)
+
+
+def _json(judged: Judged) -> dict[str, object]:
+    return {
+        "object": judged.label,
+        "allowed": judged.decision.allowed,
+        "policies": list(judged.decision.policies),
+        "changes": [{"path": c.path, "change": c.what, "policy": c.policy} for c in judged.mutation.changes],
+        "verdicts": [
+            {"action": v.action.value, "policy": v.policy, "rule": v.rule, "path": v.path, "message": v.message}
+            for v in judged.decision.verdicts
+        ],
+        "warnings": list(judged.decision.warnings),
+        "auditAnnotations": judged.decision.audit_annotations,
+    }
+
+
+def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
+    """The pods of a `kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml` dump, and what the
+    engine may know of the cluster from it: namespace labels, free GPU capacity per model and
+    profile, ResourceQuotas on whole GPUs."""
+    pods: list[Any] = []
+    views: list[PodView] = []
+    namespaces: dict[str, dict[str, str]] = {}
+    resource_quotas: list[dict[str, Any]] = []
+    capacity = CapacityLedger(CATALOG)
+    for label, item in read_manifests(path):
+        if not isinstance(item, dict):
+            raise InputError("", CLUSTER_KINDS, label)
+        kind = item.get("kind")
+        if kind == "Pod":
+            pods.append(item)
+            try:
+                views.append(parse_pod(item, parse_quantity))
+            except InputError as error:
+                raise error.in_document(label) from None
+        elif kind == "Namespace":
+            name, labels = namespace_labels(item)
+            namespaces[name] = labels
+        elif kind == "Node":
+            capacity.set_node(*node_gpus(item, parse_quantity))
+            capacity.mark_synced()
+        elif kind == "ResourceQuota":
+            resource_quotas.append(item)
+        else:
+            raise InputError("kind", CLUSTER_KINDS, label)
+    capacity.replace_uses(node_uses((v.node_name, gpus_held(v)) for v in views if counts_against_quota(v)))
+    quotas = GpuQuotaCache()
+    quotas.replace_all(resource_quotas)
+    return pods, KnownCluster(namespaces, capacity, quotas.by_namespace())
+
+
+def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:
+    pods, cluster = cluster_state(args.cluster_state) if args.cluster_state else ([], KnownCluster())
+    ledger = Ledger.from_pods(pods, engine.policy_set, engine.parse_quantity, cluster)
+    results = [judge(engine, label, document, ledger, cluster) for label, document in read_manifests(args.file)]
+    if args.output == "json":
+        print(json.dumps([_json(r) for r in results], indent=2))
+    else:
+        print("\n".join(_text(r) for r in results))
+    return EXIT_OK if all(r.decision.allowed for r in results) else EXIT_DENIED
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    texts: list[tuple[str, str]] = []
+    for target in args.paths:
+        path = Path(target)
+        if path.is_dir():
+            texts.extend(directory_texts(path))
+        elif path.suffix in POLICY_SUFFIXES:
+            texts.append((str(path), path.read_text(encoding="utf-8")))
+        else:
+            raise FileNotFoundError(f"{target}: not a policy directory or file")
+    result = load_texts(texts, parse_quantity)
+    for problem in result.problems:
+        print(problem)
+    if not texts:
+        print("no policy files found", file=sys.stderr)
+        return EXIT_DENIED
+    names = ", ".join(p.name for p in result.policies) or "none"
+    print(
+        f"{len(texts)} files, {len(result.policies)} policies loaded ({names}), {len(result.problems)} problems",
+        file=sys.stderr,
+    )
+    return EXIT_DENIED if result.problems else EXIT_OK

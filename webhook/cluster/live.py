@@ -1,0 +1,47 @@
+"""One replica's view of its cluster: namespace labels, ResourceQuotas on whole GPUs, quota usage
+and free GPU capacity, kept current by the watches (webhook.cluster.watches). It is also the
+cluster as the engine sees it (policies.cluster.ClusterState)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+
+from policies.gpu.capacity import Capacity
+from policies.model.policyset import PolicySet
+from webhook.cluster.namespaces import GpuQuotaCache, NamespaceCache
+from webhook.cluster.usage import PodUsageTracker
+
+
+class ClusterView:
+    def __init__(self, policy_set: Callable[[], PolicySet | None]) -> None:
+        self.namespaces = NamespaceCache()
+        self.quotas = GpuQuotaCache()
+        self.usage = PodUsageTracker(policy_set, cluster=lambda: self)
+        self.synced: list[threading.Event] = []  # one per watch: set once it has listed
+        self._policy_set_listeners: list[Callable[[], None]] = []
+
+    # -- policies.cluster.ClusterState ------------------------------------------------------------
+    @property
+    def capacity(self) -> Capacity:
+        return self.usage.capacity
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        return self.namespaces.labels(namespace)
+
+    def gpu_quotas(self, namespace: str) -> tuple[str, ...]:
+        return self.quotas.names(namespace)
+
+    # -- wiring ------------------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        """Every watch has listed once (none connected: nothing to wait for)."""
+        return all(event.is_set() for event in self.synced)
+
+    def on_policy_set(self, listener: Callable[[], None]) -> None:
+        """`listener` runs whenever a new policy set is in force (the pod counters follow it)."""
+        self._policy_set_listeners.append(listener)
+
+    def policy_set_changed(self) -> None:
+        for listener in self._policy_set_listeners:
+            listener()

@@ -1,0 +1,105 @@
+"""Reservations: usage held for pods admitted but not yet seen in the pod watch.
+
+A reservation is released when its pod shows up (matched by uid, by name, or by the prefix of a
+generateName), or when it expires. Totals are kept per (policy, scope), so reading what a budget
+has reserved costs the same with one reservation or thousands. Not thread-safe on its own: the
+tracker (webhook.cluster.usage) calls it under its lock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Container
+from dataclasses import dataclass
+
+from policies.judge.ledger import Charges
+from policies.judge.usage import EMPTY, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """The pod under admission. The validating webhook sees its final name and uid."""
+
+    namespace: str
+    name: str
+    generate_name: str = ""
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.uid or f"{self.namespace}/{self.name or self.generate_name + '*'}"
+
+    @property
+    def by_prefix(self) -> bool:
+        return not self.uid and not self.name and bool(self.generate_name)
+
+    def claimed_by(self, namespace: str, name: str) -> bool:
+        if namespace != self.namespace:
+            return False
+        return name == self.name if self.name else bool(self.generate_name) and name.startswith(self.generate_name)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    pod: PodRef
+    charges: Charges  # local ones only: strict charges live in the shared Lease
+    usage: Usage
+    expires: float
+
+
+class Reservations:
+    def __init__(self) -> None:
+        self._by_key: dict[str, Reservation] = {}
+        self._totals: dict[tuple[str, str], Usage] = {}
+        self._expiry: deque[tuple[float, str]] = deque()
+        self._prefixed: set[str] = set()  # reservations of pods known only by generateName
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def total(self, key: tuple[str, str]) -> Usage:
+        return self._totals.get(key, EMPTY)
+
+    def add(self, reservation: Reservation) -> None:
+        self.release(reservation.pod.key)
+        self._by_key[reservation.pod.key] = reservation
+        if reservation.pod.by_prefix:
+            self._prefixed.add(reservation.pod.key)
+        self._expiry.append((reservation.expires, reservation.pod.key))
+        for key in reservation.charges:
+            self._totals[key] = self._totals.get(key, EMPTY) + reservation.usage
+
+    def release(self, key: str) -> None:
+        reservation = self._by_key.pop(key, None)
+        if reservation is None:
+            return
+        self._prefixed.discard(key)
+        for charge in reservation.charges:
+            left = self._totals.get(charge, EMPTY) - reservation.usage
+            if left.pods > 0 or left.gpu_equivalents > 0:
+                self._totals[charge] = left
+            else:
+                self._totals.pop(charge, None)
+
+    def expire(self, now: float) -> None:
+        while self._expiry and self._expiry[0][0] <= now:
+            expires, key = self._expiry.popleft()
+            reservation = self._by_key.get(key)
+            if reservation is not None and reservation.expires == expires:
+                self.release(key)
+
+    def claim(self, namespace: str, name: str, uid: str) -> None:
+        """The pod is in the watch now: its own counters take over from its reservation."""
+        for key in (uid, f"{namespace}/{name}"):
+            if key in self._by_key:
+                self.release(key)
+                return
+        for key in self._prefixed:
+            if self._by_key[key].pod.claimed_by(namespace, name):
+                self.release(key)
+                return
+
+    def release_seen(self, seen_uids: Container[str]) -> None:
+        """After a relist: pods listed by uid take over from their reservations."""
+        for key in [k for k, r in self._by_key.items() if r.pod.uid in seen_uids]:
+            self.release(key)

@@ -1,0 +1,177 @@
+"""Reservations of `consistency: strict` quotas, shared by every replica through the API server.
+
+One Lease per (policy, scope) in the webhook's namespace holds the reservations of pods admitted
+but not yet seen in the pod watch, in an annotation. A replica admits against its own pod
+counters plus the Lease's reservations it has not yet seen as pods, and records its reservation
+by replacing the Lease at the resourceVersion it read: if another replica wrote in between, the
+API server answers 409 Conflict, the Lease is read again and the pod judged again. So replicas
+never overshoot together. Entries stay until they expire (a replica whose watch lags still
+counts them), and each replica skips the ones whose pods its own watch already counts.
+
+The cost: one write to the API server per admission under a strict quota (and a read after each
+conflict), against none on the default local path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import orjson
+from kubernetes.client.exceptions import ApiException
+
+from policies.judge.usage import EMPTY, Usage
+from webhook.cluster.reservations import PodRef
+from webhook.metrics import STRICT_CONFLICTS
+
+LEDGER_LABEL = "gpu-admission.io/quota-ledger"
+TIMEOUT = (1.0, 2.0)  # connect, read: well inside the webhook's own timeout
+RESERVATIONS = "gpu-admission.io/reservations"
+Key = tuple[str, str]  # (policy, scope)
+
+
+class LedgerUnavailable(RuntimeError):
+    """The Lease could not be read or written: a strict quota cannot be judged, so it denies."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    key: str
+    expires: float
+    usage: Usage
+
+    def to_json(self) -> list[Any]:
+        u = self.usage
+        return [self.key, round(self.expires, 3), str(u.gpu_equivalents), dict(u.slices), u.gpus, u.pods]
+
+    @classmethod
+    def from_json(cls, raw: list[Any]) -> Entry:
+        key, expires, equivalents, slices, gpus, pods = raw
+        return cls(str(key), float(expires), Usage(Fraction(equivalents), dict(slices), int(gpus), int(pods)))
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseState:
+    version: str  # "" when the Lease does not exist yet
+    entries: tuple[Entry, ...] = ()
+
+
+def lease_name(key: Key) -> str:
+    policy, scope = key
+    digest = hashlib.sha256(f"{policy}\0{scope}".encode()).hexdigest()[:12]
+    slug = re.sub(r"[^a-z0-9-]+", "-", policy.lower()).strip("-")[:40]
+    return f"gpu-admission-quota-{slug}-{digest}".replace("--", "-")
+
+
+class SharedReservations:
+    def __init__(
+        self,
+        api: Any,
+        namespace: str,
+        identity: str,
+        ttl: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api  # a CoordinationV1Api
+        self.namespace = namespace
+        self.identity = identity
+        self.ttl = ttl
+        self.clock = clock
+        self.conflicts = 0
+        self._states: dict[Key, LeaseState] = {}
+        self._lock = threading.Lock()
+
+    def pending(self, key: Key, seen: Callable[[str], bool]) -> Usage:
+        """Reservations in the Lease (as last read) that have not expired and that this
+        replica's watch has not yet shown as pods."""
+        now = self.clock()
+        total = EMPTY
+        for entry in self._state(key).entries:
+            if entry.expires > now and not seen(entry.key):
+                total = total + entry.usage
+        return total
+
+    def reserve(self, keys: tuple[Key, ...], pod: PodRef, usage: Usage) -> bool:
+        """Add the pod's reservation to every Lease; False if one moved since it was read (it is
+        read again: judge the pod again and retry)."""
+        for key in keys:
+            state = self._state(key)
+            now = self.clock()
+            entries = [e for e in state.entries if e.expires > now and e.key != pod.key]
+            entries.append(Entry(pod.key, now + self.ttl, usage))
+            try:
+                written = self._write(key, state.version, entries)
+            except ApiException as error:
+                if error.status not in (404, 409):
+                    raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
+                self.conflicts += 1
+                STRICT_CONFLICTS.inc()
+                self._remember(key, self._read(key))
+                return False
+            except Exception as error:  # refused, reset, timed out
+                raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
+            self._remember(key, written)
+        return True
+
+    # -- the Lease ------------------------------------------------------------------------------
+    def _state(self, key: Key) -> LeaseState:
+        with self._lock:
+            state = self._states.get(key)
+        if state is None:
+            state = self._read(key)
+            self._remember(key, state)
+        return state
+
+    def _remember(self, key: Key, state: LeaseState) -> None:
+        with self._lock:
+            self._states[key] = state
+
+    def _read(self, key: Key) -> LeaseState:
+        try:
+            response = self.api.read_namespaced_lease(
+                lease_name(key), self.namespace, _preload_content=False, _request_timeout=TIMEOUT
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return LeaseState("")
+            raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
+        except Exception as error:  # refused, reset, timed out
+            raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
+        return _parse(orjson.loads(response.data))
+
+    def _write(self, key: Key, version: str, entries: list[Entry]) -> LeaseState:
+        policy, scope = key
+        metadata: dict[str, Any] = {
+            "name": lease_name(key),
+            "namespace": self.namespace,
+            "labels": {LEDGER_LABEL: "true"},
+            "annotations": {
+                "gpu-admission.io/policy": policy,
+                "gpu-admission.io/scope": scope or "(policy-wide)",
+                RESERVATIONS: orjson.dumps([e.to_json() for e in entries]).decode(),
+            },
+        }
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata}
+        body["spec"] = {"holderIdentity": self.identity}
+        if version:
+            metadata["resourceVersion"] = version
+            response = self.api.replace_namespaced_lease(lease_name(key), self.namespace, body, _preload_content=False)
+        else:
+            response = self.api.create_namespaced_lease(self.namespace, body, _preload_content=False)
+        return _parse(orjson.loads(response.data))
+
+
+def _parse(lease: dict[str, Any]) -> LeaseState:
+    metadata = lease.get("metadata") or {}
+    text = (metadata.get("annotations") or {}).get(RESERVATIONS) or "[]"
+    try:
+        entries = tuple(Entry.from_json(item) for item in orjson.loads(text))
+    except (ValueError, TypeError, ZeroDivisionError):
+        entries = ()  # a hand-edited Lease: its reservations are lost, the next write starts afresh
+    return LeaseState(str(metadata.get("resourceVersion") or ""), entries)

@@ -1,0 +1,116 @@
+"""The webhook connected to its cluster: policy ConfigMaps (with all namespaces: every namespace's),
+pods (quota counters), namespaces (labels for namespaceSelector), nodes (free GPU capacity) and
+ResourceQuotas (on whole GPUs, that a MIG rewrite sidesteps), each listed and watched into the
+replica's view; strict quotas' shared Leases; status Events and annotations on policy ConfigMaps.
+With the API server unreachable the webhook keeps serving what it has.
+
+`/readyz` turns ready once the policy set is loaded and every watch has listed once. Pods are
+listed only once policies and namespaces are, and a new policy set relists them, so the
+counters are always charged by the policies in force.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from webhook.cluster.listwatch import ListWatch
+from webhook.cluster.live import ClusterView
+from webhook.cluster.policy_status import PolicyStatusReporter
+from webhook.cluster.shared_quota import SharedReservations
+from webhook.cluster.watch_stream import JSON
+from webhook.sources.configmaps import POLICY_LABEL, policy_owner, texts_of
+from webhook.sources.store import PolicyStore
+
+NAMESPACE_TIMEOUT = 2.0
+
+
+def identity() -> str:
+    """This replica's name in Events and Leases: the pod name where the Deployment gives it."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def connect(
+    view: ClusterView,
+    store: PolicyStore,
+    namespace: str,
+    api_client: client.ApiClient | None = None,
+    all_namespaces: bool = False,
+    **options: Any,
+) -> list[ListWatch]:
+    """Start every watch; returns them (tests stop them). `namespace` is the webhook's own."""
+    core = client.CoreV1Api(api_client)
+    me = identity()
+    view.usage.shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, me)
+    store.listeners.append(PolicyStatusReporter(core, me))
+    view.namespaces.set_fetch(lambda name: _read_namespace(core, name))
+    usage, namespaces, quotas = view.usage, view.namespaces, view.quotas
+    watches = [
+        configmap_watch(core, namespace, store, all_namespaces, **options),
+        ListWatch("namespaces", core.list_namespace, (), namespaces.replace_all, namespaces.observe, **options),
+        ListWatch("nodes", core.list_node, (), usage.replace_nodes, usage.observe_node, **options),
+        ListWatch(
+            "resourcequotas",
+            core.list_resource_quota_for_all_namespaces,
+            (),
+            quotas.replace_all,
+            quotas.observe,
+            **options,
+        ),
+        ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
+    ]
+    configmaps, namespaces_watch, pods = watches[0], watches[1], watches[-1]
+    view.on_policy_set(pods.relist)
+    view.synced.extend(watch.synced for watch in watches)
+    for watch in watches[:-1]:
+        watch.start()
+
+    def pods_once_policies_and_namespaces_are_known() -> None:
+        # Pods are charged by the policies (and namespace labels) in force when they are counted.
+        configmaps.synced.wait()
+        namespaces_watch.synced.wait()
+        pods.start()
+
+    threading.Thread(target=pods_once_policies_and_namespaces_are_known, name="watch-pods-start", daemon=True).start()
+    return watches
+
+
+def _read_namespace(api: client.CoreV1Api, name: str) -> dict[str, Any] | None:
+    try:
+        response = api.read_namespace(name, _preload_content=False, _request_timeout=NAMESPACE_TIMEOUT)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return dict(orjson.loads(response.data))  # type: ignore[attr-defined]
+
+
+def configmap_watch(
+    api: client.CoreV1Api, namespace: str, store: PolicyStore, all_namespaces: bool = False, **options: Any
+) -> ListWatch:
+    """`namespace` is the webhook's own; with `all_namespaces`, every namespace is watched."""
+
+    def owner(obj: JSON) -> str | None:
+        return policy_owner(str((obj.get("metadata") or {}).get("namespace", "")), namespace)
+
+    def on_event(kind: str, obj: JSON) -> None:
+        if kind == "DELETED":
+            store.remove(texts_of(obj)[0])
+        else:
+            store.update(*texts_of(obj), namespace=owner(obj))
+
+    def on_list(items: Any) -> None:
+        store.replace_all({source: (texts, owner(cm)) for cm in items for source, texts in [texts_of(cm)]})
+
+    lister: Callable[..., Any] = api.list_namespaced_config_map
+    args: tuple[str, ...] = (namespace,)
+    if all_namespaces:
+        lister, args = api.list_config_map_for_all_namespaces, ()
+    return ListWatch("configmaps", lister, args, on_list, on_event, label_selector=POLICY_LABEL, **options)

@@ -1,0 +1,133 @@
+"""One replica wired together: its policy sources, its view of the cluster, its certificates and
+the server (`gpu-admission serve`: the webhook under gunicorn over TLS, on the embedded default
+if asked nothing).
+
+The same ServerConfig comes from the command line (`serve`) or from the environment (the WSGI
+module a container's gunicorn loads), so both run the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
+from policies.errors import PolicyProblem
+from webhook import logs
+from webhook.serving import background
+from webhook.serving.server import WebhookServer
+from webhook.sources.directories import DirectoryWatcher
+from webhook.sources.files import bundled_texts
+from webhook.sources.store import PolicyStore
+from webhook.state import EngineHolder, Settings
+
+log = logging.getLogger("gpu_admission.server")
+DEFAULT_CERT_DIR = Path(".gpu-admission/certs")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    policy_dirs: tuple[Path, ...] = ()
+    fail_open: bool = False
+    watch_namespace: str = ""  # the webhook's own namespace: connects it to the cluster
+    all_namespaces: bool = False
+    manage_certs: bool = False  # certificates in Secrets of watch_namespace, renewed in the cluster
+    service: str = "gpu-admission"
+    cert_dir: Path = DEFAULT_CERT_DIR
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> ServerConfig:
+        env = dict(os.environ if env is None else env)
+        cert = env.get("GPU_ADMISSION_CERT", "/etc/gpu-admission/certs/tls.crt")
+        return cls(
+            policy_dirs=tuple(Path(p) for p in env.get("GPU_ADMISSION_POLICIES", "").split(":") if p),
+            fail_open=env.get("GPU_ADMISSION_FAIL_OPEN") == "true",
+            watch_namespace=env.get("GPU_ADMISSION_WATCH_NAMESPACE", ""),
+            all_namespaces=env.get("GPU_ADMISSION_ALL_NAMESPACES") == "true",
+            manage_certs=env.get("GPU_ADMISSION_MANAGE_CERTS") == "true",
+            service=env.get("GPU_ADMISSION_SERVICE", "gpu-admission"),
+            cert_dir=Path(cert).parent,
+        )
+
+
+def build_holder(config: ServerConfig) -> EngineHolder:
+    """The engine holder and its policy sources: bundled, directories (reloaded) or ConfigMaps (watched)."""
+    from webhook.metrics import LOAD_ERRORS
+
+    holder = EngineHolder(Settings(fail_open=config.fail_open, policy_namespace=config.watch_namespace))
+
+    def count(source: str, problems: list[PolicyProblem]) -> None:
+        LOAD_ERRORS.inc(len(problems))
+        holder.load_errors += len(problems)
+
+    store = PolicyStore(holder.swap, on_result=count)
+    if config.watch_namespace:
+        background.register(lambda: _watch_cluster(holder, store, config.watch_namespace, config.all_namespaces))
+    elif config.policy_dirs:
+        directories = DirectoryWatcher(list(config.policy_dirs), store)
+        directories.check_once()
+        background.register(directories.start)
+    else:
+        store.update("bundled", tuple(bundled_texts()))
+    return holder
+
+
+def _load_kube_config() -> None:
+    from kubernetes import config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+
+
+def _watch_cluster(holder: EngineHolder, store: PolicyStore, namespace: str, all_namespaces: bool) -> None:
+    from webhook.cluster.watches import connect
+
+    _load_kube_config()
+    connect(holder.view, store, namespace, all_namespaces=all_namespaces)
+
+
+def prepare_certificates(config: ServerConfig) -> None:
+    """Certificate files before serving: made in the cluster (self-managed: the Secrets, the Lease,
+    kept renewed by a thread in each worker) or, outside one, dev certificates on first start."""
+    if not config.manage_certs:
+        if ensure_dev_certificates(config.cert_dir):
+            log.info("dev certificates made", extra={"fields": {"ca": str(config.cert_dir / CA_FILE)}})
+        return
+    if not config.watch_namespace:
+        raise SystemExit("self-managed certificates need the webhook's namespace (--watch-configmaps)")
+    _load_kube_config()
+    if not _cert_manager(config).ensure_files():
+        raise SystemExit(f"no certificates in {config.cert_dir} after 120 s: see the certificate sync errors above")
+    background.register(lambda: _renew_in_background(config))
+
+
+def _cert_manager(config: ServerConfig) -> Any:
+    from certs.manager import CertManager
+    from webhook.cluster.watches import identity
+
+    # Workers of one pod each compete for the Lease: one identity each.
+    me = f"{identity()}/{os.getpid()}"
+    return CertManager(None, config.watch_namespace, config.service, me, config.cert_dir)
+
+
+def _renew_in_background(config: ServerConfig) -> None:
+    manager = _cert_manager(config)
+    threading.Thread(target=manager.run, args=(threading.Event(),), name="certificates", daemon=True).start()
+
+
+def serve(config: ServerConfig, bind: str, workers: int) -> None:
+    logs.configure()
+    prepare_certificates(config)
+    from webhook.serving.app import create_app
+
+    app = create_app(build_holder(config))
+    ca = str(config.cert_dir / CA_FILE)
+    log.info("serving", extra={"fields": {"bind": bind, "ca": ca, "workers": workers}})
+    certfile, keyfile = str(config.cert_dir / CERT_FILE), str(config.cert_dir / KEY_FILE)
+    WebhookServer(app, {"bind": bind, "workers": workers, "certfile": certfile, "keyfile": keyfile}).run()

@@ -1,0 +1,131 @@
+"""One review in, one response out: which engine call a request needs, and what it becomes.
+
+An engine failure on one request is a denial for that request (or an allow with `failOpen`),
+logged with its uid; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from policies.engine import JUDGED_KINDS
+from policies.errors import InputError
+from policies.model.loader import load_texts
+from policies.request import Operation
+from webhook.metrics import ENGINE_ERRORS
+from webhook.quantity import parse_quantity
+from webhook.serving.errors import BadRequest
+from webhook.serving.review import AdmissionRequest, AdmissionResponse
+from webhook.sources.configmaps import is_policy_configmap, policy_owner, texts_of
+from webhook.state import EngineHolder
+
+log = logging.getLogger("gpu_admission.admission")
+JUDGED_OPERATIONS = (Operation.CREATE, Operation.UPDATE)
+
+
+def _require_object(request: AdmissionRequest) -> dict[str, object]:
+    if not isinstance(request.object, dict):
+        raise BadRequest("request.object must be the object under review")
+    if request.object.get("kind") not in (None, request.kind.kind):
+        raise BadRequest(f"request.object is a {request.object.get('kind')}, request.kind says {request.kind.kind}")
+    return request.object
+
+
+def _guarded(
+    endpoint: str, holder: EngineHolder, request: AdmissionRequest, run: Callable[[], AdmissionResponse]
+) -> AdmissionResponse:
+    try:
+        return run()
+    except (InputError, BadRequest) as error:
+        message = str(error)
+        raise BadRequest(f"{request.kind.kind} {request.namespace}/{request.name}: {message}") from None
+    except Exception:
+        ENGINE_ERRORS.labels(endpoint).inc()
+        log.exception("engine failed on a review", extra={"fields": {"uid": request.uid, "endpoint": endpoint}})
+        if holder.settings.fail_open:
+            return AdmissionResponse(request.uid, True, warnings=("gpu-admission: internal error, allowed (failOpen)",))
+        return AdmissionResponse(
+            request.uid, False, message="gpu-admission: internal error, denied to be safe", code=500
+        )
+
+
+def mutate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    """Pods on CREATE only: an UPDATE may not change a pod's resources, so a patch would break it."""
+    engine = holder.engine
+    if (
+        engine is None
+        or not request.kind.is_core_pod
+        or request.operation is not Operation.CREATE
+        or request.sub_resource
+    ):
+        return AdmissionResponse(request.uid, True)
+
+    def run() -> AdmissionResponse:
+        raw = _require_object(request)
+        result = engine.mutate(raw, request.info(), holder.cluster)
+        return AdmissionResponse(request.uid, True, result.patch, result.warnings)
+
+    return _guarded("mutate", holder, request, run)
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _policy_configmap(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    """A policy ConfigMap is judged by lint: `kubectl apply` of a broken policy fails with the errors.
+
+    An UPDATE that leaves the policy texts as they were (labels, annotations: the webhook's own
+    status note among them) is not judged again.
+    """
+    raw = _require_object(request)
+    if not is_policy_configmap(raw):
+        return AdmissionResponse(request.uid, True)
+    _, texts = texts_of(raw, request.namespace, request.name)
+    old = request.old_object
+    if (
+        isinstance(old, dict)
+        and is_policy_configmap(old)
+        and texts_of(old, request.namespace, request.name)[1] == texts
+    ):
+        return AdmissionResponse(request.uid, True)
+    owner = policy_owner(request.namespace, holder.settings.policy_namespace)
+    problems = load_texts(texts, parse_quantity, namespace=owner).problems
+    if not problems:
+        return AdmissionResponse(request.uid, True)
+    message = "policy rejected: " + "; ".join(str(p) for p in problems)
+    return AdmissionResponse(request.uid, False, message=message, code=422)
+
+
+def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    if request.kind.group == "" and request.kind.kind == "ConfigMap" and request.operation in JUDGED_OPERATIONS:
+        return _policy_configmap(holder, request)
+    engine = holder.engine
+    if (
+        engine is None
+        or request.kind.kind not in JUDGED_KINDS
+        or request.operation not in JUDGED_OPERATIONS
+        or request.sub_resource
+    ):
+        return AdmissionResponse(request.uid, True)
+
+    def run() -> AdmissionResponse:
+        raw = _require_object(request)
+        decision = holder.admit(
+            lambda: engine.validate(raw, holder.usage, request.info(), holder.cluster),
+            request.namespace,
+            request.name,
+            _dict(raw.get("metadata")),
+            request.dry_run,
+        )
+        return AdmissionResponse(
+            request.uid,
+            decision.allowed,
+            warnings=decision.warnings,
+            message=decision.message,
+            audit_annotations=decision.audit_annotations,
+        )
+
+    return _guarded("validate", holder, request, run)

@@ -1,0 +1,44 @@
+"""Policy ConfigMaps as sources: those labelled gpu-admission.io/policy=true, each data key a
+file. One in the webhook's own namespace holds cluster-wide policies; one elsewhere holds
+namespaced policies, which may match only their own namespace. The watch that feeds them to the
+store is the cluster's (webhook.cluster.watches)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.sources.store import Texts
+
+JSON = dict[str, Any]
+
+POLICY_LABEL_KEY = "gpu-admission.io/policy"
+POLICY_LABEL = f"{POLICY_LABEL_KEY}=true"
+SOURCE_PREFIX = "configmap/"
+
+
+def is_policy_configmap(configmap: JSON) -> bool:
+    return ((configmap.get("metadata") or {}).get("labels") or {}).get(POLICY_LABEL_KEY) == "true"
+
+
+def policy_owner(namespace: str, policy_namespace: str) -> str | None:
+    """None for a ConfigMap of cluster-wide policies (in the webhook's namespace), else its namespace."""
+    return None if not policy_namespace or namespace == policy_namespace else namespace
+
+
+def texts_of(configmap: JSON, namespace: str = "", name: str = "") -> tuple[str, Texts]:
+    """The source name and the (file, text) pairs of a policy ConfigMap, one file per data key.
+
+    An object under admission may not carry its namespace yet: the request's is passed instead.
+    """
+    metadata = configmap.get("metadata") or {}
+    source = f"{SOURCE_PREFIX}{metadata.get('namespace') or namespace}/{metadata.get('name') or name}"
+    data = configmap.get("data") or {}
+    return source, tuple((f"{source}/{key}", str(data[key])) for key in sorted(data))
+
+
+def configmap_source(source: str) -> tuple[str, str] | None:
+    """(namespace, name) of a ConfigMap source name, None for other sources."""
+    if not source.startswith(SOURCE_PREFIX):
+        return None
+    namespace, _, name = source.removeprefix(SOURCE_PREFIX).partition("/")
+    return namespace, name

@@ -1,0 +1,74 @@
+"""Files in, plain data out: policy directories, the bundled default, input manifests."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from policies.errors import InputError
+from policies.model.loader import LoadResult, load_texts
+from policies.model.policyset import PolicySet
+from webhook.quantity import parse_quantity
+
+POLICY_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def bundled_texts() -> list[tuple[str, str]]:
+    folder = resources.files("policies.bundled")
+    return sorted(
+        (f"bundled/{entry.name}", entry.read_text(encoding="utf-8"))
+        for entry in folder.iterdir()
+        if entry.name.endswith(POLICY_SUFFIXES)
+    )
+
+
+def directory_texts(directory: Path) -> list[tuple[str, str]]:
+    """Policy files of a directory, skipping the ..data symlink farm of mounted ConfigMaps."""
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory}: not a directory")
+    return [
+        (str(path), path.read_text(encoding="utf-8"))
+        for path in sorted(directory.iterdir())
+        if path.suffix in POLICY_SUFFIXES and not path.name.startswith(".") and path.is_file()
+    ]
+
+
+def load_policies(directories: list[Path] | None, generation: int = 1) -> tuple[PolicySet, LoadResult]:
+    texts: list[tuple[str, str]] = []
+    if directories:
+        for directory in directories:
+            texts.extend(directory_texts(directory))
+    else:
+        texts = bundled_texts()
+    result = load_texts(texts, parse_quantity)
+    return PolicySet(result.policies, generation), result
+
+
+def read_manifests(name: str) -> Iterator[tuple[str, object]]:
+    """(label, object) for each document of a file or '-'; v1 Lists are opened."""
+    text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise InputError("", f"not valid YAML or JSON{where}: {getattr(error, 'problem', error)}", name) from None
+    for i, document in enumerate(documents, 1):
+        if isinstance(document, dict) and document.get("kind") == "List" and isinstance(document.get("items"), list):
+            for j, item in enumerate(document["items"], 1):
+                yield _label(name, f"{i}.{j}", item), item
+        else:
+            yield _label(name, str(i), document), document
+
+
+def _label(file: str, number: str, document: object) -> str:
+    if isinstance(document, dict):
+        metadata = document.get("metadata")
+        if not isinstance(metadata, dict):
+            metadata = {}
+        return f"{file} document {number} ({document.get('kind')} {metadata.get('name', '')})".replace(" )", ")")
+    return f"{file} document {number}"
