@@ -81,7 +81,7 @@ def bodies(path: str) -> list[bytes]:
     if path != "/validate":
         return [review(i) for i in range(64)]
     from policies.engine import Engine
-    from webhook.quantity import parse_quantity
+    from policies.quantity import parse_quantity
     from webhook.sources.files import load_policies
 
     engine = Engine(load_policies(None)[0], parse_quantity)

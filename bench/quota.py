@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 from policies.engine import Engine  # noqa: E402
 from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
+from policies.quantity import parse_quantity  # noqa: E402
 from webhook.cluster.reservations import PodRef  # noqa: E402
 from webhook.cluster.usage import PodUsageTracker  # noqa: E402
-from webhook.quantity import parse_quantity  # noqa: E402
 
 POLICIES = """
 apiVersion: gpu-admission.io/v1alpha1

@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
 from policies.judge.controllers import CONTROLLERS, pod_template, replica_warnings
-from policies.judge.quota import UsageSource
-from policies.judge.validation import Decision, subject_of, validate_pod
+from policies.judge.quota import NoUsage, UsageSource
+from policies.judge.validation import Decision, ratchet, subject_of, validate_ephemeral, validate_pod
 from policies.model.policy import Action
 from policies.model.policyset import PolicySet
 from policies.mutate.document import JSON
@@ -35,6 +35,11 @@ def require_judged(raw: JSON) -> str:
     return str(kind)
 
 
+def _being_deleted(raw: JSON) -> bool:
+    metadata = raw.get("metadata")
+    return isinstance(metadata, dict) and metadata.get("deletionTimestamp") is not None
+
+
 @dataclass(frozen=True)
 class Engine:
     policy_set: PolicySet
@@ -49,13 +54,36 @@ class Engine:
     def validate(
         self, raw: JSON, usage: UsageSource, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
     ) -> Decision:
-        """The verdict on a Pod, or on a controller's pod template (quota overruns then warn)."""
+        """The verdict on a Pod, or on a controller's pod template (quota overruns then warn).
+
+        On UPDATE, what the update changes is judged: an object being deleted passes, and a
+        denial its old version earned too only warns (request.old_object); an ephemeral
+        container (pods/ephemeralcontainers) is judged for its device access.
+        """
         kind = require_judged(raw)
+        request = request or RequestInfo()
+        if request.operation is Operation.UPDATE:
+            if _being_deleted(raw):
+                return Decision(True)
+            if request.sub_resource == "ephemeralcontainers" and kind == "Pod":
+                return validate_ephemeral(raw, self.policy_set, self.parse_quantity, request, cluster)
+        decision = self._judge(kind, raw, usage, request, cluster)
+        old = request.old_object
+        if request.operation is Operation.UPDATE and not decision.allowed and isinstance(old, dict):
+            try:
+                before = self._judge(kind, old, NoUsage(), request, cluster)
+            except InputError:
+                return decision  # an old version this engine cannot read excuses nothing
+            decision = ratchet(decision, before)
+        return decision
+
+    def _judge(self, kind: str, raw: JSON, usage: UsageSource, request: RequestInfo, cluster: ClusterState) -> Decision:
         if kind == "Pod":
             return validate_pod(raw, self.policy_set, self.parse_quantity, usage, request, cluster=cluster)
-        template = pod_template(raw)
-        namespace = template.pod["metadata"].get("namespace") or (request.namespace if request else "")
-        creating = (request or RequestInfo(namespace=namespace))._replace(operation=Operation.CREATE)
+        controller_namespace = (raw.get("metadata") or {}).get("namespace") or ""
+        template = pod_template(raw, request.namespace or controller_namespace)
+        namespace = template.pod["metadata"]["namespace"]
+        creating = request._replace(namespace=namespace, operation=Operation.CREATE, old_object=None)
         subject = f"{subject_of(raw, namespace)} {template.path}"
         try:
             # The controller's pods will pass the mutating webhook first: judge them as they will be.

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from policies.model.cel import CelInput
+
+NODE_USER_PREFIX = "system:node:"
+NODES_GROUP = "system:nodes"
 
 
 class Operation(enum.Enum):
@@ -18,19 +21,29 @@ class Operation(enum.Enum):
 # A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
 # the cost (a frozen dataclass sets each field through object.__setattr__).
 class RequestInfo(NamedTuple):
+    """What the API server says of the request. Of all a review carries, only this (userInfo, the
+    operation, the namespace) is not written by the requester; the object and oldObject are."""
+
     namespace: str = ""
     operation: Operation = Operation.CREATE
     dry_run: bool = False
     uid: str = ""
     username: str = ""
     groups: tuple[str, ...] = ()
+    sub_resource: str = ""
+    old_object: Any = None  # UPDATE: the object as it was
 
     def in_namespace(self, namespace: str) -> RequestInfo:
         return self if namespace == self.namespace else self._replace(namespace=namespace)
 
+    @property
+    def from_node(self) -> bool:
+        """Sent by a kubelet (the only caller that may make mirror pods of static pods)."""
+        return self.username.startswith(NODE_USER_PREFIX) and NODES_GROUP in self.groups
+
     def cel_input(self, obj: object) -> CelInput:
-        """`object` and `request` for CEL, built only if an expression is evaluated."""
-        return CelInput(lambda: {"object": obj, "request": self.cel_view()})
+        """`object`, `oldObject` and `request` for CEL, built only if an expression is evaluated."""
+        return CelInput(lambda: {"object": obj, "oldObject": self.old_object, "request": self.cel_view()})
 
     def cel_view(self) -> dict[str, object]:
         """`request` as CEL rules see it (the fields ValidatingAdmissionPolicy rules use most)."""

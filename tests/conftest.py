@@ -16,8 +16,8 @@ from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
 from policies.mutate.document import JSON
 from policies.mutate.mutation import MutationResult
+from policies.quantity import parse_quantity
 from policies.request import RequestInfo
-from webhook.quantity import parse_quantity
 
 _API = ApiClient()
 

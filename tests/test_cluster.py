@@ -41,7 +41,8 @@ class Replica:
 
     def validate(self, obj: dict[str, Any], dry_run: bool = False) -> Any:
         uid = obj["metadata"].get("uid", "review")
-        return admission.validate(self.holder, parse_review(review(obj, uid=uid, dry_run=dry_run)))
+        namespace = obj["metadata"]["namespace"]  # as the API server sends it: the object's own
+        return admission.validate(self.holder, parse_review(review(obj, uid=uid, dry_run=dry_run, namespace=namespace)))
 
     def mutate(self, obj: dict[str, Any]) -> Any:
         return admission.mutate(self.holder, parse_review(review(obj, namespace=obj["metadata"]["namespace"])))

@@ -15,9 +15,9 @@ from policies.gpu.catalog import CATALOG
 from policies.model.loader import load_texts
 from policies.model.policy import Consistency
 from policies.model.policyset import PolicySet
+from policies.quantity import parse_quantity
 from tests.conftest import engine_from, gpu_container, pod, policy
 from webhook.cli.main import main
-from webhook.quantity import parse_quantity
 
 SELECTED = policy("gold", "match: {namespaceSelector: {matchLabels: {tier: gold}}}")
 BY_NAME = policy(
@@ -89,7 +89,8 @@ def test_single_strategy_steers_only_to_the_models_with_free_slices_of_the_profi
     result = engine.mutate(pod(gpu_container()), cluster=KnownCluster(capacity=ledger))
     terms = result.object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     values = terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
-    assert values == ["NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "NVIDIA-H100-PCIe-MIG-1g.10gb"]
+    exclusive = ["NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "NVIDIA-H100-PCIe-MIG-1g.10gb"]
+    assert values == exclusive + [f"{label}-SHARED" for label in exclusive]  # time-sliced nodes too
 
 
 def test_capacity_follows_nodes_and_the_pods_bound_to_them():

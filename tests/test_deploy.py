@@ -75,6 +75,7 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
     resources = {r for h in validating for rule in h["rules"] for r in rule["resources"]}
     assert resources == {
         "pods",
+        "pods/ephemeralcontainers",
         "deployments",
         "statefulsets",
         "daemonsets",
@@ -87,23 +88,70 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
     assert policies_hook["objectSelector"] == {"matchLabels": {"gpu-admission.io/policy": "true"}}
 
 
-def test_match_conditions_let_only_gpu_pods_reach_the_webhook():
-    objects = render("deploy/base")
+def pod_hooks(objects: list[dict]) -> list[dict]:
     hooks = by_kind(objects, "MutatingWebhookConfiguration")[0]["webhooks"]
-    hooks += [h for h in by_kind(objects, "ValidatingWebhookConfiguration")[0]["webhooks"] if "matchConditions" in h]
-    assert len(hooks) == 2
-    cases = [
-        (pod(gpu_container(gpus="1")), True),
-        (pod(plain_container()), False),
-        (pod(plain_container(), init=(gpu_container("warm", gpus="1"),)), True),
-        (pod(plain_container(), annotations={"triton": "inject"}), True),
-        (pod(gpu_container(gpus="1"), annotations={"kubernetes.io/config.mirror": "x"}), False),
+    return hooks + [
+        h for h in by_kind(objects, "ValidatingWebhookConfiguration")[0]["webhooks"] if "matchConditions" in h
     ]
+
+
+def reaches_webhook(hook: dict, obj: dict, user: dict) -> bool:
+    conditions = [compile_expression(c["expression"]) for c in hook["matchConditions"]]
+    data = CelInput({"object": obj, "request": {"userInfo": user}})
+    return all(c.evaluate_bool(data) for c in conditions)
+
+
+USER = {"username": "alice", "groups": ["dev"]}
+KUBELET = {"username": "system:node:gpu-1", "groups": ["system:nodes"]}
+ENV_ALL = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+CONDITION_CASES = [
+    ("gpu-pod", pod(gpu_container(gpus="1")), USER, True),
+    ("ordinary-pod", pod(plain_container()), USER, False),
+    ("gpu-init-container", pod(plain_container(), init=(gpu_container("warm", gpus="1"),)), USER, True),
+    ("triton", pod(plain_container(), annotations={"triton": "inject"}), USER, True),
+    (
+        "mirror-pod-from-a-kubelet",
+        pod(gpu_container(gpus="1"), annotations={"kubernetes.io/config.mirror": "x"}),
+        KUBELET,
+        False,
+    ),
+    (
+        "mirror-annotation-from-a-user",
+        pod(gpu_container(gpus="1"), annotations={"kubernetes.io/config.mirror": "x"}),
+        USER,
+        True,
+    ),
+    ("device-env", pod(dict(plain_container(), env=ENV_ALL)), USER, True),
+    (
+        "device-env-in-an-init-container",
+        pod(plain_container(), init=(dict(plain_container("i"), env=ENV_ALL),)),
+        USER,
+        True,
+    ),
+    ("nvidia-runtime-class", pod(plain_container(), runtimeClassName="nvidia-cdi"), USER, True),
+    (
+        "device-hostpath",
+        pod(plain_container(), volumes=[{"name": "d", "hostPath": {"path": "/dev/nvidiactl"}}]),
+        USER,
+        True,
+    ),
+    ("log-hostpath", pod(plain_container(), volumes=[{"name": "d", "hostPath": {"path": "/var/log"}}]), USER, False),
+    ("cdi-annotation", pod(plain_container(), annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}), USER, True),
+    (
+        "other-env",
+        pod(dict(plain_container(), env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}])),
+        USER,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("obj, user, expected", [c[1:] for c in CONDITION_CASES], ids=[c[0] for c in CONDITION_CASES])
+def test_match_conditions_let_only_pods_that_can_reach_a_gpu_reach_the_webhook(obj, user, expected):
+    hooks = pod_hooks(render("deploy/base"))
+    assert len(hooks) == 2
     for hook in hooks:
-        conditions = [compile_expression(c["expression"]) for c in hook["matchConditions"]]
-        for obj, expected in cases:
-            data = CelInput({"object": obj, "request": {}})
-            assert all(c.evaluate_bool(data) for c in conditions) is expected, obj
+        assert reaches_webhook(hook, obj, user) is expected
 
 
 def test_the_deployment_is_hardened_and_highly_available():

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from policies.model.cel import CelInput
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
+from policies.quantity import parse_quantity
 from tests.conftest import policy
-from webhook.quantity import parse_quantity
 
 PATTERNS = ["team-a", "team-*", "ml-?", "*", "[ab]-x", "prod", "ml-*-gpu"]
 NAMESPACES = ["team-a", "team-b", "ml-1", "ml-x-gpu", "a-x", "prod", "kube-system", "m"]

@@ -2,6 +2,7 @@
 
 import pytest
 
+from policies.request import RequestInfo
 from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
 
 
@@ -179,10 +180,18 @@ def test_non_gpu_pods_are_not_touched_at_all():
     assert result.object is original and not result.changes
 
 
-def test_mirror_pods_are_not_mutated():
+@pytest.mark.parametrize(
+    "username, groups, skipped",
+    [("system:node:gpu-1", ("system:nodes",), True), ("alice", ("dev",), False), ("system:node:x", (), False)],
+    ids=["kubelet", "user", "node-name-without-the-nodes-group"],
+)
+def test_mirror_pods_are_not_mutated_when_a_kubelet_makes_them_and_the_annotation_alone_skips_nothing(
+    username, groups, skipped
+):
     original = pod(annotations={"kubernetes.io/config.mirror": "abc"})
-    result = engine_from(mig_policy(default="1g.10gb")).mutate(original)
-    assert result.object is original
+    request = RequestInfo(namespace="ml", username=username, groups=groups)
+    result = engine_from(mig_policy(default="1g.10gb")).mutate(original, request)
+    assert (result.object is original) is skipped
 
 
 SINGLE_CASES = [
@@ -199,12 +208,10 @@ def test_single_strategy_keeps_nvidia_gpu_and_steers_to_mig_nodes(model, profile
     )
     assert limits(result)["limits"] == {"nvidia.com/gpu": 1}
     spec = result.object["spec"]
-    if len(labels) == 1:
-        assert spec["nodeSelector"] == {"nvidia.com/gpu.product": labels[0]}
-    else:
-        required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-        expression = required["nodeSelectorTerms"][0]["matchExpressions"][0]
-        assert expression == {"key": "nvidia.com/gpu.product", "operator": "In", "values": labels}
+    required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    expression = required["nodeSelectorTerms"][0]["matchExpressions"][0]
+    shared = [f"{label}-SHARED" for label in labels]  # time-sliced nodes of the same split
+    assert expression == {"key": "nvidia.com/gpu.product", "operator": "In", "values": labels + shared}
 
 
 def test_single_strategy_adds_the_product_requirement_to_every_existing_affinity_term():
@@ -220,11 +227,20 @@ def test_single_strategy_adds_the_product_requirement_to_every_existing_affinity
     assert out[0]["matchExpressions"][0]["key"] == "zone"
 
 
-def test_single_strategy_adds_the_product_to_the_pods_own_node_selector():
+def test_single_strategy_keeps_the_pods_own_node_selector_and_adds_the_products_beside_it():
     result = engine_from(mig_policy(models="[B200-180GB]", strategy="single", default="3g.90gb")).mutate(
         pod(nodeSelector={"zone": "a"})
     )
-    assert result.object["spec"]["nodeSelector"] == {"zone": "a", "nvidia.com/gpu.product": "NVIDIA-B200-MIG-3g.90gb"}
+    spec = result.object["spec"]
+    assert spec["nodeSelector"] == {"zone": "a"}
+    term = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    assert term["matchExpressions"] == [
+        {
+            "key": "nvidia.com/gpu.product",
+            "operator": "In",
+            "values": ["NVIDIA-B200-MIG-3g.90gb", "NVIDIA-B200-MIG-3g.90gb-SHARED"],
+        }
+    ]
 
 
 @pytest.mark.parametrize(

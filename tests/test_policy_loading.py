@@ -6,8 +6,8 @@ from fractions import Fraction
 import pytest
 
 from policies.model.loader import load_texts
+from policies.quantity import parse_quantity
 from webhook.cli.main import main
-from webhook.quantity import parse_quantity
 
 GOOD = """
 apiVersion: gpu-admission.io/v1alpha1
@@ -121,3 +121,32 @@ def test_the_example_policies_of_the_readme_lint_clean(capsys):
     examples = Path(__file__).resolve().parent.parent / "examples" / "policies"
     assert main(["lint", str(examples)]) == 0
     assert "3 policies loaded (dev-slices-only, inference, team-a-training), 0 problems" in capsys.readouterr().err
+
+
+TRUST_LINT = [
+    ('quota: {sharedWeight: "3/2", limits: {pods: 1}}', "spec.quota.sharedWeight: must be between 0 and 1"),
+    ("security: {allow: [deviceEnv, everything]}", "spec.security.allow[1]: must be one of: deviceEnv, envFrom"),
+    ("security: {action: ignore}", "spec.security.action: must be one of: deny, warn, audit"),
+    ("runtime: {env: {NVIDIA_VISIBLE_DEVICES: all}}", "spec.runtime.env.NVIDIA_VISIBLE_DEVICES: hands out GPU devices"),
+    (
+        "mig: {gpuModels: [A100-80GB], allowedProfiles: [1g.10gb]}\ntriton: {profile: 2g.20gb}",
+        "spec.triton.profile: 2g.20gb is not in spec.mig.allowedProfiles",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    TRUST_LINT,
+    ids=["shared-weight-over-one", "unknown-device-check", "unknown-security-action", "device-env", "triton-slice"],
+)
+def test_policies_that_would_hand_out_or_misweigh_gpus_are_lint_errors(spec, expected):
+    body = textwrap.indent(spec, "  ")
+    text = f"apiVersion: gpu-admission.io/v1alpha1\nkind: GPUPolicy\nmetadata: {{name: p}}\nspec:\n{body}\n"
+    assert expected in only_problem(text)
+
+
+def test_the_device_env_a_runtime_may_set_is_one_that_grants_nothing():
+    spec = "spec:\n  runtime: {env: {NVIDIA_VISIBLE_DEVICES: void}}\n"
+    text = f"apiVersion: gpu-admission.io/v1alpha1\nkind: GPUPolicy\nmetadata: {{name: p}}\n{spec}"
+    assert not load(text).problems

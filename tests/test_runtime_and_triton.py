@@ -160,14 +160,13 @@ def test_under_single_strategy_a_sidecar_on_a_cpu_pod_steers_the_pod_to_nodes_sp
     sidecar = spec["containers"][-1]
     assert sidecar["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms[0]["matchExpressions"][0]["values"] == [
-        "NVIDIA-A100-SXM4-80GB-MIG-2g.20gb",
-        "NVIDIA-A100-80GB-PCIe-MIG-2g.20gb",
-    ]
+    exclusive = ["NVIDIA-A100-SXM4-80GB-MIG-2g.20gb", "NVIDIA-A100-80GB-PCIe-MIG-2g.20gb"]
+    assert terms[0]["matchExpressions"][0]["values"] == exclusive + [f"{label}-SHARED" for label in exclusive]
 
 
 def test_under_single_strategy_a_sidecar_gets_the_pods_profile_and_the_user_is_told():
     result = engine_from(SINGLE_TRITON).mutate(pod(gpu_container(), annotations={"triton": "inject"}))
     assert "triton: gets what its node offers (1g.10gb), not 2g.20gb: single strategy" in result.warnings
     terms = result.object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert all(v.endswith("-MIG-1g.10gb") for v in terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
+    values = terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+    assert all(v.removesuffix("-SHARED").endswith("-MIG-1g.10gb") for v in values)

@@ -11,10 +11,10 @@
                 reaches the cluster through
     replica.py  one replica wired together (sources, view, certificates, server)
     wsgi.py     the WSGI entry point a container's gunicorn loads
-    metrics.py, logs.py, quantity.py
+    metrics.py, logs.py
                 shared by every part of the edge
 
 Layers, top to bottom (pyproject.toml's import contracts): cli, wsgi, replica, serving, state,
-cluster, sources, then metrics, logs and quantity; serving and cluster never import each other
+cluster, sources, then metrics and logs; serving and cluster never import each other
 directly.
 """

@@ -1,7 +1,16 @@
-"""NVIDIA's GPUs: the catalog of models, MIG profiles, resource names and node labels
-(catalog.py), free capacity per model and profile as the cluster reports it (capacity.py), and
-MIG planning, which profile each GPU container gets or why it cannot get one (mig.py).
+"""NVIDIA's GPUs and where pods may land on them.
 
-catalog.py and capacity.py sit at the bottom of the engine and import nothing of it; mig.py
-decides from a policy and a pod, so it sits above the model and the vocabulary, below mutate.
+    models.py     the MIG-capable models, their profiles, and how the device plugin and GPU
+                  Feature Discovery name them (resources, node labels): pure data
+    devices.py    how a container reaches devices past the device plugin (env, hostPath, CDI)
+    catalog.py    lookups over the models; what a node label offers (NodeKind), what an
+                  nvidia.com/ resource is (GpuResource)
+    capacity.py   free slices and GPUs per model and profile, as the cluster reports them
+    placement.py  the node kinds a pod's constraints admit, and what each resource costs there
+    choices.py    what a policy allows a whole-GPU container, from its annotations alone
+    gate.py       one gate for every GPU resource a container names; where a pod must be pinned
+    mig.py        the MIG plan of a pod: rewrites, problems, the pin
+
+Layers, bottom up: models and devices, catalog, capacity and placement (below the policy model
+and the pod: they know neither); gate and choices, then mig (which read policies and pods).
 """

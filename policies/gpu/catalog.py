@@ -1,124 +1,29 @@
-"""The GPU catalog: every MIG-capable model, its profiles and how nodes name it.
-
-Data follows shared/reference/mig-profiles.md. Weights are exact fractions (g / slices):
-seven 1g slices of a 7-slice GPU are exactly one GPU-equivalent.
-"""
+"""The GPU catalog: lookups over NVIDIA's models (policies.gpu.models) by key, profile, resource
+name and node label; what a node's product label says it offers (NodeKind) and what an
+nvidia.com/ resource is (GpuResource)."""
 
 from __future__ import annotations
 
 import difflib
+import enum
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-
-
-def mixed_resource(profile_name: str) -> str:
-    """The extended resource of a profile under migStrategy=mixed ('+' becomes '.')."""
-    return MIG_RESOURCE_PREFIX + profile_name.replace("+", ".")
-
-
-@dataclass(frozen=True, slots=True)
-class Profile:
-    name: str
-    g: int
-    memory_gb: int
-    max_count: int
-
-    @property
-    def resource(self) -> str:
-        return mixed_resource(self.name)
-
-    @property
-    def is_variant(self) -> bool:
-        """+me, +gfx, -me profiles: chosen only when asked for by name."""
-        return "+" in self.name or "-" in self.name
-
-
-@dataclass(frozen=True, slots=True)
-class GpuModel:
-    key: str
-    memory_gb: int
-    slices: int
-    product_labels: tuple[str, ...]
-    profiles: tuple[Profile, ...]
-
-    def profile(self, name: str) -> Profile | None:
-        for profile in self.profiles:
-            if profile.name == name:
-                return profile
-        return None
-
-    def weight(self, profile: Profile) -> Fraction:
-        return Fraction(profile.g, self.slices)
-
-    def single_strategy_labels(self, profile: Profile) -> tuple[str, ...]:
-        """nvidia.com/gpu.product values of this model's nodes under migStrategy=single."""
-        return tuple(f"{label}-MIG-{profile.name}" for label in self.product_labels)
-
-
-def _standard(one: int, double: int, half: int, whole: int) -> tuple[Profile, ...]:
-    """The standard layout of a 7-slice GPU, from the memory of its 1g, 1g-double, 3g/4g and 7g."""
-    return (
-        Profile(f"1g.{one}gb", 1, one, 7),
-        Profile(f"1g.{one}gb+me", 1, one, 1),
-        Profile(f"1g.{double}gb", 1, double, 4),
-        Profile(f"2g.{double}gb", 2, double, 3),
-        Profile(f"3g.{half}gb", 3, half, 2),
-        Profile(f"4g.{half}gb", 4, half, 1),
-        Profile(f"7g.{whole}gb", 7, whole, 1),
-    )
-
-
-_A30 = (
-    Profile("1g.6gb", 1, 6, 4),
-    Profile("1g.6gb+me", 1, 6, 1),
-    Profile("2g.12gb", 2, 12, 2),
-    Profile("2g.12gb+me", 2, 12, 1),
-    Profile("4g.24gb", 4, 24, 1),
-)
-_RTX_PRO_6000 = (
-    Profile("1g.24gb", 1, 24, 4),
-    Profile("1g.24gb+me", 1, 24, 1),
-    Profile("1g.24gb+gfx", 1, 24, 4),
-    Profile("1g.24gb+me.all", 1, 24, 1),
-    Profile("1g.24gb-me", 1, 24, 4),
-    Profile("2g.48gb", 2, 48, 2),
-    Profile("2g.48gb+gfx", 2, 48, 2),
-    Profile("2g.48gb+me.all", 2, 48, 1),
-    Profile("2g.48gb-me", 2, 48, 2),
-    Profile("4g.96gb", 4, 96, 1),
-    Profile("4g.96gb+gfx", 4, 96, 1),
+from policies.gpu.models import (
+    ALIASES,
+    HAMI_RESOURCES,
+    INVALID_SUFFIX,
+    MIG_RESOURCE_PREFIX,
+    MODELS,
+    SHARED_RESOURCE_SUFFIX,
+    SHARED_SUFFIX,
+    WHOLE_GPU_RESOURCE,
+    GpuModel,
+    Profile,
+    label_name,
 )
 
-MODELS: tuple[GpuModel, ...] = (
-    GpuModel("A30-24GB", 24, 4, ("NVIDIA-A30",), _A30),
-    GpuModel("A100-40GB", 40, 7, ("NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"), _standard(5, 10, 20, 40)),
-    GpuModel("A100-80GB", 80, 7, ("NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe"), _standard(10, 20, 40, 80)),
-    GpuModel("H100-80GB", 80, 7, ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe"), _standard(10, 20, 40, 80)),
-    GpuModel("H100-94GB", 94, 7, ("NVIDIA-H100-NVL",), _standard(12, 24, 47, 94)),
-    GpuModel("H200-141GB", 141, 7, ("NVIDIA-H200", "NVIDIA-H200-NVL"), _standard(18, 35, 71, 141)),
-    GpuModel("GH200-96GB", 96, 7, ("NVIDIA-GH200-480GB", "NVIDIA-GH200-120GB"), _standard(12, 24, 48, 96)),
-    GpuModel("GH200-144GB", 144, 7, ("NVIDIA-GH200-144G-HBM3e",), _standard(18, 36, 72, 144)),
-    GpuModel("B200-180GB", 180, 7, ("NVIDIA-B200",), _standard(23, 45, 90, 180)),
-    GpuModel("GB200-186GB", 186, 7, ("NVIDIA-GB200",), _standard(23, 47, 93, 186)),
-    GpuModel("B300-288GB", 269, 7, ("NVIDIA-B300-SXM6-AC",), _standard(34, 67, 135, 269)),
-    GpuModel(
-        "RTX-PRO-6000-96GB",
-        96,
-        4,
-        (
-            "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
-            "NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition",
-            "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition",
-        ),
-        _RTX_PRO_6000,
-    ),
-)
-
-ALIASES: dict[str, str] = {"H100-96GB": "GH200-96GB"}
+_RESOURCE_MEMO = 1024  # resource names come from pods: kept up to this many
 
 
 class CatalogError(ValueError):
@@ -130,30 +35,125 @@ def _closest(word: str, choices: list[str]) -> str:
     return f"; closest: {', '.join(near)}" if near else ""
 
 
+@dataclass(frozen=True, slots=True, eq=False)  # one object per label, compared by identity
+class NodeKind:
+    """What a node's nvidia.com/gpu.product label says it offers. `label` None is a node whose
+    label the catalog does not know (or that has none): a whole GPU of any model, as far as
+    anyone can tell."""
+
+    label: str | None
+    model: GpuModel | None = None
+    profile: Profile | None = None  # single strategy: every GPU of the node split into this profile
+    shared: bool = False  # time-sliced or MPS (`-SHARED`): each replica is a share of a device
+    invalid: bool = False  # single strategy split unevenly (`-MIG-INVALID`): never a target
+
+    @property
+    def split(self) -> bool:
+        """Single strategy: nvidia.com/gpu on this node is a slice of `profile`."""
+        return self.profile is not None
+
+
+UNKNOWN_NODE = NodeKind(None)
+
+
+class ResourceKind(enum.Enum):
+    WHOLE = "whole"  # nvidia.com/gpu (and renamed forms): a whole GPU, or a slice on a split node
+    MIG = "mig"  # nvidia.com/mig-<profile>: one MIG device (mixed strategy)
+    SHARE = "share"  # HAMi's memory and core shares: no device of their own
+    OTHER = "other"  # nvidia.com/ resources that are no GPU (network devices and the like)
+
+
+def resource_kind(name: str) -> ResourceKind:
+    """What an extended resource is, from its name alone: the device plugin's (renamed ones
+    included), HAMi's shares, or something else of NVIDIA's."""
+    if name.startswith(MIG_RESOURCE_PREFIX):
+        return ResourceKind.MIG
+    if name == WHOLE_GPU_RESOURCE or name.startswith((WHOLE_GPU_RESOURCE + ".", WHOLE_GPU_RESOURCE + "-")):
+        return ResourceKind.WHOLE
+    return ResourceKind.SHARE if name in HAMI_RESOURCES else ResourceKind.OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class GpuResource:
+    name: str
+    kind: ResourceKind
+    profile: str | None = None  # MIG: the catalog's profile name; None when the catalog does not know it
+    written: str = ""  # MIG: the profile as the resource name writes it
+    shared: bool = False  # `.shared`: a time-sliced replica of the device, not the device
+
+    @property
+    def device(self) -> bool:
+        return self.kind in (ResourceKind.WHOLE, ResourceKind.MIG)
+
+
 @dataclass(frozen=True)
 class Catalog:
     models: tuple[GpuModel, ...] = MODELS
     _by_key: dict[str, GpuModel] = field(init=False, repr=False, compare=False)
-    _by_label: dict[str, tuple[GpuModel, Profile | None]] = field(init=False, repr=False, compare=False)
+    _by_label: dict[str, NodeKind] = field(init=False, repr=False, compare=False)
     _profile_names: list[str] = field(init=False, repr=False, compare=False)
     _resource_names: dict[str, str] = field(init=False, repr=False, compare=False)
+    _resources: dict[str, GpuResource] = field(init=False, repr=False, compare=False)
+    _offering: dict[str, tuple[GpuModel, ...]] = field(init=False, repr=False, compare=False)
+    memo: dict[object, object] = field(init=False, repr=False, compare=False)  # derived values (placement)
 
     def __post_init__(self) -> None:
         by_key = {model.key: model for model in self.models}
         by_key.update({alias: by_key[key] for alias, key in ALIASES.items()})
-        by_label: dict[str, tuple[GpuModel, Profile | None]] = {}
+        by_label: dict[str, NodeKind] = {}
         by_resource: dict[str, list[Profile]] = {}
         for model in self.models:
-            for label in model.product_labels:
-                by_label[label] = (model, None)
+            for label in model.whole_labels(legacy=True):
+                by_label[label] = NodeKind(label, model, shared=label.endswith(SHARED_SUFFIX))
+            for label in model.base_labels(legacy=True):
+                by_label[label + INVALID_SUFFIX] = NodeKind(label + INVALID_SUFFIX, model, invalid=True)
             for profile in model.profiles:
-                for label in model.single_strategy_labels(profile):
-                    by_label[label] = (model, profile)
+                for label in model.single_strategy_labels(profile, legacy=True):
+                    by_label[label] = NodeKind(label, model, profile, shared=label.endswith(SHARED_SUFFIX))
                 by_resource.setdefault(profile.resource, []).append(profile)
         object.__setattr__(self, "_by_key", by_key)
         object.__setattr__(self, "_by_label", by_label)
         object.__setattr__(self, "_profile_names", sorted({p.name for m in self.models for p in m.profiles}))
         object.__setattr__(self, "_resource_names", {r: ps[0].name for r, ps in by_resource.items()})
+        object.__setattr__(self, "_resources", {})
+        offering: dict[str, list[GpuModel]] = {}
+        for model in self.models:
+            for profile in model.profiles:
+                offering.setdefault(profile.name, []).append(model)
+        object.__setattr__(self, "_offering", {name: tuple(models) for name, models in offering.items()})
+        object.__setattr__(self, "memo", {})
+
+    def node_kind(self, label: str) -> NodeKind | None:
+        """The kind of node a nvidia.com/gpu.product value names; None for a label the catalog does not know."""
+        return self._by_label.get(label)
+
+    @property
+    def node_kinds(self) -> tuple[NodeKind, ...]:
+        """Every kind of node the catalog knows, and a node of a label it does not (UNKNOWN_NODE)."""
+        return (*self._by_label.values(), UNKNOWN_NODE)
+
+    def resource(self, name: str) -> GpuResource:
+        """What an extended resource under nvidia.com/ is (names are few: each is worked out once)."""
+        found = self._resources.get(name)
+        if found is None:
+            found = self._classify(name)
+            if len(self._resources) < _RESOURCE_MEMO:
+                self._resources[name] = found
+        return found
+
+    def _classify(self, name: str) -> GpuResource:
+        kind = resource_kind(name)
+        if kind is ResourceKind.MIG:
+            shared = name.endswith(SHARED_RESOURCE_SUFFIX)
+            base = name.removesuffix(SHARED_RESOURCE_SUFFIX) if shared else name
+            written = base.removeprefix(MIG_RESOURCE_PREFIX)
+            return GpuResource(name, kind, self._resource_names.get(base), written, shared)
+        return GpuResource(name, kind, shared=name == WHOLE_GPU_RESOURCE + SHARED_RESOURCE_SUFFIX)
+
+    def closest_resources(self, written: str) -> str:
+        """`; closest: nvidia.com/mig-...` for a profile (as resource names write it) no model has."""
+        near = difflib.get_close_matches(written, [label_name(p) for p in self._profile_names], n=3, cutoff=0.5)
+        return f"; closest: {', '.join(MIG_RESOURCE_PREFIX + n for n in near)}" if near else ""
 
     def model(self, key: str) -> GpuModel:
         found = self._by_key.get(key)
@@ -177,10 +177,15 @@ class Catalog:
         return self._resource_names.get(resource)
 
     def from_product_label(self, label: str) -> tuple[GpuModel, Profile | None] | None:
-        return self._by_label.get(label)
+        """The model (and, under the single strategy, the profile) of a node's product label; None
+        for a label the catalog does not know or one whose node is split unevenly."""
+        kind = self._by_label.get(label)
+        if kind is None or kind.model is None or kind.invalid:
+            return None
+        return kind.model, kind.profile
 
     def models_with(self, profile_name: str) -> tuple[GpuModel, ...]:
-        return tuple(m for m in self.models if m.profile(profile_name) is not None)
+        return self._offering.get(profile_name, ())
 
     def weight(self, profile_name: str, preferred: tuple[GpuModel, ...] = ()) -> Fraction:
         """GPU-equivalent of a profile: on the first preferred model that has it, else the first model."""

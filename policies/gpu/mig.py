@@ -1,64 +1,30 @@
-"""Which MIG profile each whole-GPU container gets, or why it cannot get one.
+"""Which MIG profile each whole-GPU container gets, or why it cannot get one: the plan of a pod.
 
-Order of choice: `mig-profile.<container>`, `mig-profile`, the smallest profile whose memory
-covers `gpu-memory`, the policy's `defaultProfile`. Models come from `gpu-model` or the
-policy's `gpuModels` (in order of preference). One MIG device per container: N > 1 whole
-GPUs are never turned into N slices.
-
-What a policy allows a container depends only on the policy and a few annotation texts, so it
-is worked out once per policy set and kept (`PolicySet.cached`); which of the allowed options
-is taken depends on the cluster's free capacity at the time, so that part runs every request.
+What a policy allows a container depends only on the policy and a few annotation texts
+(policies.gpu.choices), so it is worked out once per policy set and kept (`PolicySet.cached`);
+which of the allowed options is taken depends on the cluster's free capacity at the time, so that
+part runs every request; every GPU resource then meets the gate (policies.gpu.gate).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import TypeVar
 
+from policies.containers import ContainerView
 from policies.gpu.capacity import Capacity, NoCapacity
-from policies.gpu.catalog import PRODUCT_LABEL, WHOLE_GPU_RESOURCE, Catalog, CatalogError, GpuModel, Profile
-from policies.model.policy import GPUPolicy, MigSpec, MultiGpu, Strategy
-from policies.pod import ContainerView, PodView
+from policies.gpu.catalog import Catalog
+from policies.gpu.choices import Choice, KeepWhole, Outcome, ProfileChoice, Refusal
+from policies.gpu.gate import Device, Gated, named_devices, one_device_each, pin_for
+from policies.gpu.models import PRODUCT_LABEL, WHOLE_GPU_RESOURCE, GpuModel, Profile
+from policies.gpu.placement import admits
+from policies.model.policy import GPUPolicy, MigSpec, Strategy
+from policies.pod import PodView
 from policies.quantity import QuantityParser
 
-GIB = Decimal(2**30)
 T = TypeVar("T")
 Cache = Callable[[object, Callable[[], T]], T]
-
-
-@dataclass(frozen=True, slots=True)
-class Option:
-    """One profile a container may get, and the models (in preference order) that offer it."""
-
-    profile: Profile
-    models: tuple[GpuModel, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """The options a policy allows a container, best first, and why it gets a slice at all."""
-
-    options: tuple[Option, ...]
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A request the policy cannot serve: denied by the validating side with this reason."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class KeepWhole:
-    """N > 1 whole GPUs under `multiGpu: keep`: left as they are, with a warning."""
-
-    reason: str
-
-
-Outcome = Choice | Refusal | KeepWhole | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,19 +53,17 @@ class MigPlan:
     rewrites: tuple[Rewrite, ...] = ()
     problems: tuple[Problem, ...] = ()
     warnings: tuple[str, ...] = ()
+    pin: tuple[str, ...] = ()  # mixed strategy: product labels the pod must land on (policies.gpu.gate)
+    pin_why: str = ""
 
     @property
     def models(self) -> tuple[GpuModel, ...]:
-        """The deciding policy's GPU models, which weigh slices for quotas."""
+        """The deciding policy's GPU models."""
         return self.policy.mig.gpu_models if self.policy and self.policy.mig else ()
 
     @property
     def strategy(self) -> Strategy:
         return self.policy.mig.strategy if self.policy and self.policy.mig else Strategy.MIXED
-
-
-def _gib(memory: Decimal) -> str:
-    return f"{(memory / GIB).normalize():f}Gi"
 
 
 def _uncached(key: object, build: Callable[[], T]) -> T:
@@ -119,11 +83,12 @@ class MigPlanner:
         self.policy = policy
         self.spec = spec
         self.catalog = catalog
-        self.parse_quantity = parse_quantity
         self.cache = cache
         self.capacity = capacity or NoCapacity()
+        self.choice = ProfileChoice(spec, catalog, parse_quantity)
 
-    def plan(self, pod: PodView) -> MigPlan:
+    def plan(self, pod: PodView, added: tuple[str, ...] = ()) -> MigPlan:
+        """`added`: profiles of slices the mutation adds besides the pod's (the Triton sidecar's)."""
         rewrites: list[Rewrite] = []
         problems: list[Problem] = []
         warnings: list[str] = []
@@ -139,6 +104,8 @@ class MigPlanner:
                 rewrites.append(self.pick(container, outcome, warnings))
         if self.spec.strategy is Strategy.SINGLE and rewrites:
             problems.extend(self.single_strategy_conflicts(pod, tuple(rewrites)))
+        gated = self.gate(pod, rewrites, added)
+        problems.extend(Problem(self.policy.name, path, reason) for path, reason in gated.problems)
         if self.spec.strategy is Strategy.SINGLE and len({r.profile.name for r in rewrites}) > 1:
             names = ", ".join(sorted({f"{r.container.name}={r.profile.name}" for r in rewrites}))
             problems.append(
@@ -149,7 +116,43 @@ class MigPlanner:
                 )
             )
             rewrites = []
-        return MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings))
+        why = ", ".join(m.key for m in gated.pin_models)
+        return MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings), gated.pin, f"slices of {why}")
+
+    def gate(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...] = ()) -> Gated:
+        """Every GPU resource the pod names, under this policy's profiles and models, and the pin
+        that makes the mixed-strategy slices land (and weigh) where the policy picked. It depends
+        on a few names per container only: worked out once per policy set and shape (cached)."""
+        key = (
+            "gate",
+            self.policy.name,
+            tuple((c.init, c.position, tuple(c.gpus.items())) for c in pod.all_containers if c.gpus),
+            tuple((r.container.init, r.container.position, r.profile.name, r.models) for r in rewrites),
+            pod.annotation("gpu-model"),
+            pod.placement,
+            added,
+        )
+        return self.cache(key, lambda: self.gated(pod, rewrites, added))  # type: ignore[arg-type, return-value]
+
+    def gated(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...]) -> Gated:
+        key = pod.annotation("gpu-model")
+        picked = self.choice.candidate_models(key) if key else ()
+        picked = () if isinstance(picked, Refusal) else picked
+        devices: list[Device] = []
+        problems: list[tuple[str, str]] = []
+        for container in pod.all_containers:
+            named, refused = named_devices(container, self.spec, self.catalog, picked)
+            devices.extend(named)
+            problems.extend(refused)
+        problems.extend(one_device_each(pod.all_containers, frozenset(id(r.container) for r in rewrites)))
+        if self.spec.strategy is Strategy.SINGLE:
+            return Gated(tuple(problems))
+        devices.extend(Device(r.container, r.profile.name, r.models) for r in rewrites)
+        for profile in added:
+            offering = self.catalog.models_with(profile)
+            devices.append(Device(None, profile, tuple(m for m in self.spec.gpu_models if m in offering) or offering))
+        pinned = pin_for(devices, pod.placement, self.catalog)
+        return Gated((*problems, *pinned.problems), pinned.pin, pinned.pin_models)
 
     def outcome(self, pod: PodView, container: ContainerView) -> Outcome:
         explicit = pod.annotation(f"mig-profile.{container.name}") or pod.annotation("mig-profile")
@@ -158,7 +161,7 @@ class MigPlanner:
         requests = container.requests.get(WHOLE_GPU_RESOURCE)
         limits = container.limits.get(WHOLE_GPU_RESOURCE)
         key = ("mig", self.policy.name, explicit, memory_text, model_key, requests, limits)
-        return self.cache(key, lambda: self.decide(explicit, memory_text, model_key, requests, limits))
+        return self.cache(key, lambda: self.choice.decide(explicit, memory_text, model_key, requests, limits))
 
     def pick(self, container: ContainerView, choice: Choice, warnings: list[str]) -> Rewrite:
         """The first option with free capacity on one of its models; the best one if none has any."""
@@ -178,99 +181,16 @@ class MigPlanner:
         return Rewrite(container, best.profile, best.models, choice.why)
 
     def single_strategy_conflicts(self, pod: PodView, rewrites: tuple[Rewrite, ...]) -> list[Problem]:
-        """A nodeSelector the user pinned to another product can never land on the MIG nodes needed."""
-        selected = pod.node_selector.get(PRODUCT_LABEL)
+        """Node constraints of the pod's own that reach none of the MIG nodes needed."""
         labels = single_strategy_labels(rewrites)
-        if selected is None or selected in labels:
+        kinds = (self.catalog.node_kind(label) for label in labels)
+        if any(kind is not None and admits(pod.placement, kind, self.catalog) for kind in kinds):
             return []
-        path = f"spec.nodeSelector.{PRODUCT_LABEL}"
-        return [Problem(self.policy.name, path, f"selects {selected}, but this pod needs one of {', '.join(labels)}")]
-
-    # -- what the policy allows, from the annotations alone (cached) ------------------------------
-    def decide(
-        self,
-        explicit: str | None,
-        memory_text: str | None,
-        model_key: str | None,
-        requests: Decimal | None,
-        limits: Decimal | None,
-    ) -> Outcome:
-        if requests is not None and limits is not None and requests != limits:
-            return Refusal(f"nvidia.com/gpu requests ({requests}) must equal limits ({limits})")
-        count = limits if limits is not None else requests
-        assert count is not None
-        if count != count.to_integral_value() or count < 1:
-            return Refusal(f"nvidia.com/gpu must be a whole number of 1 or more, not {count}")
-        models = self.candidate_models(model_key)
-        if isinstance(models, Refusal):
-            return models
-        if count != 1:
-            if explicit or memory_text:
-                return Refusal(
-                    f"asks for {count} GPUs and a MIG slice; a container can use only one MIG device, "
-                    "so ask for nvidia.com/gpu: 1 per container"
-                )
-            if self.spec.multi_gpu is MultiGpu.DENY:
-                return Refusal(f"asks for {count} whole GPUs; this policy allows only one MIG slice per container")
-            return KeepWhole(f"keeps {count} whole GPUs (one MIG device per container)")
-        if explicit:
-            return self.named(explicit, models, f"mig-profile annotation {explicit}")
-        if memory_text:
-            return self.by_memory(memory_text, models)
-        if self.spec.default_profile:
-            return self.named(self.spec.default_profile, models, "policy defaultProfile")
-        return None
-
-    def candidate_models(self, key: str | None) -> tuple[GpuModel, ...] | Refusal:
-        if key is None:
-            return self.spec.gpu_models
-        try:
-            model = self.catalog.model(key)
-        except CatalogError as error:
-            return Refusal(f"gpu-model annotation: {error}")
-        if self.spec.gpu_models and model not in self.spec.gpu_models:
-            allowed = ", ".join(m.key for m in self.spec.gpu_models)
-            return Refusal(f"gpu-model {key} is not allowed here (allowed: {allowed})")
-        return (model,)
-
-    def named(self, name: str, models: tuple[GpuModel, ...], why: str) -> Choice | Refusal:
-        if not self.spec.allows(name):
-            return Refusal(f"profile {name} is not allowed (allowed: {', '.join(sorted(self.spec.allowed_profiles))})")
-        pool = models or self.catalog.models_with(name)
-        try:
-            self.catalog.check_profile(name, pool)
-        except CatalogError as error:
-            return Refusal(str(error))
-        having = tuple(m for m in pool if m.profile(name) is not None)
-        profile = having[0].profile(name)
-        assert profile is not None
-        return Choice((Option(profile, having),), why)
-
-    def by_memory(self, text: str, models: tuple[GpuModel, ...]) -> Choice | Refusal:
-        """Every allowed profile that covers the need: the preferred model's smallest first."""
-        try:
-            need = self.parse_quantity(text)
-        except (ValueError, TypeError, ArithmeticError):
-            return Refusal(f"gpu-memory {text!r} is not a Kubernetes quantity (e.g. 15Gi)")
-        if not models:
-            return Refusal("gpu-memory needs a GPU model to size against: set gpu-model or the policy's mig.gpuModels")
-        fitting = [
-            sorted(
-                (p for p in m.profiles if not p.is_variant and self.spec.allows(p.name) and p.memory_gb * GIB >= need),
-                key=lambda p: (p.memory_gb, p.g),
-            )
-            for m in models
-        ]
-        # The right-sized slice on any allowed model comes before a bigger slice on the preferred one.
-        options: dict[str, tuple[Profile, list[GpuModel]]] = {}
-        for rank in range(max(map(len, fitting))):
-            for model, profiles in zip(models, fitting, strict=True):
-                if rank < len(profiles):
-                    options.setdefault(profiles[rank].name, (profiles[rank], []))[1].append(model)
-        if not options:
-            where = ", ".join(m.key for m in models)
-            return Refusal(f"no allowed MIG profile of {where} has {_gib(need)} of memory")
-        return Choice(tuple(Option(p, tuple(ms)) for p, ms in options.values()), f"gpu-memory {text}")
+        needs = f"this pod needs one of {', '.join(labels[:4])}{', ...' if len(labels) > 4 else ''}"
+        selected = pod.node_selector.get(PRODUCT_LABEL)
+        if selected is not None:
+            return [Problem(self.policy.name, f"spec.nodeSelector.{PRODUCT_LABEL}", f"selects {selected}, but {needs}")]
+        return [Problem(self.policy.name, "spec.affinity", f"node affinity reaches no node it needs: {needs}")]
 
 
 def single_strategy_labels(rewrites: tuple[Rewrite, ...]) -> tuple[str, ...]:

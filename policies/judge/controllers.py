@@ -41,8 +41,10 @@ def _walk(raw: JSON, path: tuple[str, ...]) -> JSON:
     return raw
 
 
-def pod_template(raw: JSON) -> Template:
-    """The pod a controller will create, as a v1 Pod in the controller's namespace."""
+def pod_template(raw: JSON, namespace: str = "") -> Template:
+    """The pod a controller will create, as a v1 Pod in the controller's namespace (`namespace`:
+    the request's, which the API server sets; the template's own namespace is never used, since
+    the controller creates its pods where it lives)."""
     kind = raw.get("kind")
     template_path, replicas_path = CONTROLLERS[kind]
     dotted = ".".join(template_path)
@@ -51,7 +53,7 @@ def pod_template(raw: JSON) -> Template:
         raise InputError(dotted, f"a {kind} needs a pod template with a spec")
     metadata = dict(template.get("metadata") or {})
     controller_meta = raw.get("metadata") or {}
-    metadata.setdefault("namespace", controller_meta.get("namespace", ""))
+    metadata["namespace"] = namespace or controller_meta.get("namespace", "")
     metadata.setdefault("name", controller_meta.get("name", ""))
     replicas = _walk(raw, replicas_path) if replicas_path else 1
     if replicas is None:
@@ -75,8 +77,9 @@ def replica_warnings(
             continue
         scope = scope_of(quota, namespace)
         label = scope_label(policy, quota, namespace)
-        held = {name: amount for name, _, amount, _ in dimensions(quota.limits, usage_source.usage(policy, scope))}
-        for name, path, asked, limit in dimensions(quota.limits, usage):
+        current = usage_source.usage(policy, scope)
+        held = {name: amount for name, _, amount, _ in dimensions(quota.limits, current, quota.shared_weight)}
+        for name, path, asked, limit in dimensions(quota.limits, usage, quota.shared_weight):
             total = held[name] + asked * replicas
             if asked > 0 and total > limit:
                 verdicts.append(

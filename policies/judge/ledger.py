@@ -16,7 +16,6 @@ from policies.judge.usage import EMPTY, Usage, counts_against_quota, gpus_held, 
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
 from policies.mutate.document import JSON
-from policies.mutate.mutation import plan_mig
 from policies.pod import parse_pod
 from policies.quantity import QuantityParser
 from policies.request import RequestInfo
@@ -36,7 +35,7 @@ class Ledger:
     def discharge(self, charges: Iterable[tuple[str, str]], usage: Usage) -> None:
         for key in charges:
             left = self._held.get(key, EMPTY) - usage
-            if left.pods > 0 or left.gpu_equivalents > 0:
+            if left.holds_anything:
                 self._held[key] = left
             else:
                 self._held.pop(key, None)
@@ -84,7 +83,7 @@ def held_by(
     data = request.cel_input(raw)
     labels = cluster.namespace_labels(view.namespace)
     matched = policy_set.matching(view.namespace, view.labels, data, labels).policies
-    usage = pod_usage(view, policy_set.catalog, plan_mig(view, policy_set, matched, parse_quantity).models)
+    usage = pod_usage(view, policy_set.catalog)
     charges = tuple((p.name, scope_of(p.quota, view.namespace)) for p in matched if p.quota)
     return Held(charges, usage, view.node_name, gpus_held(view))
 
@@ -104,7 +103,8 @@ class PodCounts:
     def add(self, key: str, held: Held) -> Held:
         """Count a pod (forget what was counted for it before first); returns the interned record."""
         self.remove(key)
-        shape = (held.charges, held.usage.gpu_equivalents, tuple(held.usage.slices.items()), held.usage.gpus)
+        u = held.usage
+        shape = (held.charges, u.gpu_equivalents, tuple(u.slices.items()), u.gpus, u.shared_equivalents)
         held = self._interned.setdefault((*shape, held.node, held.gpus), held)
         self.pods[key] = held
         self.ledger.charge(held.charges, held.usage)

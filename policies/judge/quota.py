@@ -16,6 +16,7 @@ from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy, Limits, Quota, QuotaScope
 
 NEAR_LIMIT = Fraction(4, 5)
+ONE = Fraction(1)
 
 
 class UsageSource(Protocol):
@@ -41,13 +42,17 @@ def scope_label(policy: GPUPolicy, quota: Quota, namespace: str) -> str:
 Amount = Fraction | int
 
 
-def dimensions(limits: Limits, usage: Usage) -> Iterator[tuple[str, str, Amount, Amount]]:
-    """(name, field path, amount in usage, limit) for every limit that is set.
+def dimensions(
+    limits: Limits, usage: Usage, shared_weight: Fraction = ONE
+) -> Iterator[tuple[str, str, Amount, Amount]]:
+    """(name, field path, amount in usage, limit) for every limit that is set; shares of a device
+    weigh `shared_weight` of it in GPU-equivalents.
 
     Counts stay ints (Fraction arithmetic costs ten times more); only GPU-equivalents are fractions.
     """
     if limits.gpu_equivalents is not None:
-        yield "gpuEquivalents", "gpuEquivalents", usage.gpu_equivalents, limits.gpu_equivalents
+        held = usage.equivalents(shared_weight) if usage.shared_equivalents else usage.gpu_equivalents
+        yield "gpuEquivalents", "gpuEquivalents", held, limits.gpu_equivalents
     for profile, limit in limits.slices:
         yield f"slices {profile}", f"slices.{profile}", usage.slices.get(profile, 0), limit
     if limits.gpus is not None:
@@ -80,7 +85,7 @@ def check_quota(policy: GPUPolicy, quota: Quota, namespace: str, pod: Usage, cur
     action = Action.DENY if quota.action is Action.DENY else Action.WARN
     verdicts: list[Verdict] = []
     if quota.per_pod is not None:
-        for name, path, asked, limit in dimensions(quota.per_pod, pod):
+        for name, path, asked, limit in dimensions(quota.per_pod, pod, quota.shared_weight):
             if _exceeds(asked, limit):
                 verdicts.append(
                     Verdict(
@@ -91,8 +96,8 @@ def check_quota(policy: GPUPolicy, quota: Quota, namespace: str, pod: Usage, cur
                         action,
                     )
                 )
-    held = {name: amount for name, _, amount, _ in dimensions(quota.limits, current)}
-    for name, path, asked, limit in dimensions(quota.limits, pod):
+    held = {name: amount for name, _, amount, _ in dimensions(quota.limits, current, quota.shared_weight)}
+    for name, path, asked, limit in dimensions(quota.limits, pod, quota.shared_weight):
         if asked.numerator <= 0:
             continue
         used = held[name]

@@ -2,6 +2,10 @@
 
 Effective requests follow the scheduler: per resource, the larger of the regular containers'
 sum (with native sidecars) and each init container's own need (with the sidecars started before it).
+Each resource is charged the most it could hold on any node the pod's scheduling constraints
+admit (policies.gpu.placement), never by what an annotation or the pod's own claims say.
+Shares of a device (time-sliced replicas, HAMi's vGPUs) are kept apart as `shared_equivalents`,
+so a policy may weigh them less (`quota.sharedWeight`, at most 1).
 """
 
 from __future__ import annotations
@@ -11,16 +15,19 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 
-from policies.gpu.catalog import WHOLE_GPU_RESOURCE, Catalog, GpuModel
-from policies.pod import ContainerView, PodView
+from policies.gpu.catalog import Catalog
+from policies.gpu.models import HAMI_RESOURCES
+from policies.gpu.placement import unit_charge
+from policies.pod import PodView
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    gpu_equivalents: Fraction = Fraction(0)
+    gpu_equivalents: Fraction = Fraction(0)  # of devices held outright
     slices: Mapping[str, int] = field(default_factory=dict)
     gpus: int = 0
     pods: int = 0
+    shared_equivalents: Fraction = Fraction(0)  # of devices held as shares, at the device's full weight
 
     def __add__(self, other: Usage) -> Usage:
         # Most sums on the admission path have an empty side (no reservation, no pods yet);
@@ -33,7 +40,11 @@ class Usage:
         for name, count in other.slices.items():
             slices[name] = slices.get(name, 0) + count
         return Usage(
-            self.gpu_equivalents + other.gpu_equivalents, slices, self.gpus + other.gpus, self.pods + other.pods
+            self.gpu_equivalents + other.gpu_equivalents,
+            slices,
+            self.gpus + other.gpus,
+            self.pods + other.pods,
+            self.shared_equivalents + other.shared_equivalents,
         )
 
     def __sub__(self, other: Usage) -> Usage:
@@ -45,6 +56,7 @@ class Usage:
             {k: v for k, v in slices.items() if v},
             self.gpus - other.gpus,
             self.pods - other.pods,
+            self.shared_equivalents - other.shared_equivalents,
         )
 
     def times(self, factor: int) -> Usage:
@@ -53,7 +65,14 @@ class Usage:
             {k: v * factor for k, v in self.slices.items()},
             self.gpus * factor,
             self.pods * factor,
+            self.shared_equivalents * factor,
         )
+
+    def equivalents(self, shared_weight: Fraction | int = 1) -> Fraction:
+        """GPU-equivalents, shares weighed at `shared_weight` of their device."""
+        if not self.shared_equivalents:
+            return self.gpu_equivalents
+        return self.gpu_equivalents + shared_weight * self.shared_equivalents
 
     @property
     def empty(self) -> bool:
@@ -61,18 +80,14 @@ class Usage:
 
     @property
     def is_zero(self) -> bool:
-        return not (self.pods or self.gpus or self.gpu_equivalents or self.slices)
+        return not (self.pods or self.gpus or self.gpu_equivalents or self.slices or self.shared_equivalents)
+
+    @property
+    def holds_anything(self) -> bool:
+        return self.pods > 0 or self.gpu_equivalents > 0 or self.shared_equivalents > 0
 
 
 EMPTY = Usage()
-
-
-def _gpu_amounts(container: ContainerView) -> dict[str, Decimal]:
-    amounts = container.mig_resources()
-    whole = container.amount(WHOLE_GPU_RESOURCE)
-    if whole is not None:
-        amounts[WHOLE_GPU_RESOURCE] = whole
-    return amounts
 
 
 def effective_gpu_requests(pod: PodView) -> dict[str, Decimal]:
@@ -81,16 +96,15 @@ def effective_gpu_requests(pod: PodView) -> dict[str, Decimal]:
     sidecars: dict[str, Decimal] = {}
     peak: dict[str, Decimal] = {}
     for container in pod.init_containers:
-        amounts = _gpu_amounts(container)
         if container.restart_always:
-            for name, amount in amounts.items():
+            for name, amount in container.gpus.items():
                 sidecars[name] = sidecars.get(name, Decimal(0)) + amount
             continue
-        for name, amount in amounts.items():
+        for name, amount in container.gpus.items():
             need = amount + sidecars.get(name, Decimal(0))
             peak[name] = max(peak.get(name, Decimal(0)), need)
     for container in pod.containers:
-        for name, amount in _gpu_amounts(container).items():
+        for name, amount in container.gpus.items():
             regular[name] = regular.get(name, Decimal(0)) + amount
     for name, amount in sidecars.items():
         regular[name] = regular.get(name, Decimal(0)) + amount
@@ -103,55 +117,31 @@ def gpus_held(pod: PodView) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((name, int(amount)) for name, amount in effective_gpu_requests(pod).items() if amount > 0))
 
 
-def pod_usage(pod: PodView, catalog: Catalog, preferred: tuple[GpuModel, ...] = ()) -> Usage:
-    """Usage of one pod; profile weights on the pod's model (annotation, node label) or `preferred`."""
+def pod_usage(pod: PodView, catalog: Catalog) -> Usage:
+    """Usage of one pod: each GPU resource at the most it could hold where the pod may run."""
     amounts = effective_gpu_requests(pod)
-    amounts = {name: amount for name, amount in amounts.items() if amount > 0}
     if not amounts:
         return EMPTY
-    models = _model_hint(pod, catalog) or preferred
+    hami = not HAMI_RESOURCES.isdisjoint(amounts)
     slices: dict[str, int] = {}
     gpus = 0
-    for name, amount in amounts.items():
-        count = int(amount)
-        if name == WHOLE_GPU_RESOURCE:
-            single = _single_strategy_profile(pod, catalog)
-            if single is None:
-                gpus += count
-            else:
-                slices[single] = slices.get(single, 0) + count
-        else:
-            profile = catalog.profile_for_resource(name)
-            if profile is not None:
-                slices[profile] = slices.get(profile, 0) + count
     # Summed over a common denominator in ints, one Fraction at the end: each Fraction operator
     # makes and normalizes a Fraction of its own, microseconds a step.
-    numerator, denominator = gpus, 1
-    for profile, count in slices.items():
-        weight = catalog.weight(profile, models)
-        numerator = numerator * weight.denominator + count * weight.numerator * denominator
-        denominator *= weight.denominator
-    return Usage(Fraction(numerator, denominator), slices, gpus, 1)
-
-
-def _model_hint(pod: PodView, catalog: Catalog) -> tuple[GpuModel, ...]:
-    key = pod.annotation("gpu-model")
-    if key and catalog.has_model(key):
-        return (catalog.model(key),)
-    models: dict[GpuModel, None] = {}
-    for label in pod.required_products:
-        found = catalog.from_product_label(label)
-        if found:
-            models[found[0]] = None
-    return tuple(models)
-
-
-def _single_strategy_profile(pod: PodView, catalog: Catalog) -> str | None:
-    for label in pod.required_products:
-        found = catalog.from_product_label(label)
-        if found and found[1] is not None:
-            return found[1].name
-    return None
+    owned = [0, 1]  # numerator, denominator
+    shared = [0, 1]
+    for name, amount in amounts.items():
+        charge = unit_charge(catalog.resource(name), pod.placement, catalog, hami)
+        count = int(amount)
+        if not charge.weight:
+            continue
+        gpus += charge.gpus * count
+        for profile in charge.slices:
+            slices[profile] = slices.get(profile, 0) + count
+        total = shared if charge.shared else owned
+        weight = charge.weight
+        total[0] = total[0] * weight.denominator + count * weight.numerator * total[1]
+        total[1] *= weight.denominator
+    return Usage(Fraction(owned[0], owned[1]), slices, gpus, 1, Fraction(shared[0], shared[1]))
 
 
 def counts_against_quota(pod: PodView) -> bool:

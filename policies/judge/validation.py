@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import NamedTuple
 
 from policies.cluster import NO_CLUSTER, ClusterState
 from policies.judge.quota import UsageSource, check_quota, scope_of
 from policies.judge.rules import check_rules
+from policies.judge.security import check_security
 from policies.judge.usage import EMPTY, Usage, pod_usage
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action
@@ -15,7 +17,7 @@ from policies.model.policyset import PolicySet
 from policies.mutate.document import JSON
 from policies.mutate.mutation import plan_mig, short
 from policies.mutate.triton import triton_problem
-from policies.pod import parse_pod
+from policies.pod import PodView, parse_pod
 from policies.quantity import QuantityParser
 from policies.request import Operation, RequestInfo
 
@@ -70,9 +72,9 @@ def validate_pod(
     """InputError if the Pod is malformed; otherwise the verdicts of every matching policy."""
     request = request or RequestInfo()
     view = parse_pod(raw, parse_quantity)
-    if not view.in_scope:
+    if skipped(view, request):
         return Decision(True)
-    namespace = view.namespace or request.namespace
+    namespace = request.namespace or view.namespace  # the API server's word, not the object's
     request = request.in_namespace(namespace)
     subject = subject or subject_of(raw, namespace)
     data = request.cel_input(raw)
@@ -95,7 +97,8 @@ def validate_pod(
     if sidecar is not None:
         message = f"{sidecar.message} (policy {sidecar.policy})"
         verdicts.append(Verdict(sidecar.policy, "triton", sidecar.path, message, Action.DENY))
-    usage = pod_usage(view, policy_set.catalog, plan.models)
+    verdicts.extend(check_security(view, match.policies))
+    usage = pod_usage(view, policy_set.catalog)
     charges: list[tuple[str, str]] = []
     for policy in match.policies:
         verdicts.extend(check_rules(policy, data))
@@ -108,3 +111,41 @@ def validate_pod(
     verdicts = [v.about(subject) for v in verdicts]
     allowed = not any(v.action is Action.DENY for v in verdicts)
     return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in match.policies), tuple(charges))
+
+
+def skipped(view: PodView, request: RequestInfo) -> bool:
+    """Out of scope: no way to a GPU and no Triton asked for, or a kubelet's mirror pod (the
+    annotation alone is anyone's to write: only a node's own request is skipped)."""
+    return not view.in_scope or (view.mirror and request.from_node)
+
+
+def validate_ephemeral(
+    raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, request: RequestInfo, cluster: ClusterState
+) -> Decision:
+    """pods/ephemeralcontainers: the device access of the ephemeral containers, as of any other."""
+    view = parse_pod(raw, parse_quantity)
+    if skipped(view, request):
+        return Decision(True)
+    namespace = request.namespace or view.namespace
+    data = request.in_namespace(namespace).cel_input(raw)
+    match = policy_set.matching(namespace, view.labels, data, cluster.namespace_labels(namespace))
+    subject = subject_of(raw, namespace)
+    verdicts = [v.about(subject) for v in check_security(view, match.policies, only="spec.ephemeralContainers")]
+    allowed = not any(v.action is Action.DENY for v in verdicts)
+    return Decision(allowed, tuple(verdicts), policies=tuple(p.name for p in match.policies))
+
+
+def ratchet(now: Decision, before: Decision) -> Decision:
+    """An UPDATE is not denied for what the object already was (ValidatingAdmissionPolicy's
+    ratcheting): a denial the old object earned too (same policy, rule and field) becomes a
+    warning, so controllers can still remove finalizers, add labels, finish."""
+    old = {(v.policy, v.rule, v.path) for v in before.denials}
+    if not old:
+        return now
+    verdicts = tuple(
+        replace(v, action=Action.WARN, message=f"already so before this update: {v.message}")
+        if v.action is Action.DENY and (v.policy, v.rule, v.path) in old
+        else v
+        for v in now.verdicts
+    )
+    return now._replace(allowed=not any(v.action is Action.DENY for v in verdicts), verdicts=verdicts)

@@ -12,9 +12,9 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from policies.model.cel_fields import object_fields
+from policies.model.cel_fields import names_variable, object_fields
 
-_ENV = cel.NewEnv(variables={"object": cel.Type.DYN, "request": cel.Type.DYN})
+_ENV = cel.NewEnv(variables={"object": cel.Type.DYN, "oldObject": cel.Type.DYN, "request": cel.Type.DYN})
 
 
 class CelCompileError(ValueError):
@@ -37,10 +37,11 @@ class CelInput:
 
     def __init__(self, data: Mapping[str, object] | Callable[[], Mapping[str, object]]) -> None:
         self._data = data
-        self._activations: dict[frozenset[str] | None, Any] = {}
+        self._activations: dict[tuple[frozenset[str] | None, bool], Any] = {}
 
-    def activation(self, fields: frozenset[str] | None = None) -> Any:
-        activation = self._activations.get(fields)
+    def activation(self, fields: frozenset[str] | None = None, old: bool = False) -> Any:
+        """Variables for an expression reading `fields` of object (all: None), and oldObject if `old`."""
+        activation = self._activations.get((fields, old))
         if activation is None:
             data = self._data
             if not isinstance(data, Mapping):
@@ -48,7 +49,10 @@ class CelInput:
             obj = data.get("object")
             if fields is not None and isinstance(obj, Mapping):
                 data = {**data, "object": {k: obj[k] for k in fields if k in obj}}
-            activation = self._activations[fields] = _ENV.Activation(data)
+            if not old and data.get("oldObject") is not None:
+                # Converting the old pod costs as much as the pod: only for expressions that read it.
+                data = {**data, "oldObject": None}
+            activation = self._activations[(fields, old)] = _ENV.Activation(data)
         return activation
 
 
@@ -57,9 +61,10 @@ class CompiledExpression:
     source: str
     program: Any
     object_fields: frozenset[str] | None = None  # None: the whole object
+    reads_old: bool = False  # names oldObject
 
     def evaluate(self, data: CelInput) -> object:
-        value = self.program.eval(activation=data.activation(self.object_fields))
+        value = self.program.eval(activation=data.activation(self.object_fields, self.reads_old))
         if value.type() == cel.Type.ERROR:
             raise CelEvaluationError(str(value.plain_value()))
         return value.plain_value()
@@ -76,7 +81,7 @@ def compile_expression(source: str) -> CompiledExpression:
         program = _ENV.compile(source)
     except RuntimeError as error:
         raise CelCompileError(_first_line(str(error))) from None
-    return CompiledExpression(source, program, object_fields(source))
+    return CompiledExpression(source, program, object_fields(source), names_variable(source, "oldObject"))
 
 
 def _first_line(message: str) -> str:

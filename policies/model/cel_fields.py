@@ -46,6 +46,12 @@ def _tokens(source: str) -> list[str] | None:
     return tokens
 
 
+def names_variable(source: str, variable: str) -> bool:
+    """Whether the expression may name `variable` (True when its tokens cannot be told)."""
+    tokens = _tokens(source)
+    return tokens is None or variable in tokens
+
+
 def object_fields(source: str) -> frozenset[str] | None:
     """The fields of `object` the expression selects, or None when it may read more of it."""
     tokens = _tokens(source)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from policies.gpu.catalog import GpuModel
+from policies.gpu.models import GpuModel
 from policies.model.selectors import LabelSelector
 
 if TYPE_CHECKING:
@@ -157,6 +157,27 @@ class Quota:
     per_pod: Limits | None = None
     action: Action = Action.DENY
     consistency: Consistency = Consistency.LOCAL
+    shared_weight: Fraction = Fraction(1)  # what a share of a device weighs, of the device (0 to 1)
+
+
+class DeviceCheck(enum.Enum):
+    """Ways a container can reach GPU devices past the device plugin (and so past every quota)."""
+
+    DEVICE_ENV = "deviceEnv"  # NVIDIA_VISIBLE_DEVICES & co. set to something that grants devices
+    ENV_FROM = "envFrom"  # envFrom whose keys could spell those variables
+    HOST_DEVICES = "hostDevices"  # hostPath on /dev/nvidia*, /dev, /dev/char, /
+    CDI_DEVICES = "cdiDevices"  # cdi.k8s.io/ annotations naming nvidia.com devices
+
+
+@dataclass(frozen=True, slots=True)
+class SecuritySpec:
+    """Device access checks: all on unless allowed; a breach denies unless the action says otherwise."""
+
+    action: Action = Action.DENY
+    allow: frozenset[DeviceCheck] = frozenset()
+
+
+DEFAULT_SECURITY = SecuritySpec()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,3 +195,4 @@ class GPUPolicy:
     triton: TritonSpec | None = None
     rules: tuple[Rule, ...] = ()
     quota: Quota | None = None
+    security: SecuritySpec | None = None

@@ -18,7 +18,7 @@ from policies.model.policyset import PolicySet
 from policies.mutate.document import CHANGE_FORMAT, JSON, Change, Draft
 from policies.mutate.rewrite import apply_plan
 from policies.mutate.runtime import apply_runtime, merge
-from policies.mutate.triton import inject_triton
+from policies.mutate.triton import inject_triton, sidecar_slice
 from policies.pod import ANNOTATION_PREFIX, PodView, parse_pod
 from policies.quantity import QuantityParser
 from policies.request import RequestInfo
@@ -57,7 +57,9 @@ def plan_mig(
     owner = next((p for p in matched if p.mig is not None), None)
     if owner is None or owner.mig is None:
         return MigPlan(None)
-    return MigPlanner(owner, owner.mig, policy_set.catalog, parse_quantity, policy_set.cached, capacity).plan(view)
+    planner = MigPlanner(owner, owner.mig, policy_set.catalog, parse_quantity, policy_set.cached, capacity)
+    sidecar = sidecar_slice(view, matched)  # lands with the pod: pinned with its slices in one pass
+    return planner.plan(view, (sidecar,) if sidecar else ())
 
 
 def mutate_pod(
@@ -70,9 +72,9 @@ def mutate_pod(
     """InputError if the Pod is malformed; otherwise what the mutating webhook would do."""
     request = request or RequestInfo()
     view = parse_pod(raw, parse_quantity)
-    if not view.in_scope:
+    if not view.in_scope or (view.mirror and request.from_node):
         return MutationResult(raw)
-    namespace = view.namespace or request.namespace
+    namespace = request.namespace or view.namespace  # the API server's word, not the object's
     request = request.in_namespace(namespace)
     match = policy_set.matching(namespace, view.labels, request.cel_input(raw), cluster.namespace_labels(namespace))
     matched = match.policies

@@ -1,20 +1,23 @@
-"""Writes a MigPlan into the Pod: mixed renames resources, single steers to MIG nodes."""
+"""Writes a MigPlan into the Pod: mixed renames resources (and pins the pod to the models picked
+for its slices where it could land elsewhere), single steers to MIG nodes."""
 
 from __future__ import annotations
 
-from policies.gpu.catalog import PRODUCT_LABEL, WHOLE_GPU_RESOURCE
 from policies.gpu.mig import MigPlan, Rewrite, single_strategy_labels
+from policies.gpu.models import PRODUCT_LABEL, WHOLE_GPU_RESOURCE
 from policies.model.policy import Strategy
 from policies.mutate.document import Change, Draft, format_count
 
 
 def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
-    if plan.policy is None or not plan.rewrites:
+    if plan.policy is None:
         return
     if plan.strategy is Strategy.MIXED:
         for rewrite in plan.rewrites:
             _rename(doc, rewrite, plan.policy.name, changes)
-    else:
+        if plan.pin:  # the slices land, and weigh, where the policy picked (policies.gpu.gate)
+            steer(doc, plan.pin, plan.pin_why, plan.policy.name, changes)
+    elif plan.rewrites:
         _steer(doc, plan, changes)
 
 
@@ -45,12 +48,18 @@ def steer(doc: Draft, labels: tuple[str, ...], why: str, policy: str, changes: l
         doc.set(doc.child(spec, "nodeSelector"), PRODUCT_LABEL, labels[0])
         changes.append(Change(f"spec.nodeSelector.{PRODUCT_LABEL}", f"{labels[0]} ({why})", policy))
         return
+    requirement = {"key": PRODUCT_LABEL, "operator": "In", "values": list(labels)}
+    what = f"{PRODUCT_LABEL} in {', '.join(labels)} ({why})"
+    if not spec.get("affinity"):  # the usual case: one operation carries the whole affinity
+        terms_only = {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}
+        doc.set(spec, "affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms_only}})
+        changes.append(Change("spec.affinity.nodeAffinity", what, policy))
+        return
     node_affinity = doc.child(doc.child(spec, "affinity"), "nodeAffinity")
     node_selector = doc.child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
     terms = doc.child(node_selector, "nodeSelectorTerms", list)
     if not terms:
         doc.append(terms, {})
-    requirement = {"key": PRODUCT_LABEL, "operator": "In", "values": list(labels)}
     added = False
     for i in range(len(terms)):
         expressions = doc.child(doc.item(terms, i), "matchExpressions", list)
@@ -58,4 +67,4 @@ def steer(doc: Draft, labels: tuple[str, ...], why: str, policy: str, changes: l
             doc.append(expressions, requirement)
             added = True
     if added:
-        changes.append(Change("spec.affinity.nodeAffinity", f"{PRODUCT_LABEL} in {', '.join(labels)} ({why})", policy))
+        changes.append(Change("spec.affinity.nodeAffinity", what, policy))

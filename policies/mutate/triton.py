@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from policies.gpu.catalog import WHOLE_GPU_RESOURCE, Catalog, mixed_resource
+from policies.containers import SHM_PATH
+from policies.gpu.catalog import Catalog
 from policies.gpu.mig import MigPlan, Problem
+from policies.gpu.models import WHOLE_GPU_RESOURCE, mixed_resource
 from policies.model.policy import GPUPolicy, Strategy, TritonSpec
 from policies.mutate.document import JSON, Change, Draft
 from policies.mutate.rewrite import steer
 from policies.mutate.runtime import SHM_VOLUME, Merged, ensure_shm_volume
-from policies.pod import SHM_PATH, PodView
+from policies.pod import PodView
 
 CONTAINER = "triton"
 PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
@@ -82,6 +84,14 @@ def _settings(pod: PodView, policies: tuple[GPUPolicy, ...]) -> tuple[TritonSpec
     spec = owner.triton if owner and owner.triton else TritonSpec()
     repository = pod.annotation("triton-model-repository") or spec.model_repository
     return spec, owner.name if owner else BUILT_IN, repository
+
+
+def sidecar_slice(pod: PodView, policies: tuple[GPUPolicy, ...]) -> str | None:
+    """The MIG profile of the sidecar this mutation will add, if it adds one with a slice."""
+    if not wants_sidecar(pod):
+        return None
+    spec, _, repository = _settings(pod, policies)
+    return spec.profile if repository else None
 
 
 def triton_problem(pod: PodView, policies: tuple[GPUPolicy, ...]) -> Problem | None:

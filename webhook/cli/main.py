@@ -17,8 +17,8 @@ import yaml
 
 from policies.engine import Engine
 from policies.errors import InputError
+from policies.quantity import parse_quantity
 from webhook.cli.offline import cmd_lint, cmd_validate
-from webhook.quantity import parse_quantity
 from webhook.sources.files import load_policies, read_manifests
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2

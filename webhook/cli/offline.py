@@ -21,8 +21,8 @@ from policies.judge.validation import Decision
 from policies.model.loader import load_texts
 from policies.mutate.mutation import MutationResult
 from policies.pod import PodView, parse_pod
+from policies.quantity import parse_quantity
 from webhook.cluster.namespaces import GpuQuotaCache, namespace_labels
-from webhook.quantity import parse_quantity
 from webhook.sources.files import POLICY_SUFFIXES, directory_texts, read_manifests
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2

@@ -76,7 +76,7 @@ class Reservations:
         self._prefixed.discard(key)
         for charge in reservation.charges:
             left = self._totals.get(charge, EMPTY) - reservation.usage
-            if left.pods > 0 or left.gpu_equivalents > 0:
+            if left.holds_anything:
                 self._totals[charge] = left
             else:
                 self._totals.pop(charge, None)

@@ -48,12 +48,15 @@ class Entry:
 
     def to_json(self) -> list[Any]:
         u = self.usage
-        return [self.key, round(self.expires, 3), str(u.gpu_equivalents), dict(u.slices), u.gpus, u.pods]
+        shared = str(u.shared_equivalents)
+        return [self.key, round(self.expires, 3), str(u.gpu_equivalents), dict(u.slices), u.gpus, u.pods, shared]
 
     @classmethod
     def from_json(cls, raw: list[Any]) -> Entry:
-        key, expires, equivalents, slices, gpus, pods = raw
-        return cls(str(key), float(expires), Usage(Fraction(equivalents), dict(slices), int(gpus), int(pods)))
+        key, expires, equivalents, slices, gpus, pods, *rest = raw
+        shared = Fraction(rest[0]) if rest else Fraction(0)  # entries written before shares were kept apart
+        usage = Usage(Fraction(equivalents), dict(slices), int(gpus), int(pods), shared)
+        return cls(str(key), float(expires), usage)
 
 
 @dataclass(frozen=True, slots=True)

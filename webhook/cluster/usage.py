@@ -28,10 +28,10 @@ from policies.judge.validation import Decision
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, Consistency, GPUPolicy
 from policies.model.policyset import PolicySet
+from policies.quantity import parse_quantity
 from webhook.cluster.reservations import PodRef, Reservation, Reservations
 from webhook.cluster.shared_quota import LedgerUnavailable, SharedReservations
 from webhook.metrics import TRACKED_PODS
-from webhook.quantity import parse_quantity
 
 STRICT_ATTEMPTS = 8
 log = logging.getLogger("gpu_admission.usage")

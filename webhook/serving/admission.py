@@ -13,9 +13,9 @@ from typing import Any
 from policies.engine import JUDGED_KINDS
 from policies.errors import InputError
 from policies.model.loader import load_texts
+from policies.quantity import parse_quantity
 from policies.request import Operation
 from webhook.metrics import ENGINE_ERRORS
-from webhook.quantity import parse_quantity
 from webhook.serving.errors import BadRequest
 from webhook.serving.review import AdmissionRequest, AdmissionResponse
 from webhook.sources.configmaps import is_policy_configmap, policy_owner, texts_of
@@ -23,6 +23,8 @@ from webhook.state import EngineHolder
 
 log = logging.getLogger("gpu_admission.admission")
 JUDGED_OPERATIONS = (Operation.CREATE, Operation.UPDATE)
+# The object itself, and the Pod as pods/ephemeralcontainers would leave it (its device access).
+JUDGED_SUBRESOURCES = ("", "ephemeralcontainers")
 
 
 def _require_object(request: AdmissionRequest) -> dict[str, object]:
@@ -107,7 +109,7 @@ def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRespon
         engine is None
         or request.kind.kind not in JUDGED_KINDS
         or request.operation not in JUDGED_OPERATIONS
-        or request.sub_resource
+        or request.sub_resource not in JUDGED_SUBRESOURCES
     ):
         return AdmissionResponse(request.uid, True)
 

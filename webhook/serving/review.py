@@ -55,7 +55,16 @@ class AdmissionRequest(NamedTuple):
         return str(metadata.get("name") or metadata.get("generateName") or "")
 
     def info(self) -> RequestInfo:
-        return RequestInfo(self.namespace, self.operation, self.dry_run, self.uid, self.username, self.groups)
+        return RequestInfo(
+            self.namespace,
+            self.operation,
+            self.dry_run,
+            self.uid,
+            self.username,
+            self.groups,
+            self.sub_resource,
+            self.old_object if isinstance(self.old_object, dict) else None,
+        )
 
 
 class AdmissionResponse(NamedTuple):

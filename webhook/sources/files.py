@@ -12,7 +12,7 @@ import yaml
 from policies.errors import InputError
 from policies.model.loader import LoadResult, load_texts
 from policies.model.policyset import PolicySet
-from webhook.quantity import parse_quantity
+from policies.quantity import parse_quantity
 
 POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -20,7 +20,7 @@ from policies.errors import PolicyProblem
 from policies.model.loader import load_texts
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
-from webhook.quantity import parse_quantity
+from policies.quantity import parse_quantity
 
 log = logging.getLogger("gpu_admission.policies")
 Texts = tuple[tuple[str, str], ...]

@@ -1,0 +1,207 @@
+"""Containers as the engine reads them, and the typed JSON reads the pod boundary shares.
+
+Every field is the requester's to write: quantities of nvidia.com/ resources follow Kubernetes'
+grammar exactly and must be whole; the device env each container sets is collected wherever it
+is (policies.judge.security judges it). Malformed fields raise InputError with their path, which
+is built only when something is wrong (pods are read on every review).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from functools import lru_cache
+from typing import NamedTuple
+
+from policies.errors import InputError
+from policies.gpu.catalog import ResourceKind, resource_kind
+from policies.gpu.devices import DEVICE_ENV, DEVICE_ENV_PREFIXES
+from policies.gpu.models import WHOLE_GPU_RESOURCE
+from policies.quantity import QuantityParser
+
+SHM_PATH = "/dev/shm"
+_SHM_PATHS = (SHM_PATH, SHM_PATH + "/")
+GPU_RESOURCE_DOMAIN = "nvidia.com/"
+_GPU_KINDS = (ResourceKind.WHOLE, ResourceKind.MIG, ResourceKind.SHARE)
+
+
+class DeviceEnv(NamedTuple):
+    path: str  # e.g. spec.containers[0].env[2]
+    name: str
+    value: str | None  # None: from valueFrom, not knowable at admission
+
+
+# NamedTuples, not frozen dataclasses: as immutable, and built on every review for a quarter of
+# the cost (a frozen dataclass sets each field through object.__setattr__).
+class ContainerView(NamedTuple):
+    position: int  # in spec.containers or spec.initContainers (a NamedTuple has an index method)
+    name: str
+    init: bool
+    requests: Mapping[str, Decimal]  # nvidia.com/ resources only, whole and non-negative
+    limits: Mapping[str, Decimal]
+    env: Mapping[str, str | None]
+    mounts_shm: bool
+    restart_always: bool
+    gpus: Mapping[str, Decimal] = {}  # every GPU resource (devices, shares) it holds some of, by amount
+
+    @property
+    def path(self) -> str:
+        return _container_path(self.init, self.position)
+
+    def amount(self, resource: str) -> Decimal | None:
+        """limits win, as the API server defaults requests from limits for extended resources."""
+        if resource in self.limits:
+            return self.limits[resource]
+        return self.requests.get(resource)
+
+    @property
+    def wants_whole_gpu(self) -> bool:
+        """Asks for nvidia.com/gpu (`0` is no request: Ray heads and others write it)."""
+        return bool(self.limits.get(WHOLE_GPU_RESOURCE) or self.requests.get(WHOLE_GPU_RESOURCE))
+
+    @property
+    def holds_gpu(self) -> bool:
+        return bool(self.gpus)
+
+
+@lru_cache(maxsize=256)
+def _container_path(init: bool, index: int) -> str:
+    return f"spec.{'initContainers' if init else 'containers'}[{index}]"
+
+
+def mapping(raw: object, path: str) -> Mapping[str, object]:
+    if type(raw) is dict:  # what JSON decodes to; the ABC check below costs ten times more
+        return raw
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InputError(path, "must be an object")
+    return raw
+
+
+def string_map(raw: object, path: str) -> dict[str, str]:
+    fields = mapping(raw, path)
+    for key, value in fields.items():
+        if not isinstance(value, str):
+            raise InputError(f"{path}.{key}", "must be a string")
+    return dict(fields)  # type: ignore[arg-type]
+
+
+def json_list(raw: object, path: str) -> list[object]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InputError(path, "must be a list")
+    return raw
+
+
+def _quantities(raw: object, container: str, section: str, parse: QuantityParser) -> dict[str, Decimal]:
+    """nvidia.com/ resources only (the API server validates the rest, and parsing is the costly
+    part): extended resources, so whole and non-negative. Field paths are made only when wrong."""
+    parsed: dict[str, Decimal] = {}
+    if not raw:
+        return parsed
+    path = ""
+    for resource, value in (raw if type(raw) is dict else mapping(raw, f"{container}.resources.{section}")).items():
+        if not resource.startswith(GPU_RESOURCE_DOMAIN):
+            continue
+        path = f"{container}.resources.{section}"
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise InputError(f"{path}.{resource}", f"{value!r} is not a quantity")
+        try:
+            amount = parse(value)
+        except (ValueError, TypeError, ArithmeticError) as error:
+            raise InputError(f"{path}.{resource}", f"{value!r} is not a Kubernetes quantity ({error})") from None
+        if amount < 0 or amount % 1:
+            raise InputError(f"{path}.{resource}", f"{value!r}: extended resources are whole numbers, 0 or more")
+        parsed[resource] = amount
+    return parsed
+
+
+def _env(fields: Mapping[str, object], path: str, gpu: bool, found: list[DeviceEnv]) -> dict[str, str | None]:
+    """The container's env (kept for GPU containers, where runtime settings go); DEVICE_ENV
+    entries of every container are collected into `found`."""
+    env: dict[str, str | None] = {}
+    for i, item in enumerate(json_list(fields.get("env"), f"{path}.env")):
+        entry = item if type(item) is dict else mapping(item, f"{path}.env[{i}]")  # the path only when wrong
+        name = entry.get("name")
+        if not isinstance(name, str):
+            raise InputError(f"{path}.env[{i}].name", "must be a string")
+        value = entry.get("value")
+        text = value if isinstance(value, str) else None
+        if name in DEVICE_ENV:  # a value from valueFrom cannot be known here: None
+            set_to = "" if value is None and "valueFrom" not in entry else text
+            found.append(DeviceEnv(f"{path}.env[{i}]", name, set_to))
+        if gpu:
+            env[name] = text
+    return env
+
+
+def _env_from(fields: Mapping[str, object], path: str, found: list[str]) -> None:
+    for i, item in enumerate(json_list(fields.get("envFrom"), f"{path}.envFrom")):
+        prefix = mapping(item, f"{path}.envFrom[{i}]").get("prefix") or ""
+        if not isinstance(prefix, str):
+            raise InputError(f"{path}.envFrom[{i}].prefix", "must be a string")
+        if prefix in DEVICE_ENV_PREFIXES:  # its keys could spell NVIDIA_VISIBLE_DEVICES
+            found.append(f"{path}.envFrom[{i}]")
+
+
+def _gpu_amounts(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    """Every GPU resource held some of; limits win, as for `ContainerView.amount`."""
+    amounts: dict[str, Decimal] = {}
+    for name in (*limits, *requests):
+        amount = limits.get(name, requests.get(name))
+        if amount and name not in amounts and resource_kind(name) in _GPU_KINDS:
+            amounts[name] = amount
+    return amounts
+
+
+def _mounts_shm(fields: Mapping[str, object], path: str) -> bool:
+    mounts = json_list(fields.get("volumeMounts"), f"{path}.volumeMounts")
+    return any(
+        (m if type(m) is dict else mapping(m, f"{path}.volumeMounts[{i}]")).get("mountPath")
+        in (SHM_PATH, SHM_PATH + "/")
+        for i, m in enumerate(mounts)
+    )
+
+
+def read_containers(
+    spec: Mapping[str, object], key: str, parse: QuantityParser, env: list[DeviceEnv], env_from: list[str]
+) -> tuple[ContainerView, ...]:
+    items = json_list(spec.get(key), f"spec.{key}")
+    init = key != "containers"
+    return tuple(_container(c, _item_path(key, i), i, init, parse, env, env_from) for i, c in enumerate(items))
+
+
+@lru_cache(maxsize=512)
+def _item_path(key: str, index: int) -> str:
+    return f"spec.{key}[{index}]"
+
+
+def _container(
+    raw: object, path: str, index: int, init: bool, parse: QuantityParser, env: list[DeviceEnv], env_from: list[str]
+) -> ContainerView:
+    fields = mapping(raw, path)
+    name = fields.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{path}.name", "every container needs a name")
+    resources = fields.get("resources")
+    if type(resources) is not dict:
+        resources = mapping(resources, f"{path}.resources")
+    requests = _quantities(resources.get("requests"), path, "requests", parse)
+    limits = _quantities(resources.get("limits"), path, "limits", parse)
+    # env and mounts only matter where runtime settings go: containers that hold GPUs.
+    gpu = bool(requests or limits)
+    if "envFrom" in fields:
+        _env_from(fields, path, env_from)
+    return ContainerView(
+        position=index,
+        name=name,
+        init=init,
+        requests=requests,
+        limits=limits,
+        env=_env(fields, path, gpu, env) if "env" in fields else {},
+        mounts_shm=_mounts_shm(fields, path) if gpu else False,
+        restart_always=fields.get("restartPolicy") == "Always",
+        gpus=_gpu_amounts(requests, limits) if gpu else {},
+    )

@@ -1,0 +1,229 @@
+"""Where a pod can run, as far as GPUs go, and what each of its GPU resources costs there.
+
+A pod's `nodeSelector` and required node affinity (terms OR'ed, expressions AND'ed, as the
+scheduler reads them) admit some kinds of node: the catalog's, by the `nvidia.com/gpu.product`
+label GPU Feature Discovery writes (and `nvidia.com/mig.strategy`, which follows from it), and
+nodes whose label the catalog does not know. Every requirement is read as "may this kind of node
+satisfy it": an expression on any other label may, so it never narrows. The pod is charged
+the most one unit of each resource could hold on any admitted kind (Kubernetes semantics on the
+labels that tell GPUs apart, an over-estimate everywhere else):
+
+- `nvidia.com/gpu` is a whole GPU (1 GPU-equivalent, 1 whole GPU) wherever a node it may land on
+  is not split under the single strategy, a term says nothing about the product included; only
+  a pod confined to split nodes holds a slice, of the heaviest profile among them;
+- `nvidia.com/mig-<profile>` weighs what it weighs on the heaviest GPU family that has the
+  profile and that the pod may land on (`1g.24gb`: 1/7 of an H100 NVL, 1/4 of an RTX PRO 6000);
+- a share (`.shared` resources, HAMi's vGPUs, or a pod confined to `-SHARED` nodes) is charged
+  as a share of the device: the policy may weigh shares less (`quota.sharedWeight`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import NamedTuple
+
+import orjson
+
+from policies.errors import InputError
+from policies.gpu.catalog import UNKNOWN_NODE, Catalog, GpuResource, NodeKind, ResourceKind
+from policies.gpu.models import PRODUCT_LABEL, STRATEGY_LABEL, GpuModel
+
+OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+_READ = frozenset({PRODUCT_LABEL, STRATEGY_LABEL})  # the labels that tell GPU nodes apart
+_MEMO_LIMIT = 4096
+_PLACEMENTS: dict[tuple[bytes, tuple[Requirement, ...]], Placement] = {}
+
+
+class Requirement(NamedTuple):
+    key: str
+    operator: str
+    values: frozenset[str] = frozenset()
+
+
+Term = tuple[Requirement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Required node constraints on the labels that tell GPU nodes apart. `terms` None: no
+    required node affinity. A term the scheduler could never satisfy (no expression at all) is
+    dropped; one with expressions only on other labels stays, as `()`: it may admit any node."""
+
+    selector: Term = ()
+    terms: tuple[Term, ...] | None = None
+
+    @property
+    def says_nothing(self) -> bool:
+        return not self.selector and self.terms is None
+
+
+ANYWHERE = Placement()
+
+
+def _strategies(kind: NodeKind) -> frozenset[str] | None:
+    if kind.label is None:
+        return None  # anything
+    return frozenset({"single"}) if kind.split or kind.invalid else frozenset({"none", "mixed"})
+
+
+def _may_hold(requirement: Requirement, kind: NodeKind, catalog: Catalog) -> bool:
+    op, values = requirement.operator, requirement.values
+    if requirement.key == PRODUCT_LABEL:
+        if kind.label is None:  # an unknown label, or none: any of them
+            return op != "In" or any(catalog.node_kind(v) is None for v in values)
+        if op in ("Gt", "Lt"):
+            return False  # product names are no integers
+        return {"In": kind.label in values, "NotIn": kind.label not in values, "Exists": True}.get(op, False)
+    possible = _strategies(kind)
+    if possible is None:
+        return True
+    if op == "In":
+        return bool(possible & values)
+    if op == "NotIn":
+        return bool(possible - values)
+    return op == "Exists"
+
+
+def admits(placement: Placement, kind: NodeKind, catalog: Catalog) -> bool:
+    if not all(_may_hold(r, kind, catalog) for r in placement.selector):
+        return False
+    if placement.terms is None:
+        return True
+    return any(all(_may_hold(r, kind, catalog) for r in term) for term in placement.terms)
+
+
+def _memo(catalog: Catalog, key: Hashable, build: object) -> object:
+    found = catalog.memo.get(key)
+    if found is None:
+        found = build() if callable(build) else build
+        if len(catalog.memo) < _MEMO_LIMIT:
+            catalog.memo[key] = found
+    return found
+
+
+def admitted(placement: Placement, catalog: Catalog) -> tuple[NodeKind, ...]:
+    """The kinds of node the placement may admit; every kind when it admits none at all (a pod
+    that can run nowhere holds nothing, but is charged as if it could run anywhere)."""
+
+    def build() -> tuple[NodeKind, ...]:
+        kinds = tuple(k for k in catalog.node_kinds if admits(placement, k, catalog))
+        return kinds or catalog.node_kinds
+
+    if placement.says_nothing:
+        return catalog.node_kinds
+    return _memo(catalog, ("admitted", placement), build)  # type: ignore[return-value]
+
+
+def families(placement: Placement, catalog: Catalog, offering: tuple[GpuModel, ...]) -> tuple[GpuModel, ...]:
+    """Of the models `offering` a MIG resource, those whose (unsplit) nodes the pod may land on;
+    all of them where it may land on a node of a label the catalog does not know."""
+
+    def build() -> tuple[GpuModel, ...]:
+        kinds = admitted(placement, catalog)
+        if UNKNOWN_NODE in kinds:
+            return offering
+        reachable = {k.model for k in kinds if not k.split and not k.invalid}
+        return tuple(m for m in offering if m in reachable) or offering
+
+    return _memo(catalog, ("families", placement, offering), build)  # type: ignore[return-value]
+
+
+class Charge(NamedTuple):
+    """What one unit of a resource holds at most, wherever the pod may land."""
+
+    weight: Fraction  # GPU-equivalents
+    gpus: int  # whole GPUs
+    slices: frozenset[str]  # profiles it may be a slice of
+    shared: bool  # a share of the device on every node it may land on
+
+
+NOTHING = Charge(Fraction(0), 0, frozenset(), False)
+
+
+def unit_charge(resource: GpuResource, placement: Placement, catalog: Catalog, hami: bool = False) -> Charge:
+    if not resource.device:
+        return NOTHING
+    return _memo(catalog, ("charge", resource, placement, hami), lambda: _charge(resource, placement, catalog, hami))  # type: ignore[return-value]
+
+
+def _charge(resource: GpuResource, placement: Placement, catalog: Catalog, hami: bool) -> Charge:
+    kinds = admitted(placement, catalog)
+    if resource.kind is ResourceKind.WHOLE:
+        shared = resource.shared or hami or all(k.shared for k in kinds)
+        if any(not k.split for k in kinds):
+            return Charge(Fraction(1), 1, frozenset(), shared)
+        weights = [k.model.weight(k.profile) for k in kinds if k.model and k.profile]
+        return Charge(max(weights), 0, frozenset(k.profile.name for k in kinds if k.profile), shared)
+    if resource.profile is None:  # a MIG resource the catalog does not know: a whole GPU's worth, never zero
+        return Charge(Fraction(1), 0, frozenset({resource.written}), resource.shared)
+    models = families(placement, catalog, catalog.models_with(resource.profile))
+    weight = max(m.weight(p) for m in models if (p := m.profile(resource.profile)) is not None)
+    landing = [k for k in kinds if k.model in models and not k.split]
+    shared = resource.shared or (UNKNOWN_NODE not in kinds and bool(landing) and all(k.shared for k in landing))
+    return Charge(weight, 0, frozenset({resource.profile}), shared)
+
+
+# -- the boundary: a pod spec's constraints, read with their field paths -----------------------
+
+
+def _requirement(raw: object, path: str) -> Requirement | None:
+    if not isinstance(raw, Mapping):
+        raise InputError(path, "must be an object")
+    key, operator, values = raw.get("key"), raw.get("operator"), raw.get("values") or []
+    if not isinstance(key, str):
+        raise InputError(f"{path}.key", "must be a string")
+    if operator not in OPERATORS:
+        raise InputError(f"{path}.operator", f"must be one of {', '.join(sorted(OPERATORS))}")
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise InputError(f"{path}.values", "must be a list of strings")
+    return Requirement(key, str(operator), frozenset(values)) if key in _READ else None
+
+
+def parse_placement(spec: Mapping[str, object], selector: Mapping[str, str]) -> Placement:
+    """The placement of a pod spec (its nodeSelector already read); InputError names a malformed field."""
+    pinned = tuple(Requirement(k, "In", frozenset({v})) for k, v in selector.items() if k in _READ)
+    affinity = spec.get("affinity")
+    if affinity is None:
+        return Placement(pinned) if pinned else ANYWHERE
+    # Pods of one template repeat one affinity: read each once (keyed by its JSON, so a malformed
+    # one, which raises, is never kept).
+    key = (orjson.dumps(affinity), pinned)
+    found = _PLACEMENTS.get(key)
+    if found is None:
+        found = _read_affinity(affinity, pinned)
+        if len(_PLACEMENTS) < _MEMO_LIMIT:
+            _PLACEMENTS[key] = found
+    return found
+
+
+def _read_affinity(affinity: object, pinned: Term) -> Placement:
+    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _field(_field(affinity, "nodeAffinity", "spec.affinity"), path.rsplit(".", 1)[1], path.rsplit(".", 1)[0])
+    terms_raw = _field(required, "nodeSelectorTerms", path)
+    if terms_raw is None:
+        return Placement(pinned) if pinned else ANYWHERE
+    if not isinstance(terms_raw, list):
+        raise InputError(f"{path}.nodeSelectorTerms", "must be a list")
+    terms: list[Term] = []
+    for i, raw in enumerate(terms_raw):
+        where = f"{path}.nodeSelectorTerms[{i}]"
+        if not isinstance(raw, Mapping):
+            raise InputError(where, "must be an object")
+        expressions, fields = raw.get("matchExpressions") or [], raw.get("matchFields") or []
+        if not isinstance(expressions, list) or not isinstance(fields, list):
+            raise InputError(where, "matchExpressions and matchFields must be lists")
+        if not expressions and not fields:
+            continue  # matches no node
+        read = (_requirement(e, f"{where}.matchExpressions[{j}]") for j, e in enumerate(expressions))
+        terms.append(tuple(r for r in read if r is not None))
+    return Placement(pinned, tuple(dict.fromkeys(terms)))
+
+
+def _field(raw: object, key: str, path: str) -> object:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise InputError(path, "must be an object")
+    return raw.get(key)

@@ -1,0 +1,83 @@
+"""GPU device access past the device plugin: a pod that could reach a GPU may not hand its
+containers devices itself, since nothing it takes that way is counted by any quota.
+
+Checked (policies.model.policy.DeviceCheck), in every container, init and ephemeral ones too:
+NVIDIA_VISIBLE_DEVICES, NVIDIA_MIG_CONFIG_DEVICES and NVIDIA_MIG_MONITOR_DEVICES set to anything
+but empty, `void` or `none` (or from valueFrom, which cannot be known here); envFrom sources whose
+keys could spell them; hostPath volumes on the node's devices; CDI annotations naming NVIDIA
+devices. All are on by default.
+
+Which settings hold: those of the first cluster policy, in precedence order, that has a
+`security` section (the defaults where none has); a namespaced policy may only tighten them
+(take allowances away, make the action stricter), never loosen the platform's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.gpu.devices import grants_devices
+from policies.judge.verdict import Verdict
+from policies.model.policy import DEFAULT_SECURITY, Action, DeviceCheck, GPUPolicy, SecuritySpec
+from policies.pod import PodView
+
+_STRICTNESS = {Action.AUDIT: 0, Action.WARN: 1, Action.DENY: 2}
+
+
+def settings(policies: tuple[GPUPolicy, ...]) -> tuple[SecuritySpec, str]:
+    """The security settings in force for a pod matched by `policies`, and who set them."""
+    decider = next((p for p in policies if p.namespace is None and p.security is not None), None)
+    spec = decider.security if decider is not None and decider.security is not None else DEFAULT_SECURITY
+    owner = decider.name if decider is not None else f"{policies[0].name}, default security"
+    allow, action = spec.allow, spec.action
+    for policy in policies:
+        if policy.namespace is not None and policy.security is not None:
+            allow &= policy.security.allow
+            if _STRICTNESS[policy.security.action] > _STRICTNESS[action]:
+                action = policy.security.action
+    return SecuritySpec(action, allow), owner
+
+
+def _breaches(pod: PodView) -> Iterator[tuple[DeviceCheck, str, str]]:
+    for found in pod.device_env:
+        if grants_devices(found.value):
+            told = "from valueFrom, which cannot be checked" if found.value is None else f"= {found.value!r}"
+            yield (
+                DeviceCheck.DEVICE_ENV,
+                found.path,
+                f"{found.name} {told} would hand the container GPU devices past the device plugin "
+                "(only empty, void and none may be set)",
+            )
+    if pod.reaches_gpu:
+        for path in pod.env_from:
+            yield (
+                DeviceCheck.ENV_FROM,
+                path,
+                "envFrom without a prefix could set NVIDIA_VISIBLE_DEVICES in a pod that can reach a GPU: "
+                "give it a prefix, or name its variables in env",
+            )
+    for path, host in pod.host_devices:
+        yield DeviceCheck.HOST_DEVICES, path, f"hostPath {host} reaches the node's GPU devices past the device plugin"
+    for annotation, value in pod.cdi_devices:
+        yield (
+            DeviceCheck.CDI_DEVICES,
+            f"metadata.annotations.{annotation}",
+            f"{annotation}: {value} asks the container runtime for NVIDIA devices past the device plugin",
+        )
+
+
+def check_security(pod: PodView, policies: tuple[GPUPolicy, ...], only: str = "") -> list[Verdict]:
+    """Verdicts on device access; `only`: just the fields under this path (an ephemeral
+    container being added)."""
+    if not policies:
+        return []
+    found = [breach for breach in _breaches(pod) if breach[1].startswith(only)]
+    if not found:  # the usual case: no settings to work out
+        return []
+    spec, owner = settings(policies)
+    policy = owner.split(",")[0]
+    return [
+        Verdict(policy, f"security.{check.value}", path, f"{message} (policy {owner})", spec.action)
+        for check, path, message in found
+        if check not in spec.allow
+    ]

@@ -1,0 +1,113 @@
+"""The webhook configurations' matchConditions, run with Google's CEL as the API server runs them,
+never keep from the webhook a pod the engine would act on: over random pods, whatever the engine
+judges, the conditions let through."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policies.model.cel import CelInput, compile_expression
+from policies.pod import parse_pod
+from policies.quantity import parse_quantity
+from policies.request import RequestInfo
+
+WEBHOOKS = Path(__file__).resolve().parent.parent / "deploy" / "base" / "webhooks.yaml"
+
+
+def _conditions() -> list[list[Any]]:
+    documents = list(yaml.safe_load_all(WEBHOOKS.read_text()))
+    hooks = [hook for doc in documents for hook in doc["webhooks"] if "matchConditions" in hook]
+    assert len(hooks) == 2
+    return [[compile_expression(c["expression"]) for c in hook["matchConditions"]] for hook in hooks]
+
+
+CONDITIONS = _conditions()
+NAMES = st.sampled_from(["NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "HOME"])
+PATHS = st.sampled_from(
+    [
+        "/",
+        "//",
+        "/dev",
+        "/dev/",
+        "/dev/nvidia0",
+        "dev/nvidia-uvm",
+        "/dev/char/195:0",
+        "/run/nvidia",
+        "/var/log",
+        "/etc",
+        "/./dev",
+        "/var/../dev/dri",
+        "/data",
+        "/proc",
+    ]
+)
+
+
+@st.composite
+def pods(draw):
+    def container(name: str) -> dict[str, Any]:
+        item: dict[str, Any] = {"name": name, "image": "x"}
+        limits = draw(
+            st.dictionaries(
+                st.sampled_from(
+                    ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/gpumem", "nvidia.com/hostdev", "cpu"]
+                ),
+                st.sampled_from(["0", "1"]),
+                max_size=2,
+            )
+        )
+        if limits:
+            item["resources"] = {"limits": limits}
+        env = draw(
+            st.lists(st.fixed_dictionaries({"name": NAMES, "value": st.sampled_from(["all", "void", "0"])}), max_size=2)
+        )
+        if env:
+            item["env"] = env
+        return item
+
+    spec: dict[str, Any] = {"containers": [container("c")]}
+    for key in ("initContainers", "ephemeralContainers"):
+        if draw(st.booleans()):
+            spec[key] = [container(key[:4])]
+    if draw(st.booleans()):
+        spec["runtimeClassName"] = draw(st.sampled_from(["nvidia", "nvidia-legacy", "runc", "kata"]))
+    volumes = draw(st.lists(PATHS, max_size=2))
+    if volumes:
+        spec["volumes"] = [{"name": f"v{i}", "hostPath": {"path": path}} for i, path in enumerate(volumes)]
+    annotations = draw(
+        st.dictionaries(
+            st.sampled_from(["cdi.k8s.io/gpu", "kubernetes.io/config.mirror", "gpu-admission.io/triton", "other"]),
+            st.sampled_from(["nvidia.com/gpu=all", "inject", "x"]),
+            max_size=2,
+        )
+    )
+    metadata: dict[str, Any] = {"name": "p", "namespace": "ml"}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+USERS = st.sampled_from(
+    [
+        {"username": "alice", "groups": ["dev"]},
+        {"username": "system:node:gpu-1", "groups": ["system:nodes"]},
+        {"username": "system:node:gpu-1", "groups": []},
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pods(), USERS)
+def test_every_pod_the_engine_would_act_on_reaches_the_webhook(raw, user):
+    view = parse_pod(raw, parse_quantity)
+    request = RequestInfo(namespace="ml", username=user["username"], groups=tuple(user["groups"]))
+    acts = view.in_scope and not (view.mirror and request.from_node)
+    data = CelInput({"object": raw, "request": {"userInfo": user}})
+    for conditions in CONDITIONS:
+        reaches = all(c.evaluate_bool(data) for c in conditions)
+        assert reaches or not acts, (raw, user)
