@@ -94,7 +94,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(app: str, port: int, cert_dir: Path, workers: int, worker_class: str | None) -> subprocess.Popen[bytes]:
+def start(app: str, port: int, cert_dir: Path, worker_class: str | None) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -109,8 +109,6 @@ def start(app: str, port: int, cert_dir: Path, workers: int, worker_class: str |
         "python:webhook.serving.gunicorn_conf",
         "--bind",
         f"127.0.0.1:{port}",
-        "--workers",
-        str(workers),
         "--certfile",
         str(cert_dir / "tls.crt"),
         "--keyfile",
@@ -238,7 +236,6 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rate", type=float, default=300)
-    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--also-worker", help="another gunicorn worker class to measure beside the shipped one")
     args = parser.parse_args()
     cert_dir = Path(tempfile.mkdtemp(prefix="bench-certs-"))
@@ -255,10 +252,6 @@ def main() -> None:
     paced: dict[str, list[Figures]] = {label: [] for label in subjects}
     rss: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {label: [] for label in subjects}  # server CPU µs a review, at peak
-    # Kept-alive connections stay on the worker that accepted them. The shipped worker shares them
-    # out evenly (50% here); one that does not may give most to one worker, and throughput then
-    # measures the split, not the server.
-    busiest: dict[str, list[float]] = {label: [] for label in subjects}
     servers: dict[tuple[str, str | None], tuple[int, subprocess.Popen[bytes] | multiprocessing.Process]] = {}
     try:
         for app, _, worker_class in subjects.values():
@@ -267,7 +260,7 @@ def main() -> None:
                 if app == FLOOR:
                     servers[app, worker_class] = (port, start_floor(port, cert_dir))
                 else:
-                    servers[app, worker_class] = (port, start(app, port, cert_dir, args.workers, worker_class))
+                    servers[app, worker_class] = (port, start(app, port, cert_dir, worker_class))
         for _ in range(args.rounds):
             for label, (app, path, worker_class) in subjects.items():
                 port, process = servers[app, worker_class]
@@ -275,7 +268,6 @@ def main() -> None:
                 peaks[label].append(drive(port, ca, args.clients, args.seconds, 0, path))
                 spent = [after - b for after, b in zip(server_cpu(process), before, strict=True)]
                 cpu[label].append(sum(spent) / (peaks[label][-1][0] * args.seconds) * 1e6)
-                busiest[label].append(max(spent) / sum(spent) if sum(spent) > 0 else 1.0)
                 paced[label].append(drive(port, ca, args.clients, args.seconds, args.rate, path))
                 if app != FLOOR and process.pid:
                     rss[label] = worker_rss_mib(process.pid)
@@ -286,10 +278,10 @@ def main() -> None:
                 process.wait(30)
     bare = median_of(peaks["bare Flask endpoint"])[0]
     print(
-        f"gunicorn x{args.workers} workers (webhook.serving.worker.ConnectionWorker unless named), TLS 1.2+,"
+        "gunicorn, one worker (webhook.serving.worker.ConnectionWorker unless named), TLS 1.2+,"
         f" {args.clients} keep-alive client processes; medians of {args.rounds} rounds of {args.seconds:g} s;"
         " throughput ratios are to the bare endpoint under the shipped worker;"
-        " server CPU a review at peak (all workers, from /proc, steadier than throughput on a shared machine)"
+        " server CPU a review at peak (from /proc, steadier than throughput on a shared machine)"
     )
     bare_cpu = statistics.median(cpu["bare Flask endpoint"])
     for label in subjects:
@@ -304,10 +296,7 @@ def main() -> None:
         )
         own_cpu = statistics.median(cpu[label])
         print(f"  {'':30} server CPU {own_cpu:.0f} µs a review (bare's / this: {bare_cpu / own_cpu:.2f})")
-        if subjects[label][0] != FLOOR:
-            shares = ", ".join(f"{share:.0%}" for share in busiest[label])
-            print(f"  {'':30} busiest worker's share of that CPU, by round: {shares}")
-        print(f"  {'':30} at {args.rate:g}/s: p50 {slow[1]:.2f} ms p99 {slow[2]:.2f} ms; RSS per worker {sizes} MiB")
+        print(f"  {'':30} at {args.rate:g}/s: p50 {slow[1]:.2f} ms p99 {slow[2]:.2f} ms; worker RSS {sizes} MiB")
 
 
 if __name__ == "__main__":

@@ -81,3 +81,24 @@ def make_serving(
         .sign(ca.key, hashes.SHA256())
     )
     return Pair(certificate, key)
+
+
+def make_client(ca: Pair, now: dt.datetime, common_name: str, validity: dt.timedelta = SERVING_VALIDITY) -> Pair:
+    """A client certificate (client-auth key usage): what the API server presents to a webhook
+    that requires one (an AdmissionConfiguration's kubeConfigFile names it)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca.certificate.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(min(now + validity, ca.certificate.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
+        .sign(ca.key, hashes.SHA256())
+    )
+    return Pair(certificate, key)

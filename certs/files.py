@@ -7,9 +7,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from certs.authority import Pair, make_ca, make_serving, service_names
+from certs.authority import Pair, make_ca, make_client, make_serving, service_names
 
 CA_FILE, CERT_FILE, KEY_FILE, CA_KEY_FILE = "ca.crt", "tls.crt", "tls.key", "ca.key"
+CLIENT_CA_FILE, CLIENT_CERT_FILE, CLIENT_KEY_FILE = "client-ca.crt", "client.crt", "client.key"
 
 
 def write_atomically(path: Path, data: bytes, mode: int) -> None:
@@ -45,3 +46,16 @@ def ensure_dev_certificates(directory: Path) -> bool:
         return False
     generate(directory, "gpu-admission", "gpu-admission", ["localhost"], ["127.0.0.1", "::1"])
     return True
+
+
+def generate_client(directory: Path, name: str) -> None:
+    """A client CA (`client-ca.crt`: what `serve --client-ca` trusts) and a client certificate
+    signed by it (`client.crt`, `client.key`: what the API server presents)."""
+    now = dt.datetime.now(dt.UTC)
+    ca = make_ca(now, "gpu-admission client CA")
+    client = make_client(ca, now, name)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomically(directory / CLIENT_CA_FILE, ca.cert_pem(), 0o644)
+    write_atomically(directory / "client-ca.key", ca.key_pem(), 0o600)
+    write_atomically(directory / CLIENT_KEY_FILE, client.key_pem(), 0o600)
+    write_atomically(directory / CLIENT_CERT_FILE, client.cert_pem(), 0o644)

@@ -99,7 +99,7 @@ def _quantities(raw: object, container: str, section: str, parse: QuantityParser
     """nvidia.com/ resources only (the API server validates the rest, and parsing is the costly
     part): extended resources, so whole and non-negative. Field paths are made only when wrong."""
     parsed: dict[str, Decimal] = {}
-    if not raw:
+    if raw is None or raw == {}:
         return parsed
     path = ""
     for resource, value in (raw if type(raw) is dict else mapping(raw, f"{container}.resources.{section}")).items():

@@ -30,7 +30,7 @@ def require_judged(raw: JSON) -> str:
     if not isinstance(raw, dict):
         raise InputError("", "expected a Kubernetes object")
     kind = raw.get("kind")
-    if kind not in JUDGED_KINDS:
+    if not isinstance(kind, str) or kind not in JUDGED_KINDS:
         raise InputError("kind", f"expected a Pod or a pod controller ({', '.join(sorted(CONTROLLERS))}), got {kind}")
     return str(kind)
 
@@ -70,6 +70,8 @@ class Engine:
         decision = self._judge(kind, raw, usage, request, cluster)
         old = request.old_object
         if request.operation is Operation.UPDATE and not decision.allowed and isinstance(old, dict):
+            if old.get("kind") not in (None, kind):
+                return decision  # an old object of another kind excuses nothing
             try:
                 before = self._judge(kind, old, NoUsage(), request, cluster)
             except InputError:
@@ -80,8 +82,7 @@ class Engine:
     def _judge(self, kind: str, raw: JSON, usage: UsageSource, request: RequestInfo, cluster: ClusterState) -> Decision:
         if kind == "Pod":
             return validate_pod(raw, self.policy_set, self.parse_quantity, usage, request, cluster=cluster)
-        controller_namespace = (raw.get("metadata") or {}).get("namespace") or ""
-        template = pod_template(raw, request.namespace or controller_namespace)
+        template = pod_template(raw, request.namespace)
         namespace = template.pod["metadata"]["namespace"]
         creating = request._replace(namespace=namespace, operation=Operation.CREATE, old_object=None)
         subject = f"{subject_of(raw, namespace)} {template.path}"

@@ -108,6 +108,9 @@ def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
     if spec.get("ephemeralContainers"):  # read for their device access only
         read_containers(spec, "ephemeralContainers", parse_quantity, env, env_from)
     volume_names, host_devices = _volumes(json_list(spec.get("volumes"), "spec.volumes"))
+    for i, toleration in enumerate(json_list(spec.get("tolerations"), "spec.tolerations")):  # written into
+        if type(toleration) is not dict:
+            mapping(toleration, f"spec.tolerations[{i}]")
     return PodView(
         name=str(metadata.get("name") or metadata.get("generateName") or ""),
         namespace=str(metadata.get("namespace") or ""),

@@ -20,8 +20,12 @@ from webhook.state import EngineHolder
 
 
 class Client:
-    def __init__(self, port: int, ca_file: Path, hostname: str = "localhost") -> None:
+    def __init__(
+        self, port: int, ca_file: Path, hostname: str = "localhost", certificate: tuple[Path, Path] | None = None
+    ) -> None:
         context = ssl.create_default_context(cafile=str(ca_file))
+        if certificate:  # a client certificate and its key, for servers that ask for one
+            context.load_cert_chain(*certificate)
         self.connection = http.client.HTTPSConnection(hostname, port, context=context, timeout=10)
 
     def request(
@@ -67,17 +71,22 @@ def admission_review(
     old: Any = None,
     sub_resource: str = "",
     dry_run: bool = False,
+    kind: str | None = None,
+    api_version: str | None = None,
 ) -> dict[str, Any]:
-    """An AdmissionReview as the API server sends it: its namespace is the object's unless given."""
-    kind = obj.get("kind", "Pod") if isinstance(obj, dict) else "Pod"
-    group, _, version = (obj.get("apiVersion", "v1") if isinstance(obj, dict) else "v1").rpartition("/")
+    """An AdmissionReview as the API server sends it: its namespace is the object's unless given,
+    and its kind the URL's (`kind`, `api_version`: taken from the object unless given)."""
+    fields = obj if isinstance(obj, dict) else {}
+    metadata = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}
+    kind = kind or str(fields.get("kind") or "Pod")
+    group, _, version = (api_version or str(fields.get("apiVersion") or "v1")).rpartition("/")
     request: dict[str, Any] = {
         "uid": uid,
         "kind": {"group": group, "version": version, "kind": kind},
         "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
         "operation": operation,
-        "namespace": namespace if namespace is not None else ((obj.get("metadata") or {}).get("namespace") or ""),
-        "name": (obj.get("metadata") or {}).get("name", "") if isinstance(obj, dict) else "",
+        "namespace": namespace if namespace is not None else str(metadata.get("namespace") or ""),
+        "name": str(metadata.get("name") or ""),
         "dryRun": dry_run,
         "userInfo": {"username": username, "groups": list(groups)},
         "object": obj,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -191,7 +192,7 @@ def test_namespaced_policies_match_only_their_own_namespace_and_yield_to_cluster
     replica = start(kube, replicas, all_namespaces=True)
     policies = replica.holder.engine.policy_set
     assert [p.name for p in policies.policies] == ["cluster", "team-b/limits"]
-    assert "may match only team-c" in replica.store._seen["configmap/team-c/overreach"][1][0].message
+    assert "may match only team-c" in replica.store.problems_of("configmap/team-c/overreach")[0].message
     # MIG comes from the cluster policy even where the namespaced one matches with a higher priority ...
     patch = patch_of(replica.mutate(pod(gpu_container(), namespace="team-b")))
     assert any(op["path"].endswith("nvidia.com~1mig-1g.10gb") for op in patch)
@@ -351,3 +352,69 @@ def test_a_resourcequota_on_whole_gpus_that_the_rewrite_sidesteps_is_warned_abou
     warnings = replica.mutate(pod(gpu_container(), namespace="team-a")).warnings
     assert "ResourceQuota gpus counts requests.nvidia.com/gpu, not this pod's nvidia.com/mig-1g.10gb" in warnings
     assert not replica.mutate(pod(gpu_container(), namespace="team-b")).warnings
+
+
+def test_a_poisoned_configmap_at_start_leaves_the_replica_ready_and_is_told_on_the_configmap(kube, replicas):
+    kube.put(NS, "good", {"g.yaml": policy("good")})
+    kube.put(NS, "poison", {"p.yaml": policy("poison", 'runtime: {shmSize: "NaN"}')})
+    replica = start(kube, replicas)  # ready: every watch has listed
+    assert [p.name for p in replica.holder.engine.policy_set.policies] == ["good"]
+    assert kube.wait_for(lambda: any(e["reason"] == "PolicyRejected" for e in kube.items("events")))
+    annotations = kube.get("configmaps", NS, "poison")["metadata"]["annotations"]
+    assert "spec.runtime.shmSize" in annotations[LOAD_ERRORS_ANNOTATION]
+    answer = replica.validate(slice_pod("p", namespace="team-a"))
+    assert answer.allowed
+
+
+def test_a_handler_that_fails_on_a_list_is_logged_as_such_and_readiness_does_not_wait_on_it(
+    kube, replicas, caplog, monkeypatch
+):
+    from webhook.cluster.usage import PodUsageTracker
+
+    real, calls = PodUsageTracker.replace_all, []
+
+    def flaky(self, pods):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a handler bug")
+        real(self, pods)
+
+    monkeypatch.setattr(PodUsageTracker, "replace_all", flaky)
+    start(kube, replicas)
+    assert any("watch handler failed on a list" in r.getMessage() for r in caplog.records)
+    assert not any("API server unreachable" in r.getMessage() for r in caplog.records)
+    assert kube.wait_for(lambda: len(calls) >= 2)  # listed again after a backoff
+
+
+def test_a_watch_whose_thread_stops_makes_readiness_say_so(kube, replicas):
+    replica = start(kube, replicas)
+    nodes = next(w for w in replica.watches if w.name == "nodes")
+    nodes.error = "stopped: SystemError: a bug"  # as _guarded_run records it
+    waiting, _ = replica.holder.readiness()
+    assert waiting == "watch nodes stopped: SystemError: a bug" and not replica.holder.ready
+
+
+@pytest.mark.parametrize("consistency", ["local", "strict"])
+def test_a_forged_review_holds_a_budget_for_seconds_and_a_real_pod_keeps_its_own(kube, replicas, consistency):
+    kube.put(
+        NS,
+        "one",
+        {
+            "o.yaml": policy(
+                "one", f"match: {{namespaces: [team-a]}}\nquota: {{limits: {{pods: 1}}, consistency: {consistency}}}"
+            )
+        },
+    )
+    replica = start(kube, replicas)
+    replica.holder.usage.confirm_after = 0.3  # seconds the watch has to show a pod (5 as shipped)
+    assert replica.validate(slice_pod("forged")).allowed  # a review for a pod nobody creates
+    assert not replica.validate(slice_pod("real")).allowed  # the budget is held meanwhile
+    deadline = time.monotonic() + 10
+    while replica.holder.usage.reservations and time.monotonic() < deadline:
+        time.sleep(0.1)  # the sweep runs every second once the pod watch is live
+    assert replica.holder.usage.reservations == 0
+    real = slice_pod("real")
+    assert replica.validate(real).allowed
+    kube.put_pod(real)  # created: its reservation gives way to the watched pod, not to the sweep
+    assert kube.wait_for(lambda: replica.quota_pods("one", "team-a") == 1)
+    assert not replica.validate(slice_pod("third")).allowed

@@ -33,6 +33,7 @@ MODELS = {
     "PriorityClass": "V1PriorityClass",
     "Deployment": "V1Deployment",
     "PodDisruptionBudget": "V1PodDisruptionBudget",
+    "NetworkPolicy": "V1NetworkPolicy",
     "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration": "V1ValidatingWebhookConfiguration",
 }
@@ -239,3 +240,18 @@ def test_the_policy_configmap_ships_the_packages_own_bundled_policies():
     assert configmap["metadata"]["labels"]["gpu-admission.io/policy"] == "true"
     bundled = (Path(policies.bundled.__file__).parent / "default.yaml").read_text()
     assert configmap["data"]["default.yaml"] == bundled
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_a_network_policy_admits_only_the_webhooks_port(overlay):
+    objects = render(overlay)
+    (policy,) = by_kind(objects, "NetworkPolicy")
+    deployment = by_kind(objects, "Deployment")[0]
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"].items()
+        <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert rule["ports"] == [{"port": container["ports"][0]["containerPort"], "protocol": "TCP"}]

@@ -1,4 +1,5 @@
-"""Structured JSON logs, one object a line, with the review's fields when there is one."""
+"""Structured JSON logs, one object a line, with the review's fields when there is one and the whole
+traceback when there is one; gunicorn's own messages go out in the same form (JsonGunicornLogger)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,12 @@ class JsonFormatter(logging.Formatter):
         if isinstance(fields, dict):
             entry.update(fields)
         if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info).splitlines()[-1]
+            # The whole traceback, inside the line: a log shipper keeps one JSON object per line.
+            text = self.formatException(record.exc_info)
+            entry["error"] = text.splitlines()[-1]
+            entry["traceback"] = text
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
         return orjson.dumps(entry, default=str).decode()
 
 
@@ -48,3 +54,9 @@ def configure(level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+
+
+def json_handlers(logger: logging.Logger) -> None:
+    """Every handler of `logger` writes JSON lines (gunicorn's loggers, once gunicorn set them up)."""
+    for handler in logger.handlers:
+        handler.setFormatter(JsonFormatter())

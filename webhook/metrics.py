@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -27,20 +28,40 @@ LATENCY = Histogram(
 )
 REJECTED = Counter("gpu_admission_rejected_requests_total", "Malformed requests answered 4xx", ["code"])
 ENGINE_ERRORS = Counter("gpu_admission_engine_errors_total", "Reviews on which the engine failed", ["endpoint"])
-GENERATION = Gauge("gpu_admission_policy_generation", "Generation of the policy set in force", multiprocess_mode="max")
-POLICIES = Gauge("gpu_admission_policies", "Policies in the set in force", multiprocess_mode="max")
+# Gauges of live processes only (livemax): a dead process's last values must not outlive it.
+GENERATION = Gauge(
+    "gpu_admission_policy_generation", "Generation of the policy set in force", multiprocess_mode="livemax"
+)
+POLICIES = Gauge("gpu_admission_policies", "Policies in the set in force", multiprocess_mode="livemax")
 LOAD_ERRORS = Counter("gpu_admission_policy_load_errors_total", "Policy documents rejected at load")
 RELISTS = Counter(
     "gpu_admission_watch_lists_total",
     "Full lists of a watched resource (first sync, 410 Gone, new policy set)",
     ["watch"],
 )
-TRACKED_PODS = Gauge("gpu_admission_tracked_pods", "GPU pods counted for quotas and capacity", multiprocess_mode="max")
-WORKER_CONNECTIONS = Gauge(
-    "gpu_admission_worker_connections",
-    "Connections each gunicorn worker holds, kept-alive ones included (a series per worker slot and pid)",
-    ["worker"],
-    multiprocess_mode="liveall",
+HANDLER_ERRORS = Counter(
+    "gpu_admission_watch_handler_errors_total",
+    "Watched objects (or whole lists) a handler failed on: logged with their traceback",
+    ["watch"],
+)
+TRACKED_PODS = Gauge(
+    "gpu_admission_tracked_pods", "GPU pods counted for quotas and capacity", multiprocess_mode="livemax"
+)
+OPEN_CONNECTIONS = Gauge(
+    "gpu_admission_open_connections",
+    "Connections the worker holds open, kept-alive and waiting ones included",
+    multiprocess_mode="livesum",
+)
+REFUSED_CONNECTIONS = Counter(
+    "gpu_admission_refused_connections_total",
+    "Connections reset at once: the worker held its cap of open connections and none was idle",
+)
+EVICTED_CONNECTIONS = Counter(
+    "gpu_admission_evicted_connections_total",
+    "Idle connections closed to make room for a new one at the cap",
+)
+CUT_REQUESTS = Counter(
+    "gpu_admission_cut_requests_total", "Requests cut short past their read or answer deadline (slow clients)"
 )
 STRICT_CONFLICTS = Counter(
     "gpu_admission_strict_quota_conflicts_total",
@@ -60,9 +81,18 @@ def latency_of(endpoint: str) -> Histogram:
     return LATENCY.labels(endpoint)
 
 
+@dataclass(frozen=True)
+class ConnectionMetrics:
+    open: Gauge
+    refused: Counter
+    evicted: Counter
+    cut: Counter
+
+
 @functools.cache
-def connections_of(worker: int) -> Gauge:
-    return WORKER_CONNECTIONS.labels(str(worker))
+def connection_metrics() -> ConnectionMetrics:
+    """Looked up once a process (the worker's counts change on every connection)."""
+    return ConnectionMetrics(OPEN_CONNECTIONS, REFUSED_CONNECTIONS, EVICTED_CONNECTIONS, CUT_REQUESTS)
 
 
 def exposition() -> bytes:

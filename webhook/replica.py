@@ -38,6 +38,8 @@ class ServerConfig:
     manage_certs: bool = False  # certificates in Secrets of watch_namespace, renewed in the cluster
     service: str = "gpu-admission"
     cert_dir: Path = DEFAULT_CERT_DIR
+    client_ca: Path | None = None  # clients must present a certificate this CA signed
+    threads: int = 32
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ServerConfig:
@@ -51,6 +53,8 @@ class ServerConfig:
             manage_certs=env.get("GPU_ADMISSION_MANAGE_CERTS") == "true",
             service=env.get("GPU_ADMISSION_SERVICE", "gpu-admission"),
             cert_dir=Path(cert).parent,
+            client_ca=Path(env["GPU_ADMISSION_CLIENT_CA"]) if env.get("GPU_ADMISSION_CLIENT_CA") else None,
+            threads=int(env.get("GPU_ADMISSION_THREADS", "32")),
         )
 
 
@@ -69,7 +73,8 @@ def build_holder(config: ServerConfig) -> EngineHolder:
         background.register(lambda: _watch_cluster(holder, store, config.watch_namespace, config.all_namespaces))
     elif config.policy_dirs:
         directories = DirectoryWatcher(list(config.policy_dirs), store)
-        directories.check_once()
+        holder.sources.append(directories)
+        directories.check_once(settle=False)
         background.register(directories.start)
     else:
         store.update("bundled", tuple(bundled_texts()))
@@ -121,13 +126,20 @@ def _renew_in_background(config: ServerConfig) -> None:
     threading.Thread(target=manager.run, args=(threading.Event(),), name="certificates", daemon=True).start()
 
 
-def serve(config: ServerConfig, bind: str, workers: int) -> None:
+def serve(config: ServerConfig, bind: str) -> None:
     logs.configure()
     prepare_certificates(config)
     from webhook.serving.app import create_app
 
     app = create_app(build_holder(config))
     ca = str(config.cert_dir / CA_FILE)
-    log.info("serving", extra={"fields": {"bind": bind, "ca": ca, "workers": workers}})
-    certfile, keyfile = str(config.cert_dir / CERT_FILE), str(config.cert_dir / KEY_FILE)
-    WebhookServer(app, {"bind": bind, "workers": workers, "certfile": certfile, "keyfile": keyfile}).run()
+    client_ca = str(config.client_ca) if config.client_ca else None
+    log.info("serving", extra={"fields": {"bind": bind, "ca": ca, "threads": config.threads, "clientCa": client_ca}})
+    options = {
+        "bind": bind,
+        "threads": config.threads,
+        "certfile": str(config.cert_dir / CERT_FILE),
+        "keyfile": str(config.cert_dir / KEY_FILE),
+        "ca_certs": client_ca,
+    }
+    WebhookServer(app, options).run()

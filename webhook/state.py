@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from policies.engine import Engine
 from policies.judge.validation import Decision
@@ -30,6 +31,7 @@ class EngineHolder:
         self.view = ClusterView(self._policy_set)
         self._loaded = threading.Event()
         self.load_errors = 0
+        self.sources: list[Any] = []  # policy sources with a thread (webhook.sources.directories)
 
     def _policy_set(self) -> PolicySet | None:
         return self._engine.policy_set if self._engine else None
@@ -48,8 +50,24 @@ class EngineHolder:
 
     @property
     def ready(self) -> bool:
-        """A policy set is loaded and every cluster watch has listed once."""
-        return self._loaded.is_set() and self.view.ready
+        return not self.readiness()[0]
+
+    def readiness(self) -> tuple[str, str]:
+        """(why not ready, what is worth knowing though ready): "" each when there is nothing.
+
+        Not ready until a policy set is loaded and every cluster watch has listed once, and
+        never again while a watcher's thread has stopped. A source that cannot be read right
+        now (its last good version still serving) is said, but does not hold readiness back.
+        """
+        if not self._loaded.is_set():
+            return "no policy set loaded yet", ""
+        waiting = self.view.not_ready()
+        if waiting:
+            return waiting, ""
+        for source in self.sources:
+            if not source.alive:
+                return f"{source.name} stopped: {source.error}", ""
+        return "", "; ".join(f"{s.name}: {s.error}" for s in self.sources if s.error)
 
     def swap(self, engine: Engine) -> None:
         self._engine = engine

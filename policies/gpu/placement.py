@@ -174,7 +174,7 @@ def _requirement(raw: object, path: str) -> Requirement | None:
     key, operator, values = raw.get("key"), raw.get("operator"), raw.get("values") or []
     if not isinstance(key, str):
         raise InputError(f"{path}.key", "must be a string")
-    if operator not in OPERATORS:
+    if not isinstance(operator, str) or operator not in OPERATORS:
         raise InputError(f"{path}.operator", f"must be one of {', '.join(sorted(OPERATORS))}")
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise InputError(f"{path}.values", "must be a list of strings")
@@ -189,7 +189,10 @@ def parse_placement(spec: Mapping[str, object], selector: Mapping[str, str]) -> 
         return Placement(pinned) if pinned else ANYWHERE
     # Pods of one template repeat one affinity: read each once (keyed by its JSON, so a malformed
     # one, which raises, is never kept).
-    key = (orjson.dumps(affinity), pinned)
+    try:
+        key = (orjson.dumps(affinity), pinned)
+    except TypeError:  # not JSON as the API server could hold it (an integer past 64 bits)
+        return _read_affinity(affinity, pinned)
     found = _PLACEMENTS.get(key)
     if found is None:
         found = _read_affinity(affinity, pinned)

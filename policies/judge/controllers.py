@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from policies.containers import mapping
 from policies.errors import InputError
 from policies.judge.quota import UsageSource, dimensions, scope_label, scope_of
 from policies.judge.usage import Usage
@@ -46,15 +47,17 @@ def pod_template(raw: JSON, namespace: str = "") -> Template:
     the request's, which the API server sets; the template's own namespace is never used, since
     the controller creates its pods where it lives)."""
     kind = raw.get("kind")
+    if not isinstance(kind, str) or kind not in CONTROLLERS:
+        raise InputError("kind", f"expected a pod controller ({', '.join(sorted(CONTROLLERS))}), got {kind!r}")
     template_path, replicas_path = CONTROLLERS[kind]
     dotted = ".".join(template_path)
     template = _walk(raw, template_path)
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         raise InputError(dotted, f"a {kind} needs a pod template with a spec")
-    metadata = dict(template.get("metadata") or {})
-    controller_meta = raw.get("metadata") or {}
-    metadata["namespace"] = namespace or controller_meta.get("namespace", "")
-    metadata.setdefault("name", controller_meta.get("name", ""))
+    metadata = dict(mapping(template.get("metadata"), f"{dotted}.metadata"))
+    controller_meta = mapping(raw.get("metadata"), "metadata")
+    metadata["namespace"] = namespace or str(controller_meta.get("namespace") or "")
+    metadata.setdefault("name", str(controller_meta.get("name") or ""))
     replicas = _walk(raw, replicas_path) if replicas_path else 1
     if replicas is None:
         replicas = 1

@@ -55,9 +55,11 @@ class Decision(NamedTuple):
 
 
 def subject_of(raw: JSON, namespace: str) -> str:
-    metadata = raw.get("metadata") or {}
+    """How verdicts name the object: `Kind namespace/name` (read after the object was checked)."""
+    metadata = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
     name = metadata.get("name") or metadata.get("generateName") or "(unnamed)"
-    return f"{raw.get('kind', 'Pod')} {namespace}/{name}" if namespace else f"{raw.get('kind', 'Pod')} {name}"
+    kind = raw.get("kind") if isinstance(raw.get("kind"), str) else "Pod"
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 
 def validate_pod(

@@ -23,6 +23,7 @@ from policies.model.sections import SectionReader
 from policies.model.yamldoc import read_documents
 from policies.quantity import QuantityParser
 
+NO_DOCUMENT = "no policy document in it (empty, or cut off before its first)"
 _SPEC = frozenset({"priority", "match", "mig", "runtime", "triton", "rules", "quota", "security"})
 _MATCH = frozenset({"namespaces", "podSelector", "namespaceSelector", "condition"})
 
@@ -41,6 +42,10 @@ def load_texts(
 ) -> LoadResult:
     """Load every GPUPolicy in (file name, text) pairs; the edge does the reading.
 
+    Total: whatever goes wrong in one file (YAML, nesting too deep, a value no reader foresaw)
+    is a problem of that file, never an exception; a file with no document at all (empty, or cut
+    off before its first) is one too.
+
     `namespace`: the texts come from a ConfigMap in that namespace (not the webhook's own), so
     their policies are namespaced: they may match only that namespace.
     """
@@ -49,23 +54,45 @@ def load_texts(
     seen: dict[str, Source] = {}
     for file, text in files:
         try:
-            documents = list(read_documents(file, text))
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            line = mark.line + 1 if mark is not None else 1
-            problems.append(PolicyProblem(file, line, "", "", f"not valid YAML: {_yaml_reason(error)}"))
-            continue
-        for document in documents:
-            reader = PolicyReader(document, parse_quantity, catalog, namespace)
-            policy = reader.read()
-            if policy is not None and policy.name in seen:
-                reader.problem("metadata.name", f"duplicate policy name (first defined at {seen[policy.name]})")
-                policy = None
-            problems.extend(reader.problems)
-            if policy is not None:
-                seen[policy.name] = policy.source
-                policies.append(policy)
+            _load_file(file, text, parse_quantity, catalog, namespace, seen, policies, problems)
+        except (RecursionError, MemoryError):
+            problems.append(PolicyProblem(file, 1, "", "", "nested too deep to read"))
+        except Exception as error:  # a reader's gap must cost one file, not the whole set
+            problems.append(PolicyProblem(file, 1, "", "", f"could not be read: {type(error).__name__}: {error}"))
     return LoadResult(tuple(policies), tuple(problems))
+
+
+def _load_file(
+    file: str,
+    text: str,
+    parse_quantity: QuantityParser,
+    catalog: Catalog,
+    namespace: str | None,
+    seen: dict[str, Source],
+    policies: list[GPUPolicy],
+    problems: list[PolicyProblem],
+) -> None:
+    try:
+        documents = list(read_documents(file, text))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problems.append(PolicyProblem(file, line, "", "", f"not valid YAML: {_yaml_reason(error)}"))
+        return
+    if not documents:
+        problems.append(PolicyProblem(file, 1, "", "", NO_DOCUMENT))
+    found: list[GPUPolicy] = []
+    for document in documents:
+        reader = PolicyReader(document, parse_quantity, catalog, namespace)
+        policy = reader.read()
+        if policy is not None and policy.name in seen:
+            reader.problem("metadata.name", f"duplicate policy name (first defined at {seen[policy.name]})")
+            policy = None
+        problems.extend(reader.problems)
+        if policy is not None:
+            seen[policy.name] = policy.source
+            found.append(policy)
+    policies.extend(found)
 
 
 def _yaml_reason(error: yaml.YAMLError) -> str:

@@ -64,13 +64,23 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    # Workers' metrics add up only if prometheus_client sees this before its first import.
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
-    from webhook.replica import ServerConfig, serve
-
     if (args.all_namespaces or args.manage_certs) and not args.watch_configmaps:
         flag = "--all-namespaces" if args.all_namespaces else "--manage-certs"
         raise InputError(flag, "needs --watch-configmaps NAMESPACE (the webhook's own namespace)")
+    if args.workers != 1:
+        raise InputError(
+            "--workers",
+            "gpu-admission runs one worker per replica (its view of the cluster is one "
+            "process's); use --threads for concurrency and more replicas for more CPU",
+        )
+    if args.client_ca is not None and not args.client_ca.is_file():
+        raise InputError("--client-ca", f"{args.client_ca}: no such file")
+    # The arguments hold: now the process's environment. The master's and the worker's metrics add
+    # up only if prometheus_client sees this before its first import.
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
+    os.environ["GPU_ADMISSION_READ_TIMEOUT"] = str(args.read_timeout)
+    from webhook.replica import ServerConfig, serve
+
     config = ServerConfig(
         policy_dirs=tuple(args.policies or ()),
         fail_open=args.fail_open,
@@ -79,8 +89,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         manage_certs=args.manage_certs,
         service=args.service,
         cert_dir=args.cert_dir,
+        client_ca=args.client_ca,
+        threads=args.threads,
     )
-    serve(config, args.bind, args.workers)
+    serve(config, args.bind)
     return EXIT_OK
 
 
@@ -89,6 +101,14 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
     generate(args.out, args.service, args.namespace, args.dns_name or [], args.ip or [])
     print(f"wrote {args.out}/ca.crt, tls.crt, tls.key for {args.service}.{args.namespace}.svc")
+    return EXIT_OK
+
+
+def cmd_client_certs(args: argparse.Namespace) -> int:
+    from certs.files import generate_client
+
+    generate_client(args.out, args.name)
+    print(f"wrote {args.out}/client-ca.crt (for serve --client-ca) and client.crt, client.key (CN {args.name})")
     return EXIT_OK
 
 
@@ -118,7 +138,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path(".gpu-admission/certs"),
         help="tls.crt, tls.key, ca.crt; dev certificates are made here on first start",
     )
-    serve.add_argument("--workers", type=int, default=2)
+    serve.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)  # only 1: said why otherwise
+    serve.add_argument("--threads", type=int, default=32, help="requests served at once (default 32)")
+    serve.add_argument(
+        "--client-ca",
+        type=Path,
+        help="require a client certificate signed by this CA (the API server's, from an AdmissionConfiguration)",
+    )
+    serve.add_argument(
+        "--read-timeout",
+        type=float,
+        default=5.0,
+        help="seconds a client has to send a request's TLS handshake, headers and body (default 5)",
+    )
     serve.add_argument("--fail-open", action="store_true", help="allow, not deny, when the engine fails on a review")
     serve.add_argument(
         "--watch-configmaps",
@@ -148,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--dns-name", action="append", help="an extra DNS SAN")
     generate.add_argument("--ip", action="append", help="an IP SAN")
     generate.set_defaults(run=cmd_certs)
+    client = certs_commands.add_parser(
+        "client", help="a client CA and a client certificate for the API server (serve --client-ca)"
+    )
+    client.add_argument("--out", type=Path, required=True)
+    client.add_argument("--name", default="kube-apiserver", help="the certificate's common name")
+    client.set_defaults(run=cmd_client_certs)
     return parser
 
 

@@ -16,10 +16,14 @@ import orjson
 from kubernetes.client.exceptions import ApiException
 
 from webhook.cluster.watch_stream import JSON, WatchStream
-from webhook.metrics import RELISTS
+from webhook.metrics import HANDLER_ERRORS, RELISTS
 
 log = logging.getLogger("gpu_admission.listwatch")
 PAGE = 500
+
+
+class HandlerFailed(RuntimeError):
+    """The handler failed on a full list (logged with its traceback where it happened)."""
 
 
 class ListWatch:
@@ -47,14 +51,32 @@ class ListWatch:
         self.synced = threading.Event()
         self.relists = 0
         self.expired = 0
+        self.error = ""  # why the thread stopped, if it ever does (it should not)
         self._stop = threading.Event()
         self._relist = threading.Event()
         self._thread: threading.Thread | None = None
         self._stream = WatchStream(list_func, args, self.selector, watch_seconds)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"watch-{self.name}", daemon=True)
+        self._thread = threading.Thread(target=self._guarded_run, name=f"watch-{self.name}", daemon=True)
         self._thread.start()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def healthy(self) -> bool:
+        """Not stopped by anything but a stop(): a watch that cannot watch must not look ready."""
+        return not self.error
+
+    def _guarded_run(self) -> None:
+        try:
+            self._run()
+        except BaseException as error:  # the loop catches every failure it expects; this is a bug
+            self.error = f"stopped: {type(error).__name__}: {error}"
+            log.critical("watch thread stopped", exc_info=True, extra={"fields": {"watch": self.name}})
+            raise
 
     def stop(self, wait: bool = True) -> None:
         self._stop.set()
@@ -87,7 +109,15 @@ class ListWatch:
         self._relist.clear()
         first = self._fetch()
         items = self._pages(first)
-        self.on_list(items)
+        try:
+            self.on_list(items)
+        except Exception as error:
+            # A handler bug, not the API server: said as what it is, and the list is tried again
+            # after a backoff (readiness is not held hostage by it: the next one may get through).
+            HANDLER_ERRORS.labels(self.name).inc()
+            log.exception("watch handler failed on a list", extra={"fields": {"watch": self.name}})
+            self.synced.set()
+            raise HandlerFailed(str(error)) from error
         for _ in items:  # a handler that stopped early still leaves the pages read
             pass
         self.relists += 1
@@ -104,6 +134,10 @@ class ListWatch:
                     version = self._list()
                 version = self._watch_from(version)
                 delay = self.backoff[0]
+            except HandlerFailed:
+                version = None
+                self._stop.wait(delay)
+                delay = min(delay * 2, self.backoff[1])
             except ApiException as error:
                 version = None
                 if error.status == 410:
@@ -140,6 +174,7 @@ class ListWatch:
         try:
             self.on_event(kind, obj)
         except Exception:
+            HANDLER_ERRORS.labels(self.name).inc()
             metadata = obj.get("metadata") or {}
             where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
             log.exception("watch handler failed", extra={"fields": {"watch": self.name, "object": where}})

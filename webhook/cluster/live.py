@@ -4,8 +4,8 @@ cluster as the engine sees it (policies.cluster.ClusterState)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from policies.gpu.capacity import Capacity
 from policies.model.policyset import PolicySet
@@ -18,7 +18,7 @@ class ClusterView:
         self.namespaces = NamespaceCache()
         self.quotas = GpuQuotaCache()
         self.usage = PodUsageTracker(policy_set, cluster=lambda: self)
-        self.synced: list[threading.Event] = []  # one per watch: set once it has listed
+        self.watches: list[Any] = []  # webhook.cluster.listwatch.ListWatch, one per resource watched
         self._policy_set_listeners: list[Callable[[], None]] = []
 
     # -- policies.cluster.ClusterState ------------------------------------------------------------
@@ -33,10 +33,14 @@ class ClusterView:
         return self.quotas.names(namespace)
 
     # -- wiring ------------------------------------------------------------------------------------
-    @property
-    def ready(self) -> bool:
-        """Every watch has listed once (none connected: nothing to wait for)."""
-        return all(event.is_set() for event in self.synced)
+    def not_ready(self) -> str:
+        """Why the view cannot be trusted yet ("" once every watch has listed and none has stopped)."""
+        for watch in self.watches:
+            if not watch.healthy:
+                return f"watch {watch.name} {watch.error}"
+            if not watch.synced.is_set():
+                return f"watch {watch.name} has not listed yet"
+        return ""
 
     def on_policy_set(self, listener: Callable[[], None]) -> None:
         """`listener` runs whenever a new policy set is in force (the pod counters follow it)."""

@@ -45,6 +45,8 @@ class Reservation:
     charges: Charges  # local ones only: strict charges live in the shared Lease
     usage: Usage
     expires: float
+    made: float = 0.0
+    strict: Charges = ()  # the budgets whose shared Lease holds an entry for the pod
 
 
 class Reservations:
@@ -53,6 +55,7 @@ class Reservations:
         self._totals: dict[tuple[str, str], Usage] = {}
         self._expiry: deque[tuple[float, str]] = deque()
         self._prefixed: set[str] = set()  # reservations of pods known only by generateName
+        self._checked: set[str] = set()  # asked of the API server already (forged-review sweep)
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -74,6 +77,7 @@ class Reservations:
         if reservation is None:
             return
         self._prefixed.discard(key)
+        self._checked.discard(key)
         for charge in reservation.charges:
             left = self._totals.get(charge, EMPTY) - reservation.usage
             if left.holds_anything:
@@ -98,6 +102,25 @@ class Reservations:
             if self._by_key[key].pod.claimed_by(namespace, name):
                 self.release(key)
                 return
+
+    def unconfirmed(self, made_before: float, limit: int) -> list[Reservation]:
+        """Up to `limit` reservations older than `made_before` whose pod nobody has looked for yet
+        (they are marked looked for). Only ones with a name: the validating webhook sees it."""
+        found: list[Reservation] = []
+        for key, reservation in self._by_key.items():
+            if len(found) >= limit:
+                break
+            if key not in self._checked and reservation.made <= made_before and reservation.pod.name:
+                self._checked.add(key)
+                found.append(reservation)
+        return found
+
+    def unchecked(self, key: str) -> None:
+        """The look failed (API server away): look again later."""
+        self._checked.discard(key)
+
+    def get(self, key: str) -> Reservation | None:
+        return self._by_key.get(key)
 
     def release_seen(self, seen_uids: Container[str]) -> None:
         """After a relist: pods listed by uid take over from their reservations."""

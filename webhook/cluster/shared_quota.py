@@ -122,6 +122,24 @@ class SharedReservations:
             self._remember(key, written)
         return True
 
+    def withdraw(self, keys: tuple[Key, ...], pod: PodRef) -> None:
+        """Take the pod's entry out of every Lease (its pod was never created). Best effort: an
+        entry that stays expires with its TTL."""
+        for key in keys:
+            for _ in range(3):
+                try:
+                    state = self._read(key)
+                    entries = [e for e in state.entries if e.key != pod.key]
+                    if len(entries) == len(state.entries) or not state.version:
+                        break
+                    self._remember(key, self._write(key, state.version, entries))
+                    break
+                except ApiException as error:
+                    if error.status != 409:
+                        break
+                except Exception:  # refused, reset, timed out: it expires anyway
+                    break
+
     # -- the Lease ------------------------------------------------------------------------------
     def _state(self, key: Key) -> LeaseState:
         with self._lock:

@@ -50,6 +50,7 @@ class PodUsageTracker:
         self._cluster = cluster
         self._clock = clock
         self.ttl = ttl
+        self.confirm_after = 5.0  # seconds without the watch showing a pod before asking for it
         self.shared = shared
         self.capacity = CapacityLedger(CATALOG)
         self._lock = threading.RLock()
@@ -104,7 +105,8 @@ class PodUsageTracker:
                     return decision
                 strict = self._strict_charges(decision.charges)
                 local = tuple(c for c in decision.charges if c not in strict)
-                self._reservations.add(Reservation(pod, local, decision.usage, self._clock() + self.ttl))
+                now = self._clock()
+                self._reservations.add(Reservation(pod, local, decision.usage, now + self.ttl, now, strict))
                 if not strict:
                     return decision
             assert self.shared is not None
@@ -113,6 +115,34 @@ class PodUsageTracker:
             with self._lock:
                 self._reservations.release(pod.key)
         return _denied(decision, f"strict quota ledger kept changing under {STRICT_ATTEMPTS} attempts; try again")
+
+    # -- forged reviews ------------------------------------------------------------------------------
+    def sweep_forged(self, exists: Callable[[PodRef], bool | None], limit: int = 20) -> int:
+        """Release reservations whose pod the API server does not have (`exists` False) once
+        `confirm_after` has passed without the watch showing it: a review forged for a pod that
+        is never created holds its budget for seconds, not the whole TTL. At most `limit` looks
+        a call; an unanswered look is tried again later. Returns how many were released."""
+        with self._lock:
+            self._expire()
+            due = self._reservations.unconfirmed(self._clock() - self.confirm_after, limit)
+        released = 0
+        for reservation in due:
+            found = exists(reservation.pod)
+            with self._lock:
+                current = self._reservations.get(reservation.pod.key) is reservation
+                if current and found is None:
+                    self._reservations.unchecked(reservation.pod.key)
+                if not current or found is not False:
+                    continue
+                self._reservations.release(reservation.pod.key)
+            if reservation.strict and self.shared is not None:
+                self.shared.withdraw(reservation.strict, reservation.pod)
+            released += 1
+            log.warning(
+                "reservation released: its pod was never created",
+                extra={"fields": {"pod": reservation.pod.key, "namespace": reservation.pod.namespace}},
+            )
+        return released
 
     def _strict_charges(self, charges: Charges) -> Charges:
         policy_set = self._policy_set()

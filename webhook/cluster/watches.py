@@ -11,9 +11,11 @@ counters are always charged by the policies in force.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,12 +26,14 @@ from kubernetes.client.exceptions import ApiException
 from webhook.cluster.listwatch import ListWatch
 from webhook.cluster.live import ClusterView
 from webhook.cluster.policy_status import PolicyStatusReporter
+from webhook.cluster.reservations import PodRef
 from webhook.cluster.shared_quota import SharedReservations
 from webhook.cluster.watch_stream import JSON
 from webhook.sources.configmaps import POLICY_LABEL, policy_owner, texts_of
 from webhook.sources.store import PolicyStore
 
 NAMESPACE_TIMEOUT = 2.0
+log = logging.getLogger("gpu_admission.watches")
 
 
 def identity() -> str:
@@ -68,7 +72,7 @@ def connect(
     ]
     configmaps, namespaces_watch, pods = watches[0], watches[1], watches[-1]
     view.on_policy_set(pods.relist)
-    view.synced.extend(watch.synced for watch in watches)
+    view.watches.extend(watches)
     for watch in watches[:-1]:
         watch.start()
 
@@ -79,7 +83,32 @@ def connect(
         pods.start()
 
     threading.Thread(target=pods_once_policies_and_namespaces_are_known, name="watch-pods-start", daemon=True).start()
+    threading.Thread(target=_sweep_forged, args=(view, pods, core), name="reservation-sweep", daemon=True).start()
     return watches
+
+
+def _sweep_forged(view: ClusterView, pods: ListWatch, core: client.CoreV1Api, interval: float = 1.0) -> None:
+    """Once the pod watch is live, reservations it has not shown the pod of are asked about."""
+    while not pods.stopping:
+        time.sleep(interval)
+        if not (pods.synced.is_set() and pods.healthy):
+            continue
+        try:
+            view.usage.sweep_forged(lambda ref: _pod_exists(core, ref))
+        except Exception:
+            log.exception("reservation sweep failed")
+
+
+def _pod_exists(api: client.CoreV1Api, ref: PodRef) -> bool | None:
+    """Whether the API server has the pod (the same one: its uid); None when it cannot be asked."""
+    try:
+        response = api.read_namespaced_pod(ref.name, ref.namespace, _preload_content=False, _request_timeout=(2.0, 5.0))
+    except ApiException as error:
+        return False if error.status == 404 else None
+    except Exception:  # refused, reset, timed out: ask again later
+        return None
+    uid = (orjson.loads(response.data).get("metadata") or {}).get("uid")  # type: ignore[attr-defined]
+    return not ref.uid or uid == ref.uid
 
 
 def _read_namespace(api: client.CoreV1Api, name: str) -> dict[str, Any] | None:

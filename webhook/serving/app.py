@@ -10,7 +10,7 @@ import orjson
 from flask import Flask, Response, request
 
 from webhook.metrics import CONTENT_TYPE, REJECTED, exposition, latency_of, reviews_counted
-from webhook.serving import admission, errors
+from webhook.serving import admission, deadlines, errors
 from webhook.serving.errors import BadRequest
 from webhook.serving.review import AdmissionRequest, AdmissionResponse, parse_review
 from webhook.state import EngineHolder
@@ -40,6 +40,7 @@ def _body() -> object:
         data = b""
     if len(data) > MAX_BODY:
         raise BadRequest("request body over 3 MiB", 413)
+    deadlines.body_read()  # the request is in: the engine and the answer get their own time
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -107,9 +108,10 @@ def create_app(holder: EngineHolder) -> Flask:
 
     @app.get("/readyz")
     def readyz() -> Response:
-        if holder.ready:
-            return Response("ready\n", mimetype="text/plain")
-        return Response("no policy set loaded yet\n", status=503, mimetype="text/plain")
+        waiting, note = holder.readiness()
+        if waiting:
+            return Response(f"not ready: {waiting}\n", status=503, mimetype="text/plain")
+        return Response(f"ready{f' ({note})' if note else ''}\n", mimetype="text/plain")
 
     @app.get("/metrics")
     def metrics() -> Response:

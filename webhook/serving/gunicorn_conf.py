@@ -1,42 +1,73 @@
 """gunicorn settings for the webhook (`gunicorn -c python:webhook.serving.gunicorn_conf webhook.wsgi:app`).
 
-Workers (webhook.serving.worker: gthread with a thread per connection) keep connections alive longer
-than the API server's 90 s idle timeout, so its connection pool is reused, and share them out
-evenly (each gets a slot in webhook.serving.connection_counts); on SIGTERM in-flight reviews finish
-within graceful_timeout and idle keep-alive connections are closed.
+**One worker per replica.** A replica's view of its cluster (the watches, the quota ledger, the
+reservations, the certificate manager) lives in the worker process: one process, one view, one
+set of watch streams and exact reservations, whatever the machine. A worker count other than 1,
+however it is given (`-w`, `GUNICORN_CMD_ARGS`), is refused at start with the reason; scale with
+replicas. The worker (webhook.serving.worker) serves `GPU_ADMISSION_THREADS` requests at once and
+holds at most `GPU_ADMISSION_CONNECTIONS` connections; requests have deadlines.
+
+Connections are kept alive longer than the API server's 90 s idle timeout, so its connection pool
+is reused; on SIGTERM in-flight reviews finish within graceful_timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 from typing import Any
 
-from webhook.serving.connection_counts import COUNTS
-from webhook.serving.tls import ReloadingContext
+
+def _empty_multiprocess_directory() -> None:
+    """A directory that survived a container restart (an emptyDir does) still holds the dead
+    processes' files, whose figures would be added to this server's. Emptied before anything
+    here imports prometheus_client: a metric makes its process's file as it is defined."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory and os.path.isdir(directory):
+        for name in os.listdir(directory):
+            if name.endswith(".db"):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(directory, name))
+
+
+_empty_multiprocess_directory()
+
+from webhook.serving.tls import ReloadingContext  # noqa: E402  (after the emptying, which must come first)
 
 bind = os.environ.get("GPU_ADMISSION_BIND", "0.0.0.0:8443")
-workers = int(os.environ.get("GPU_ADMISSION_WORKERS", "2"))
+workers = 1
+threads = int(os.environ.get("GPU_ADMISSION_THREADS", "32"))
 worker_class = "webhook.serving.worker.ConnectionWorker"
-worker_connections = int(os.environ.get("GPU_ADMISSION_CONNECTIONS", "256"))  # per worker, a thread each
+worker_connections = int(os.environ.get("GPU_ADMISSION_CONNECTIONS", "512"))  # open connections, then refused
 keepalive = 120
 timeout = 30
 graceful_timeout = 20
 preload_app = True
 certfile = os.environ.get("GPU_ADMISSION_CERT", "/etc/gpu-admission/certs/tls.crt")
 keyfile = os.environ.get("GPU_ADMISSION_KEY", "/etc/gpu-admission/certs/tls.key")
+ca_certs = os.environ.get("GPU_ADMISSION_CLIENT_CA") or None  # clients must present a certificate it signed
 accesslog = None
 errorlog = "-"
 loglevel = "warning"
+logger_class = "webhook.serving.gunicorn_logs.JsonGunicornLogger"
 
-_contexts: dict[tuple[str, str], ReloadingContext] = {}
+_contexts: dict[tuple[str, str, str | None], ReloadingContext] = {}
 
 
 def ssl_context(config: Any, default_ssl_context_factory: Any) -> Any:
-    key = (config.certfile, config.keyfile)
+    key = (config.certfile, config.keyfile, config.ca_certs)
     if key not in _contexts:
         _contexts[key] = ReloadingContext(*key)
     return _contexts[key].get()
+
+
+def on_starting(server: Any) -> None:
+    if server.cfg.workers != 1:
+        raise SystemExit(
+            f"gpu-admission runs one worker per replica, not {server.cfg.workers}: a replica's view of the "
+            "cluster (watches, quota ledger, reservations) is one process's; run more replicas instead"
+        )
 
 
 def pre_fork(server: Any, worker: Any) -> None:
@@ -44,7 +75,6 @@ def pre_fork(server: Any, worker: Any) -> None:
     # frozen, the collector never walks it again, which keeps full collections off the p99, and
     # the pages it sits on stay shared with the master.
     gc.freeze()
-    worker.slot = COUNTS.claim(sibling.slot for sibling in server.WORKERS.values())
 
 
 def post_fork(server: Any, worker: Any) -> None:
@@ -54,9 +84,6 @@ def post_fork(server: Any, worker: Any) -> None:
 
 
 def child_exit(server: Any, worker: Any) -> None:
-    slot = getattr(worker, "slot", None)
-    if slot is not None:
-        COUNTS.clear(slot)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 

@@ -1,4 +1,6 @@
-"""TLS for the server: TLS 1.2 at least, and certificate files picked up when they change on disk.
+"""TLS for the server: TLS 1.2 at least, optionally clients authenticated by a CA of their own
+(`--client-ca`: the API server presents the certificate an AdmissionConfiguration gives it), and
+certificate files picked up when they change on disk.
 
 gunicorn asks its `ssl_context` hook for a context on every new connection; this one answers
 from a cache keyed by the files' identity, so a renewed certificate serves the next handshake
@@ -15,26 +17,30 @@ import threading
 log = logging.getLogger("gpu_admission.tls")
 
 
-def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+def server_context(cert_file: str, key_file: str, client_ca: str | None = None) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert_file, key_file)
     context.set_alpn_protocols(["http/1.1"])
+    if client_ca:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=client_ca)
     return context
 
 
 class ReloadingContext:
-    def __init__(self, cert_file: str, key_file: str) -> None:
+    def __init__(self, cert_file: str, key_file: str, client_ca: str | None = None) -> None:
         self.cert_file = cert_file
         self.key_file = key_file
+        self.client_ca = client_ca
         self._lock = threading.Lock()
         self._stamp = self._identity()
-        self._context = server_context(cert_file, key_file)
+        self._context = server_context(cert_file, key_file, client_ca)
         self.reloads = 0
 
     def _identity(self) -> tuple[tuple[int, int, int], ...]:
-        stats = (os.stat(self.cert_file), os.stat(self.key_file))
-        return tuple((s.st_ino, s.st_mtime_ns, s.st_size) for s in stats)
+        files = (self.cert_file, self.key_file, *((self.client_ca,) if self.client_ca else ()))
+        return tuple((s.st_ino, s.st_mtime_ns, s.st_size) for s in map(os.stat, files))
 
     def get(self) -> ssl.SSLContext:
         try:
@@ -46,7 +52,7 @@ class ReloadingContext:
         with self._lock:
             if stamp != self._stamp:
                 try:
-                    self._context = server_context(self.cert_file, self.key_file)
+                    self._context = server_context(self.cert_file, self.key_file, self.client_ca)
                     self._stamp = stamp
                     self.reloads += 1
                     log.info("serving certificate reloaded", extra={"fields": {"cert": self.cert_file}})

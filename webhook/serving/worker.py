@@ -1,46 +1,70 @@
-"""The gunicorn worker: gthread, except that a kept-alive connection stays on the thread that served it.
+"""The gunicorn worker: gthread, bounded so no client can stall it, and quick on kept-alive connections.
 
-Under gthread, after every response a kept-alive connection goes back to the main thread's
-poller, and its next request is handed to a pool thread again: two thread hand-offs, a pipe
-write and a GIL ping-pong per review. On this project's 2-core VM (`perf stat` on one worker at
-150 reviews/s) that was 8.6 context switches and 1.8 CPU migrations a review, against 2.0 and
-0.02 here; `bench/load.py --also-worker gthread` puts the two side by side.
+One worker per replica (webhook.serving.gunicorn_conf), with a pool of `threads`. What is changed
+from gthread, and why:
 
-Here the thread that answered a request waits for the connection's next one itself, in poll()
-with the GIL released. Each connection has a thread of its own: the pool holds
-`worker_connections` threads, as many as gthread lets one worker hold connections, so a
-connection waiting for its next request never holds up another. Everything else (accept, TLS,
-parsing, the first-request timeout, keep-alive of `keepalive` seconds, max connections) is
-gthread's.
+- **Deadlines** (webhook.serving.deadlines): a request's TLS handshake, headers and body must
+  arrive within `GPU_ADMISSION_READ_TIMEOUT` (5 s), its answer within 30 s more; a connection past
+  its deadline is cut. A client that sends a byte a second holds a thread for 5 s, not forever.
+  A new connection waits for its first bytes in the poller, not in a thread, and is closed if
+  it says nothing for as long.
+- **A request on the thread that answered the last one.** Under gthread, after every response a
+  kept-alive connection goes back to the main thread's poller, and its next request is handed to a
+  pool thread again: two thread hand-offs per review (`perf stat`: 8.6 context switches a review,
+  against 2.0 here). Here the thread that answered waits up to ON_THREAD_WAIT (1 s) for the
+  connection's next request; a connection quiet for longer goes back to the poller, which holds
+  no thread: idle clients cannot pin threads either.
+- **Connections are capped, the excess refused at once.** At `GPU_ADMISSION_CONNECTIONS` open
+  connections per worker, a new one first takes the place of the longest-idle one (an idle
+  client reconnects when it has something to say), and is reset only if none is idle, instead of
+  waiting in the listen backlog while probes time out.
+- **A failed TLS handshake is one JSON line**, at most a few a second (TLS_LINES_PER_SECOND),
+  not a traceback.
 
-On SIGTERM a waiting connection is kept STOP_KEEPALIVE_LINGER seconds more for a request the
-client may already be sending (answered with `Connection: close`), then closed; SIGQUIT closes
-it at once.
-
-Connections are spread evenly over the workers (webhook.serving.connection_counts): a worker holding
-more than its least loaded sibling waits up to ACCEPT_PATIENCE for that sibling to accept a new
-connection, and accepts it itself only if the sibling does not.
+On SIGTERM a connection waiting on its thread is handed to gthread, which keeps it briefly for a
+request the client may already be sending (answered with `Connection: close`); SIGQUIT closes it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import select
+import selectors
+import socket
 import ssl
+import struct
 import time
 from concurrent import futures
+from functools import partial
 from typing import Any
 
-from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, ThreadWorker
+from gunicorn.workers import gthread
+from gunicorn.workers.gthread import ThreadWorker
 
-from webhook.metrics import connections_of
-from webhook.serving.connection_counts import COUNTS
+from webhook.metrics import connection_metrics
+from webhook.serving.deadlines import Deadlines
 
-# A sibling that is not stopping wakes on the same listener and accepts within a millisecond or
-# two; one that has not after 100 ms is stuck, and the connection is not kept waiting on it.
-ACCEPT_PATIENCE = 0.1
-ACCEPT_RECHECK = 0.001
+ON_THREAD_WAIT = 1.0
+ANSWER_TIMEOUT = 30.0
+TLS_LINES_PER_SECOND = 5
+log = logging.getLogger("gpu_admission.connections")
+
+
+class _Connection(gthread.TConn):  # type: ignore[misc]
+    """gthread's connection, with a close that never raises: gthread counts a connection gone,
+    then closes it, and a close that raised (on a socket its TLS code had closed already) sent it
+    to a handler that counted it gone again; bare connects and cut-short requests drove the count
+    below zero (-39 after 40 of them)."""
+
+    def close(self, graceful: bool = False) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            super().close(graceful)
+
+
+gthread.TConn = _Connection  # accept() makes its connections from the module's name
 
 
 class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyped
@@ -48,29 +72,19 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
     _stop_write = -1
     _quitting = False
     _connections = 0
-    _alive = True
-    slot: int | None = None  # in COUNTS, handed out by the master (gunicorn_conf.pre_fork)
+    max_connections = 0
+    deadlines: Deadlines | None = None
 
     def init_process(self) -> None:
         self._stop_read, self._stop_write = os.pipe()
-        super().init_process()
-
-    def run(self) -> None:
-        self._publish(self._connections)
-        super().run()
-
-    @property
-    def alive(self) -> bool:
-        return self._alive
-
-    @alive.setter
-    def alive(self, value: bool) -> None:
-        # gunicorn clears `alive` on every way a worker stops (SIGTERM, SIGQUIT, SIGABRT,
-        # max_requests, code reload, a lost master): from then on siblings must not leave new
-        # connections to it.
-        self._alive = value
-        if not value and self.slot is not None:
-            COUNTS.clear(self.slot)
+        self.max_connections = self.cfg.worker_connections
+        read_timeout = float(os.environ.get("GPU_ADMISSION_READ_TIMEOUT", "5"))
+        self.deadlines = Deadlines(read_timeout, ANSWER_TIMEOUT)
+        self.deadlines.start()
+        self._tls_lines = _RateLimit(TLS_LINES_PER_SECOND)
+        # gthread stops polling its listener at worker_connections; this worker refuses first.
+        self.worker_connections = self.max_connections + 1
+        super().init_process()  # runs the worker until it stops
 
     @property
     def nr_conns(self) -> int:
@@ -80,41 +94,92 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
     def nr_conns(self, value: int) -> None:
         # gthread counts its connections here, on the main thread only.
         self._connections = value
-        self._publish(value)
-
-    def _publish(self, connections: int) -> None:
-        if self.slot is not None and self.alive:
-            COUNTS.set(self.slot, connections)
-            connections_of(self.slot).set(connections)
-
-    def accept(self, listener: Any) -> None:
-        if not self._left_to_a_sibling(listener):
-            super().accept(listener)
-
-    def _left_to_a_sibling(self, listener: Any) -> bool:
-        """Whether a sibling holding fewer connections took the connection waiting on the listener.
-
-        Only the main thread waits here (the connections' own threads keep serving), and only while
-        this worker holds more than another.
-        """
-        slot = self.slot
-        if slot is None:
-            return False
-        give_up = time.monotonic() + ACCEPT_PATIENCE
-        waiting = select.poll()
-        waiting.register(listener, select.POLLIN)
-        while self.alive and self._more_loaded_than_a_sibling(slot) and time.monotonic() < give_up:
-            time.sleep(ACCEPT_RECHECK)
-            if not waiting.poll(0):
-                return True
-        return not self.alive  # stopping meanwhile (SIGTERM): the connection is a sibling's to take
-
-    def _more_loaded_than_a_sibling(self, slot: int) -> bool:
-        fewest = COUNTS.fewest_besides(slot)
-        return fewest is not None and self._connections > fewest
+        connection_metrics().open.set(value)
 
     def get_thread_pool(self) -> futures.ThreadPoolExecutor:
-        return futures.ThreadPoolExecutor(max_workers=self.cfg.worker_connections)
+        return futures.ThreadPoolExecutor(max_workers=self.cfg.threads)
+
+    # -- the cap ----------------------------------------------------------------------------------
+    def accept(self, listener: Any) -> None:
+        """A new connection waits in the poller until it sends something (gthread would wait for
+        its first bytes in a pool thread: silent connections then queue for threads and cannot
+        make room); one that says nothing within the read timeout is closed."""
+        if self._connections >= self.max_connections and not self._evict_idle():
+            self._refuse(listener)
+            return
+        try:
+            client, address = listener.accept()
+        except OSError as error:
+            if error.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        conn = _Connection(self.cfg, client, address, listener.getsockname())  # non-blocking
+        conn.timeout = time.monotonic() + (self.deadlines.read_timeout if self.deadlines else 5.0)
+        self.pending_conns.append(conn)  # all with the same wait: the deque stays in timeout order
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
+
+    def _evict_idle(self) -> bool:
+        """Close the longest-idle connection waiting in the poller; whether there was one."""
+        for queue in (self.pending_conns, self.keepalived_conns):
+            if queue:
+                conn = queue.popleft()
+                with contextlib.suppress(OSError, KeyError, ValueError):
+                    self.poller.unregister(conn.sock)
+                self.nr_conns -= 1
+                conn.close()
+                connection_metrics().evicted.inc()
+                return True
+        return False
+
+    def _refuse(self, listener: Any) -> None:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+        with contextlib.suppress(OSError):
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset, not FIN
+        client.close()
+        connection_metrics().refused.inc()
+
+    # -- requests -----------------------------------------------------------------------------------
+    def handle(self, conn: Any) -> Any:
+        result = self._handle_one(conn)
+        while result is True:
+            arrived = self._next_request_arrives(conn)
+            if arrived is None:
+                return True  # quiet: back to gthread's poller, holding no thread
+            if not arrived:
+                return False  # gthread's finish_request closes it
+            result = self._handle_one(conn)
+        return result
+
+    def _handle_one(self, conn: Any) -> Any:
+        fd = conn.sock.fileno()  # the TLS wrapper made in handle() keeps the same descriptor
+        assert self.deadlines is not None
+        self.deadlines.arm(fd)
+        try:
+            return super().handle(conn)
+        finally:
+            self.deadlines.disarm(fd)
+
+    def _next_request_arrives(self, conn: Any) -> bool | None:
+        """True when the connection's next request arrives within ON_THREAD_WAIT, None when it
+        stays quiet (or the worker stops: gthread then lingers on it briefly), False to close."""
+        if self._quitting:
+            return False
+        sock = conn.sock
+        if conn.parser.unreader.buf.getvalue() or (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+            return True  # already read ahead, out of poll()'s sight
+        if not self.alive:
+            return None
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        poller.register(self._stop_read, select.POLLIN)
+        events = poller.poll(ON_THREAD_WAIT * 1000)
+        if any(fd != self._stop_read for fd, _ in events):
+            return True
+        return False if self._quitting else None
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         super().handle_exit(sig, frame)
@@ -126,7 +191,6 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
         super().handle_quit(sig, frame)
 
     def is_parent_alive(self) -> bool:
-        # gthread leaves `alive` set when the master is gone; waiting connections must still stop.
         if super().is_parent_alive():
             return True
         self.alive = False
@@ -138,42 +202,43 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
         with contextlib.suppress(OSError):
             os.write(self._stop_write, b"\0")
 
-    def handle(self, conn: Any) -> Any:
-        result = super().handle(conn)
-        while result is True:
-            if not self._next_request_arrives(conn):
-                return False  # gthread's finish_request closes it
-            result = super().handle(conn)
-        return result
+    # -- failures -------------------------------------------------------------------------------------
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        """A TLS failure (a handshake that fails, a client that is no TLS client, a connection cut
+        mid-record, one cut past its deadline) is one JSON line, rate-limited; no answer is sent."""
+        if req is None and isinstance(exc, (ssl.SSLError, OSError)):
+            allowed, suppressed = self._tls_lines.take()
+            if allowed:
+                fields = {"client": _peer(addr), "error": f"{type(exc).__name__}: {exc}", "suppressed": suppressed}
+                log.warning("TLS handshake or connection failed", extra={"fields": fields})
+            with contextlib.suppress(OSError):
+                client.close()
+            return
+        if isinstance(exc, OSError) and exc.errno in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF):
+            return  # the client went away (or was cut past its deadline) mid-request
+        super().handle_error(req, client, addr, exc)
 
-    def _next_request_arrives(self, conn: Any) -> bool:
-        """Whether the connection sends another request before it idles past keepalive or the worker stops."""
-        if self._quitting:
-            return False
-        sock = conn.sock
-        if conn.parser.unreader.buf.getvalue() or (isinstance(sock, ssl.SSLSocket) and sock.pending()):
-            return True  # already read ahead, out of poll()'s sight
-        now = time.monotonic()
-        deadline = now + self.cfg.keepalive
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        watching_stop = self.alive
-        if watching_stop:
-            poller.register(self._stop_read, select.POLLIN)
-        else:
-            deadline = min(deadline, now + STOP_KEEPALIVE_LINGER)
-        while True:
-            if watching_stop and not self.alive:
-                if self._quitting:
-                    return False
-                poller.unregister(self._stop_read)
-                watching_stop = False
-                deadline = min(deadline, time.monotonic() + STOP_KEEPALIVE_LINGER)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            # Woken by the stop pipe on a signal; the 1 s cap catches `alive` cleared any other way
-            # (max_requests reached), so no thread outlives the worker's shutdown.
-            events = poller.poll(min(left, 1.0) * 1000)
-            if any(fd != self._stop_read for fd, _ in events):
-                return True
+
+def _peer(addr: Any) -> str:
+    return f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else str(addr)
+
+
+class _RateLimit:
+    """At most `per_second` lines a second, and how many were held back since the last one."""
+
+    def __init__(self, per_second: int) -> None:
+        self.per_second = per_second
+        self._second = 0
+        self._count = 0
+        self._suppressed = 0
+
+    def take(self) -> tuple[bool, int]:
+        second = int(time.monotonic())
+        if second != self._second:
+            self._second, self._count = second, 0
+        if self._count >= self.per_second:
+            self._suppressed += 1
+            return False, 0
+        self._count += 1
+        suppressed, self._suppressed = self._suppressed, 0
+        return True, suppressed

@@ -12,6 +12,7 @@ import yaml
 from policies.errors import InputError
 from policies.model.loader import LoadResult, load_texts
 from policies.model.policyset import PolicySet
+from policies.model.yamldoc import FAST_LOADER
 from policies.quantity import parse_quantity
 
 POLICY_SUFFIXES = (".yaml", ".yml", ".json")
@@ -52,7 +53,7 @@ def read_manifests(name: str) -> Iterator[tuple[str, object]]:
     """(label, object) for each document of a file or '-'; v1 Lists are opened."""
     text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
     try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        documents = [d for d in yaml.load_all(text, Loader=FAST_LOADER) if d is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

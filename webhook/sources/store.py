@@ -1,18 +1,21 @@
-"""Policy texts by source (a ConfigMap, a directory), the last good version of each, and the
-engine built from all of them, swapped in whole.
+"""Policy texts by source (a ConfigMap, a directory), the last good version of each of their files,
+and the engine built from all of them, swapped in whole.
 
-Each source is loaded (parsed, checked, CEL compiled) on its own when it changes, never the
-others again. A source whose new version has a bad document keeps its last good version in
-force; a source seen for the first time loads its good documents. A policy name another source
-already holds is a problem of the newcomer. Problems go to `on_result` (which logs, counts and
-tells the source), and so does a source becoming clean again.
+A source is loaded (parsed, checked, CEL compiled) on its own when it changes, never the others
+again, and within it only the files (ConfigMap keys) whose text changed. Loading is total:
+whatever is wrong with a file (undecodable bytes, YAML, a value no check foresaw, no document at
+all because it is empty or was cut off) is a problem of that file, and the file's last good
+version stays in force; a file seen for the first time loads its good documents. Removing a file
+(or a ConfigMap key) removes its policies. A policy name another file already holds is a problem
+of the newcomer. Problems go to `on_result` per source (which logs, counts and tells the
+source), and so does a source becoming clean again.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from policies.engine import Engine
@@ -29,9 +32,17 @@ Swap = Callable[[Engine], None]
 
 
 @dataclass(frozen=True)
-class SourceVersion:
-    texts: Texts
+class FileVersion:
+    text: str
     policies: tuple[GPUPolicy, ...]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A file's text as last seen, with its problems (an unreadable file has no text)."""
+
+    text: str | None
+    problems: tuple[PolicyProblem, ...]
 
 
 class PolicyStore:
@@ -39,8 +50,8 @@ class PolicyStore:
         self._swap_in = swap  # whoever holds the engine in force (webhook.state.EngineHolder.swap)
         self._swapped_once = False
         self.listeners: list[OnResult] = [on_result] if on_result else []
-        self._good: dict[str, SourceVersion] = {}
-        self._seen: dict[str, tuple[Texts, tuple[PolicyProblem, ...]]] = {}
+        self._good: dict[str, dict[str, FileVersion]] = {}  # source -> file -> last good version
+        self._seen: dict[str, dict[str, Seen]] = {}  # source -> file -> as last seen
         self._lock = threading.Lock()
         self._swapped = threading.Condition()
         self.generation = 0
@@ -50,57 +61,111 @@ class PolicyStore:
         with self._swapped:
             return self._swapped.wait_for(lambda: self.generation >= generation, timeout)
 
-    def update(self, source: str, texts: Texts, namespace: str | None = None) -> list[PolicyProblem]:
-        """Take a source's new texts if they load cleanly; otherwise keep its last good ones."""
-        seen = self._seen.get(source)
-        if seen is not None and seen[0] == texts:
-            return list(seen[1])  # the same texts again (a relist, a metadata-only change)
-        loaded = load_texts(texts, parse_quantity, namespace=namespace)
-        problems = list(loaded.problems)
+    def problems_of(self, source: str) -> list[PolicyProblem]:
         with self._lock:
-            held_elsewhere = {p.name: s for s, v in self._good.items() if s != source for p in v.policies}
-            policies = []
-            for policy in loaded.policies:
-                if policy.name in held_elsewhere:
-                    problems.append(_clash(policy, held_elsewhere[policy.name]))
-                else:
-                    policies.append(policy)
-            keep_old = bool(problems) and source in self._good
-            if not keep_old:
-                self._good[source] = SourceVersion(texts, tuple(policies))
+            return self._problems(source)
+
+    def update(
+        self,
+        source: str,
+        texts: Texts,
+        namespace: str | None = None,
+        unreadable: Iterable[PolicyProblem] = (),
+    ) -> list[PolicyProblem]:
+        """Take a source's files as they are now: each loads if clean, else keeps its last good
+        version; `unreadable` files (with why) could not even be read and count as bad ones."""
+        broken = {p.file: p for p in unreadable}
+        present = {file for file, _ in texts} | set(broken)
+        with self._lock:
+            first = source not in self._seen
+            before = self._problems(source)
+            seen = self._seen.setdefault(source, {})
+            good = self._good.setdefault(source, {})
+            changed = False
+            for file in [f for f in {*seen, *good} if f not in present]:
+                seen.pop(file, None)
+                changed |= good.pop(file, None) is not None  # removed: its policies go
+            for file, problem in broken.items():
+                seen[file] = Seen(None, (problem,))
+            for file, text in texts:
+                last = seen.get(file)
+                if last is not None and last.text == text:
+                    continue  # unchanged: a relist, another key's edit
+                changed |= self._load(source, file, text, namespace)
+            if changed or not self._swapped_once:
                 self._swap()
-            self._seen[source] = (texts, tuple(problems))
-        if problems:
-            verdict = "last good version kept" if keep_old else "good documents loaded, bad ones left out"
-            log.error(
-                f"policy source has problems: {verdict}",
-                extra={"fields": {"source": source, "problems": [str(p) for p in problems]}},
-            )
-        if seen is None or list(seen[1]) != problems:
-            for listener in self.listeners:
-                listener(source, problems)
+            problems = self._problems(source)
+        self._report(source, None if first else before, problems)
         return problems
+
+    def _problems(self, source: str) -> list[PolicyProblem]:
+        return [p for seen in self._seen.get(source, {}).values() for p in seen.problems]
+
+    def _load(self, source: str, file: str, text: str, namespace: str | None) -> bool:
+        """Load one file under the lock; whether the policies in force changed."""
+        loaded = load_texts(((file, text),), parse_quantity, namespace=namespace)
+        problems = list(loaded.problems)
+        held = {p.name: f for s, files in self._good.items() for f, v in files.items() for p in v.policies}
+        policies = []
+        for policy in loaded.policies:
+            other = held.get(policy.name)
+            if other is not None and other != file:
+                problems.append(_clash(policy, other))
+            else:
+                policies.append(policy)
+        self._seen[source][file] = Seen(text, tuple(problems))
+        good = self._good[source]
+        if problems and file in good:
+            return False  # the last good version stays in force
+        good[file] = FileVersion(text, tuple(policies))
+        return True
 
     def remove(self, source: str) -> None:
         with self._lock:
+            before = self._problems(source)
             self._seen.pop(source, None)
-            if self._good.pop(source, None) is not None:
+            if self._good.pop(source, None):
                 self._swap()
+        if before:
+            self._report(source, before, [])
 
     def replace_all(self, sources: dict[str, tuple[Texts, str | None]]) -> None:
-        """A full relist: sources not listed are gone; each listed one is judged on its own."""
-        for source in set(self._good) - set(sources):
+        """A full relist: sources not listed are gone; each listed one is judged on its own, and
+        one that cannot be (a bug) is logged and skipped, never holding up the others."""
+        for source in set(self._seen) - set(sources):
             self.remove(source)
         for source, (texts, namespace) in sorted(sources.items()):
-            self.update(source, texts, namespace)
+            try:
+                self.update(source, texts, namespace)
+            except Exception:
+                log.exception("policy source could not be loaded", extra={"fields": {"source": source}})
         if not self._swapped_once:  # nothing listed: an empty set is still a set in force
             with self._lock:
                 self._swap()
 
+    def _report(self, source: str, before: list[PolicyProblem] | None, problems: list[PolicyProblem]) -> None:
+        """Log and tell the listeners when a source's problems changed (or it is seen first)."""
+        if problems and problems != before:
+            log.error(
+                "policy source has problems: the last good version of each bad file is kept",
+                extra={"fields": {"source": source, "problems": [str(p) for p in problems]}},
+            )
+        if problems != before:
+            for listener in self.listeners:
+                try:
+                    listener(source, problems)
+                except Exception:  # reporting never stands in the way of loading
+                    log.exception("policy status listener failed", extra={"fields": {"source": source}})
+
     def _swap(self) -> None:
         from webhook.metrics import GENERATION, POLICIES
 
-        policies = tuple(p for source in sorted(self._good) for p in self._good[source].policies)
+        policies = tuple(
+            policy
+            for source in sorted(self._good)
+            for file in sorted(self._good[source])
+            for policy in self._good[source][file].policies
+        )
         with self._swapped:
             self.generation += 1
             self._swap_in(Engine(PolicySet(policies, self.generation), parse_quantity))

@@ -1,0 +1,138 @@
+"""Bad traffic and bad policies cannot stall it: one bad input fails alone, visibly, and the rest
+keeps working. Each test here failed on the code before this was built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import engine_from, policy
+from webhook.sources.directories import DirectoryWatcher
+from webhook.sources.store import PolicyStore
+from webhook.state import EngineHolder
+
+POISON = policy("poison", 'runtime: {shmSize: "NaN"}')
+
+
+def names(holder: EngineHolder) -> list[str]:
+    assert holder.engine is not None
+    return [p.name for p in holder.engine.policy_set.policies]
+
+
+def watched(directory: Path) -> tuple[EngineHolder, PolicyStore, DirectoryWatcher, list]:
+    holder = EngineHolder()
+    reported: list = []
+    store = PolicyStore(holder.swap, on_result=lambda source, problems: reported.append(problems))
+    watcher = DirectoryWatcher([directory], store)
+    return holder, store, watcher, reported
+
+
+def settled(watcher: DirectoryWatcher) -> None:
+    watcher.check_once()
+    watcher.check_once()
+
+
+def test_a_non_finite_quantity_in_a_policy_is_a_problem_of_its_file_not_an_error(tmp_path):
+    (tmp_path / "good.yaml").write_text(policy("good"))
+    (tmp_path / "poison.yaml").write_text(POISON)
+    holder, store, watcher, reported = watched(tmp_path)
+    watcher.check_once(settle=False)
+    assert names(holder) == ["good"]
+    (problem,) = store.problems_of(str(tmp_path))
+    assert problem.file.endswith("poison.yaml") and problem.path == "spec.runtime.shmSize"
+
+
+def test_a_file_of_bytes_that_are_no_utf8_is_a_problem_and_the_watcher_goes_on(tmp_path):
+    (tmp_path / "a.yaml").write_text(policy("team-a"))
+    holder, store, watcher, reported = watched(tmp_path)
+    watcher.start()
+    try:
+        (tmp_path / "b.yaml").write_bytes(b"\xff\xfe" + policy("team-b").encode("utf-16-le"))
+        settled(watcher)
+        assert names(holder) == ["team-a"]
+        assert "not UTF-8 text" in reported[-1][0].message and watcher.healthy
+        (tmp_path / "b.yaml").write_text(policy("team-b"))  # the fix is loaded
+        settled(watcher)
+        assert names(holder) == ["team-a", "team-b"] and not store.problems_of(str(tmp_path))
+    finally:
+        watcher.stop()
+
+
+def test_a_file_emptied_in_place_keeps_its_last_good_version_and_is_reported(tmp_path):
+    (tmp_path / "quota.yaml").write_text(policy("quota", "quota: {limits: {pods: 1}}"))
+    holder, store, watcher, reported = watched(tmp_path)
+    watcher.check_once(settle=False)
+    (tmp_path / "quota.yaml").write_text("")
+    settled(watcher)
+    assert names(holder) == ["quota"]
+    assert "no policy document in it" in reported[-1][0].message
+
+
+def test_a_file_caught_half_written_is_not_loaded_until_it_holds_still(tmp_path):
+    full = policy("quota", "quota: {limits: {pods: 1, gpus: 0}}")
+    (tmp_path / "quota.yaml").write_text(full)
+    holder, store, watcher, reported = watched(tmp_path)
+    watcher.check_once(settle=False)
+    generation = store.generation
+    (tmp_path / "quota.yaml").write_text(full[: full.index("gpus")])  # valid YAML, weaker policy
+    assert not watcher.check_once()  # seen once: not loaded
+    (tmp_path / "quota.yaml").write_text(full)  # the writer finishes
+    assert not watcher.check_once() and store.generation == generation  # same text again: nothing to do
+
+
+def test_removing_a_file_removes_its_policies_and_one_bad_file_holds_back_no_other(tmp_path):
+    (tmp_path / "a.yaml").write_text(policy("a"))
+    (tmp_path / "b.yaml").write_text(policy("b"))
+    holder, store, watcher, reported = watched(tmp_path)
+    watcher.check_once(settle=False)
+    (tmp_path / "a.yaml").write_text(policy("a", "mig: {strategy: half}"))  # bad: keeps its last good
+    (tmp_path / "b.yaml").unlink()  # gone: its policies go
+    (tmp_path / "c.yaml").write_text(policy("c"))  # new and good: loads
+    settled(watcher)
+    assert names(holder) == ["a", "c"]
+
+
+def test_a_reader_bug_on_one_file_costs_that_file_only(monkeypatch):
+    from policies.model import loader
+
+    def broken(*args, **kwargs):
+        raise KeyError("a gap in a reader")
+
+    holder = EngineHolder()
+    store = PolicyStore(holder.swap)
+    monkeypatch.setattr(loader.PolicyReader, "read", broken)
+    problems = store.update("configmap/ns/x", (("configmap/ns/x/a.yaml", policy("a")),))
+    assert "could not be read: KeyError" in problems[0].message
+
+
+def test_yaml_nested_too_deep_is_a_problem_not_a_crash():
+    holder = EngineHolder()
+    store = PolicyStore(holder.swap)
+    problems = store.update("configmap/ns/x", (("configmap/ns/x/deep.yaml", "[" * 100000 + "]" * 100000),))
+    assert problems and problems[0].file == "configmap/ns/x/deep.yaml"
+    assert holder.engine is not None and names(holder) == []
+
+
+def test_validating_a_poisoned_policy_configmap_is_a_422_with_the_lint_error():
+    from webhook.serving import admission
+    from webhook.serving.review import parse_review
+
+    holder = EngineHolder()
+    holder.swap(engine_from(policy("p")))
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "poison", "namespace": "gpu-admission", "labels": {"gpu-admission.io/policy": "true"}},
+        "data": {"p.yaml": POISON},
+    }
+    request = {
+        "uid": "u",
+        "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+        "operation": "CREATE",
+        "namespace": "gpu-admission",
+        "name": "poison",
+        "object": configmap,
+    }
+    answer = admission.validate(
+        holder, parse_review({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+    )
+    assert not answer.allowed and answer.code == 422 and "spec.runtime.shmSize" in answer.message
