@@ -1,5 +1,7 @@
 """Quota admission with many pods tracked: the cost of one admission with 100 and with 100,000
-pods in the counters, and the memory the counters take.
+pods in one replica's counters, the memory the counters take, what charging them under a new
+policy set costs from what they keep (against counting them again, as a relist did), and the
+latency of a strict admission with two replicas contending for one quota's Lease.
 
 Pods are fed to the server's own tracker (webhook.cluster.usage) as a relist would feed them:
 200 namespaces, pods of 20 shapes (slices of several profiles, on 500 nodes), matched by a
@@ -8,12 +10,17 @@ namespace quota, a policy-wide quota and a rule. Admission is measured the way /
 Memory is the growth of this process's RSS while the pods are counted (the pods themselves are
 made one at a time and dropped, as pages of a list are).
 
-    python bench/quota.py [--pods 100000] [--rounds 5]
+Strict contention: two replicas (each a tracker with its Lease client, through the real
+kubernetes client) against the test suite's in-process API server, 8 threads each admitting
+distinct pods under one quota at once; p50/p99 per admission, side by side with `local`.
+
+    python bench/quota.py [--pods 100000] [--rounds 5] [--contended 400]
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import gc
 import statistics
 import sys
@@ -29,6 +36,7 @@ from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
 from policies.quantity import parse_quantity  # noqa: E402
 from webhook.cluster.reservations import PodRef  # noqa: E402
+from webhook.cluster.shared_quota import SharedReservations  # noqa: E402
 from webhook.cluster.usage import PodUsageTracker  # noqa: E402
 
 POLICIES = """
@@ -102,11 +110,83 @@ def admission_us(engine: Engine, tracker: PodUsageTracker, admissions: int) -> f
     return elapsed / admissions * 1e6
 
 
+def recharge_ms(count: int, rounds: int) -> float:
+    """Median ms to charge `count` counted pods under a new policy set (a limit changed) from
+    the counters' records."""
+    sets = [
+        PolicySet(
+            load_texts(
+                [("bench.yaml", POLICIES.replace("pods: 100000", f"pods: {100000 - i}"))], parse_quantity
+            ).policies
+        )
+        for i in range(2)
+    ]
+    current = [sets[0]]
+    tracker = PodUsageTracker(lambda: current[0])
+    tracker.replace_all(pod(i) for i in range(count))
+    timings = []
+    for i in range(rounds):
+        current[0] = sets[(i + 1) % 2]
+        start = time.perf_counter()
+        assert tracker.recharge()
+        timings.append((time.perf_counter() - start) * 1000)
+    return statistics.median(timings)
+
+
+STRICT = """
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata: {name: contended}
+spec:
+  match: {namespaces: [team-a]}
+  quota: {limits: {pods: 1000000}, consistency: %s}
+"""
+
+
+def contended(consistency: str, admissions: int, threads: int = 8) -> tuple[list[float], int]:
+    """Seconds per admission with two replicas admitting at once, and the Lease conflicts."""
+    import kubernetes
+
+    from tests.kube_fake import FakeKube
+
+    kube = FakeKube()
+    kube.start()
+    loaded = load_texts([("strict.yaml", STRICT % consistency)], parse_quantity)
+    engine = Engine(PolicySet(loaded.policies), parse_quantity)
+    replicas = []
+    for name in ("a", "b"):
+        api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
+        shared = SharedReservations(kubernetes.client.CoordinationV1Api(api), "gpu-admission", name)
+        replicas.append(PodUsageTracker(lambda: engine.policy_set, shared=shared))
+    seconds: list[float] = []
+
+    def admit(i: int) -> None:
+        tracker = replicas[i % 2]
+        candidate = pod(i)
+        candidate["metadata"]["namespace"] = "team-a"
+        ref = PodRef("team-a", f"pod-{i}", uid=f"uid-{i}")
+        start = time.perf_counter()
+        decision = tracker.admit(lambda: engine.validate(candidate, tracker), ref, dry_run=False)
+        seconds.append(time.perf_counter() - start)
+        assert decision.allowed, decision.message
+
+    with concurrent.futures.ThreadPoolExecutor(2 * threads) as pool:
+        list(pool.map(admit, range(admissions)))
+    kube.stop()
+    return seconds, sum(r.shared.conflicts for r in replicas if r.shared is not None)
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pods", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--admissions", type=int, default=2000)
+    parser.add_argument("--contended", type=int, default=400, help="admissions by two contending replicas")
     args = parser.parse_args()
     loaded = load_texts([("bench.yaml", POLICIES)], parse_quantity)
     assert not loaded.problems, loaded.problems
@@ -128,6 +208,20 @@ def main() -> None:
         )
     print(f"counting {args.pods} pods (a relist): {relist_s:.2f} s, {relist_s / args.pods * 1e6:.1f} µs a pod")
     print(f"memory of the counters: RSS grew {grown:.1f} MiB ({grown * 2**20 / args.pods:.0f} bytes a pod)")
+    recharge = recharge_ms(args.pods, args.rounds)
+    print(
+        f"a new policy set over {args.pods} pods: charged from the counters in {recharge:.2f} ms"
+        f" ({large.shapes} records) vs counting them again {relist_s * 1000:.0f} ms"
+        f" ({relist_s * 1000 / recharge:.0f}x), and no list from the API server"
+    )
+    print(f"two replicas admitting at once under one quota ({args.contended} admissions, 16 threads):")
+    for consistency in ("local", "strict"):
+        seconds, conflicts = contended(consistency, args.contended)
+        p50, p99 = (percentile(seconds, share) * 1000 for share in (0.5, 0.99))
+        print(
+            f"  {consistency:6} p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  max {max(seconds) * 1000:6.1f} ms"
+            f"  Lease conflicts {conflicts}"
+        )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import base64
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from certs.authority import CA_VALIDITY, SERVING_VALIDITY, service_names
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, write_atomically
-from certs.leader import LeaseRecord, may_lead
+from certs.lease import LeaseLock
 from certs.material import BUNDLE, TLS_CERT, TLS_KEY, read, step
 from certs.rotation import Action, RotationPolicy, next_action
 
@@ -49,12 +50,12 @@ class CertManager:
         clock: Clock = _now,
         policy: RotationPolicy = DEFAULT_POLICY,
         lease_duration: dt.timedelta = dt.timedelta(seconds=60),
+        monotonic: Callable[[], float] = time.monotonic,
         ca_validity: dt.timedelta = CA_VALIDITY,
         serving_validity: dt.timedelta = SERVING_VALIDITY,
     ) -> None:
         # Any: bodies go in and come out as plain JSON, not the client's models.
         self.core: Any = client.CoreV1Api(api_client)
-        self.coordination: Any = client.CoordinationV1Api(api_client)
         self.admission: Any = client.AdmissionregistrationV1Api(api_client)
         self.namespace = namespace
         self.names = service_names(service, namespace)
@@ -63,9 +64,10 @@ class CertManager:
         self.webhook = webhook
         self.clock = clock
         self.policy = policy
-        self.lease_duration = lease_duration
         self.validity = (ca_validity, serving_validity)
-        self.ca_secret, self.tls_secret, self.lease = f"{webhook}-ca", f"{webhook}-tls", f"{webhook}-certs"
+        self.ca_secret, self.tls_secret = f"{webhook}-ca", f"{webhook}-tls"
+        duration = lease_duration.total_seconds()
+        self.lease = LeaseLock(api_client, namespace, f"{webhook}-certs", identity, duration, monotonic, clock)
 
     # -- one pass ---------------------------------------------------------------------------------
     def sync(self) -> Action:
@@ -75,7 +77,7 @@ class CertManager:
         now = self.clock()
         action = next_action(material.state(), now, self.policy)
         taken = Action.NOTHING
-        if self._lead(now):
+        if self.lease.try_lead():
             if action is not Action.NOTHING:
                 material = step(material, action, now, self.names, *self.validity)
                 data, annotations = material.ca_secret()
@@ -88,9 +90,12 @@ class CertManager:
         return taken
 
     def run(self, stop: threading.Event, interval: float = 30.0) -> None:
-        """sync() every `interval` seconds until `stop`; a failed pass is logged and retried."""
+        """sync() now and every `interval` seconds until `stop` (then the Lease is given up, so
+        another replica takes over at once); a failed pass is logged and retried."""
+        self._guarded_sync()
         while not stop.wait(interval):
             self._guarded_sync()
+        self.lease.release()
 
     def ensure_files(self, timeout: float = 120.0, interval: float = 2.0) -> bool:
         """Before serving: sync until the certificate files exist (another replica may be the one
@@ -110,43 +115,6 @@ class CertManager:
             self.sync()
         except Exception as error:  # an API server away, a Secret forbidden: try again next time
             log.warning("certificate sync failed", extra={"fields": {"error": f"{type(error).__name__}: {error}"}})
-
-    # -- the Lease ---------------------------------------------------------------------------------
-    def _lead(self, now: dt.datetime) -> bool:
-        try:
-            lease = _json(self.coordination.read_namespaced_lease(self.lease, self.namespace, **_raw()))
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            lease = None
-        spec = (lease or {}).get("spec") or {}
-        record = None
-        if lease is not None and spec.get("renewTime"):
-            renewed = dt.datetime.fromisoformat(str(spec["renewTime"]).replace("Z", "+00:00"))
-            seconds = int(spec.get("leaseDurationSeconds") or 0)
-            record = LeaseRecord(str(spec.get("holderIdentity") or ""), renewed, dt.timedelta(seconds=seconds))
-        if not may_lead(record, self.identity, now):
-            return False
-        stamp = now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        claim: dict[str, Any] = {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": int(self.lease_duration.total_seconds()),
-            "renewTime": stamp,
-            "acquireTime": spec.get("acquireTime") if record and record.holder == self.identity else stamp,
-        }
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": claim}
-        try:
-            if lease is None:
-                body["metadata"] = {"name": self.lease, "namespace": self.namespace}
-                self.coordination.create_namespaced_lease(self.namespace, body, **_raw())
-            else:
-                body["metadata"] = lease["metadata"]  # its resourceVersion: another claim in between fails
-                self.coordination.replace_namespaced_lease(self.lease, self.namespace, body, **_raw())
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-        return True
 
     # -- Secrets, webhook configurations, files ------------------------------------------------------
     def _read_secret(self, name: str) -> dict[str, Any] | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,25 @@ class Route:
             self.namespace = ""
 
 
+@dataclass(frozen=True)
+class Request:
+    """One request as the API server's audit log would show it."""
+
+    method: str
+    resource: str
+    name: str
+    verb: str  # get, list, watch, create, update, patch, delete
+    agent: str  # the User-Agent header: who asked
+
+    @classmethod
+    def of(cls, request: BaseHTTPRequestHandler, method: str, route: Route, query: dict[str, str]) -> Request:
+        if method == "GET":
+            verb = "get" if route.name else "watch" if query.get("watch") in ("true", "1") else "list"
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+        return cls(method, route.resource, route.name, verb, request.headers.get("User-Agent", ""))
+
+
 class FakeKube:
     def __init__(self) -> None:
         self.version = 1
@@ -68,6 +89,8 @@ class FakeKube:
         self.bookmarks = True
         self.writes: list[tuple[str, str, str]] = []  # (method, resource, name) of every write, in order
         self.pages = 0  # list pages served
+        self.requests: list[Request] = []  # every request, in order
+        self.open_watches: Counter[tuple[str, str]] = Counter()  # (agent, resource) -> streams open now
         self.changed = threading.Condition()
         self.server: ThreadingHTTPServer | None = None
         self.port = 0
@@ -140,7 +163,9 @@ class FakeKube:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"
+            # HTTP/1.1 for chunked watch streams, each event a chunk, as the API server sends them
+            # (a client reading a plain stream waits for a full buffer); one request a connection.
+            protocol_version = "HTTP/1.1"
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -179,6 +204,7 @@ class FakeKube:
         request.send_response(code)
         request.send_header("Content-Type", "application/json")
         request.send_header("Content-Length", str(len(data)))
+        request.send_header("Connection", "close")
         request.end_headers()
         request.wfile.write(data)
 
@@ -199,6 +225,7 @@ class FakeKube:
         if not route.valid:
             request.send_error(404)
             return
+        self.log(Request.of(request, "GET", route, query))
         if route.name:
             with self.changed:
                 obj = self.objects.get((route.resource, route.namespace or "", route.name))
@@ -228,6 +255,7 @@ class FakeKube:
 
     def handle_write(self, request: BaseHTTPRequestHandler, method: str) -> None:
         route = Route(urlparse(request.path).path)
+        self.log(Request.of(request, method, route, {}))
         length = int(request.headers.get("Content-Length") or 0)
         body = json.loads(request.rfile.read(length) or b"{}")
         namespace = route.namespace or ""
@@ -269,42 +297,75 @@ class FakeKube:
                 return
             self._reply(request, 200, self._record(key, "MODIFIED", updated))
 
+    def log(self, entry: Request) -> None:
+        with self.changed:
+            self.requests.append(entry)
+
+    def requests_by(self, agent_part: str, verb: str = "", resource: str = "") -> list[Request]:
+        with self.changed:
+            return [
+                r
+                for r in self.requests
+                if agent_part in r.agent and verb in ("", r.verb) and resource in ("", r.resource)
+            ]
+
     def _watch(self, request: BaseHTTPRequestHandler, route: Route, selector: str, query: dict[str, str]) -> None:
+        stream = (request.headers.get("User-Agent", ""), route.resource)
+        with self.changed:
+            self.open_watches[stream] += 1
+        try:
+            self._stream_events(request, route, selector, query)
+        finally:
+            with self.changed:
+                self.open_watches[stream] -= 1
+                if not self.open_watches[stream]:
+                    del self.open_watches[stream]
+
+    def _stream_events(
+        self, request: BaseHTTPRequestHandler, route: Route, selector: str, query: dict[str, str]
+    ) -> None:
         request.send_response(200)
         request.send_header("Content-Type", "application/json")
+        request.send_header("Transfer-Encoding", "chunked")
+        request.send_header("Connection", "close")
         request.end_headers()
 
         def send(event: dict[str, Any]) -> None:
-            request.wfile.write(json.dumps(event).encode() + b"\n")
+            line = json.dumps(event).encode() + b"\n"
+            request.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
             request.wfile.flush()
 
+        try:
+            self._send_events(route, selector, query, send)
+            request.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _send_events(self, route: Route, selector: str, query: dict[str, str], send: Any) -> None:
         since = int(query.get("resourceVersion") or 0)
         if since < self.oldest:
             send({"type": "ERROR", "object": self._status(410, "Expired", f"too old resource version: {since}")})
             return
         end = time.monotonic() + float(query.get("timeoutSeconds") or 30)
         position = since
-        try:
-            while self.server is not None:
-                with self.changed:
-                    pending = [] if self.paused else [e for e in self.history if e[0] > position]
-                    if not pending:
-                        left = end - time.monotonic()
-                        if left <= 0:
-                            break
-                        self.changed.wait(min(left, 0.5))
-                        continue
-                for version, resource, kind, obj in pending:
-                    position = version
-                    namespace = obj["metadata"].get("namespace", "")
-                    wanted = resource == route.resource and route.namespace in (None, namespace)
-                    if wanted and self._selected(obj, selector):
-                        send({"type": kind, "object": obj})
-            if query.get("allowWatchBookmarks") == "true" and self.bookmarks and self.server is not None:
-                bookmark = {"kind": KINDS.get(route.resource, ""), "apiVersion": "v1"}
-                send({"type": "BOOKMARK", "object": {**bookmark, "metadata": {"resourceVersion": str(self.version)}}})
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        while self.server is not None:
+            with self.changed:
+                pending = [] if self.paused else [e for e in self.history if e[0] > position]
+                if not pending:
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.changed.wait(min(left, 0.5))
+                    continue
+            for version, resource, kind, obj in pending:
+                position = version
+                namespace = obj["metadata"].get("namespace", "")
+                wanted = resource == route.resource and route.namespace in (None, namespace)
+                if wanted and self._selected(obj, selector):
+                    send({"type": kind, "object": obj})
+        if query.get("allowWatchBookmarks") == "true" and self.bookmarks and self.server is not None:
+            bookmark = {"kind": KINDS.get(route.resource, ""), "apiVersion": "v1"}
+            send({"type": "BOOKMARK", "object": {**bookmark, "metadata": {"resourceVersion": str(self.version)}}})
 
 
 def _merge(target: Any, patch: Any) -> Any:

@@ -29,11 +29,17 @@ START = dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
 class Clock:
-    def __init__(self) -> None:
+    """A replica's wall clock (`skew` ahead of true time) and its monotonic clock."""
+
+    def __init__(self, skew: dt.timedelta = dt.timedelta(0)) -> None:
         self.now = START
+        self.skew = skew
 
     def __call__(self) -> dt.datetime:
-        return self.now
+        return self.now + self.skew
+
+    def monotonic(self) -> float:
+        return (self.now - START).total_seconds()
 
 
 @pytest.fixture
@@ -54,7 +60,7 @@ def kube():
 
 def manager(kube: FakeKube, directory: Path, identity: str, clock: Clock, **options) -> CertManager:
     api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
-    return CertManager(api, NS, SERVICE, identity, directory, clock=clock, **options)
+    return CertManager(api, NS, SERVICE, identity, directory, clock=clock, monotonic=clock.monotonic, **options)
 
 
 def secret_data(kube: FakeKube, name: str) -> dict[str, bytes]:
@@ -130,10 +136,39 @@ def test_a_replica_takes_over_once_the_leader_stops_renewing_its_lease(kube, tmp
     clock = Clock()
     leader, follower = manager(kube, tmp_path / "a", "a", clock), manager(kube, tmp_path / "b", "b", clock)
     leader.sync()
-    clock.now += dt.timedelta(seconds=61)
+    follower.sync()  # sees a's claim: its own clock starts
+    clock.now += dt.timedelta(seconds=59)
+    follower.sync()
+    assert kube.get("leases", NS, "gpu-admission-certs")["spec"]["holderIdentity"] == "a"
+    clock.now += dt.timedelta(seconds=2)
     follower.sync()
     assert kube.get("leases", NS, "gpu-admission-certs")["spec"]["holderIdentity"] == "b"
     assert leader.sync() is Action.NOTHING  # the old leader is a follower now
+
+
+def test_a_replica_whose_clock_runs_fast_never_takes_a_lease_its_holder_keeps_renewing(kube, tmp_path):
+    """Expiry is judged by when this replica saw the Lease change, not by the holder's renewTime
+    against the local clock: 45 s fast, b would have taken the Lease 15 s after each renewal."""
+    clock, fast = Clock(), Clock(skew=dt.timedelta(seconds=45))
+    leader = manager(kube, tmp_path / "a", "a", clock)
+    follower = manager(kube, tmp_path / "b", "b", fast)
+    for second in range(0, 300, 5):
+        clock.now = fast.now = START + dt.timedelta(seconds=second)
+        if second % 30 == 0:
+            leader.sync()
+        follower.sync()
+        assert kube.get("leases", NS, "gpu-admission-certs")["spec"]["holderIdentity"] == "a", second
+
+
+def test_a_replica_on_its_way_out_gives_the_lease_up_and_the_next_takes_it_at_once(kube, tmp_path):
+    clock = Clock()
+    leader, follower = manager(kube, tmp_path / "a", "a", clock), manager(kube, tmp_path / "b", "b", clock)
+    stop = threading.Event()
+    stop.set()  # run() makes its one pass, then stops
+    leader.run(stop)
+    assert kube.get("leases", NS, "gpu-admission-certs")["spec"]["holderIdentity"] == ""
+    follower.sync()
+    assert kube.get("leases", NS, "gpu-admission-certs")["spec"]["holderIdentity"] == "b"
 
 
 def test_a_bundle_emptied_by_a_manifest_reapply_is_injected_again(kube, tmp_path):
@@ -180,7 +215,7 @@ def test_a_whole_rotation_never_serves_a_certificate_outside_a_long_published_bu
 def test_ensure_files_waits_for_the_replica_that_makes_them(kube, tmp_path):
     clock = Clock()
     leader, follower = manager(kube, tmp_path / "a", "a", clock), manager(kube, tmp_path / "b", "b", clock)
-    leader._lead(clock.now)  # a holds the Lease but has not written anything yet
+    leader.lease.try_lead()  # a holds the Lease but has not written anything yet
     waiting = threading.Thread(target=lambda: follower.ensure_files(timeout=10, interval=0.05))
     waiting.start()
     leader.sync()

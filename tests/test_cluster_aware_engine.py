@@ -135,16 +135,16 @@ def test_cluster_policies_come_before_namespaced_ones_whatever_their_priority():
 
 @pytest.mark.parametrize(
     "written, expected",
-    [("", Consistency.LOCAL), ("consistency: strict", Consistency.STRICT)],
-    ids=["default", "strict"],
+    [("", Consistency.STRICT), ("consistency: local", Consistency.LOCAL)],
+    ids=["default", "local"],
 )
-def test_quota_consistency_is_local_unless_strict_is_asked(written, expected):
+def test_quota_consistency_is_strict_unless_local_is_asked(written, expected):
     loaded = load(policy("q", f"quota: {{limits: {{pods: 1}}{', ' + written if written else ''}}}"))
     assert loaded.policies[0].quota.consistency is expected
 
 
 def test_an_unknown_consistency_is_a_lint_error():
-    assert "spec.quota.consistency: must be one of: local, strict" in str(
+    assert "spec.quota.consistency: must be one of: strict, local" in str(
         load(policy("q", "quota: {limits: {pods: 1}, consistency: eventual}")).problems[0]
     )
 

@@ -67,6 +67,10 @@ STRICT_CONFLICTS = Counter(
     "gpu_admission_strict_quota_conflicts_total",
     "Strict quota Lease writes refused because another replica wrote first",
 )
+STRICT_OUT_OF_TIME = Counter(
+    "gpu_admission_strict_quota_out_of_time_total",
+    "Strict quota admissions denied because the Leases stayed contended for the whole time budget",
+)
 
 
 # A labelled child looked up once: labels() validates and locks on every call, a few µs a review.

@@ -18,6 +18,7 @@ from typing import Any
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
 from policies.errors import PolicyProblem
 from webhook import logs
+from webhook.cluster import identity  # noqa: F401  (fixes this replica's name in the master, before the fork)
 from webhook.serving import background
 from webhook.serving.server import WebhookServer
 from webhook.sources.directories import DirectoryWatcher
@@ -40,6 +41,7 @@ class ServerConfig:
     cert_dir: Path = DEFAULT_CERT_DIR
     client_ca: Path | None = None  # clients must present a certificate this CA signed
     threads: int = 32
+    cert_sync_seconds: float = 30.0  # how often certificates, Secrets and caBundle are checked
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ServerConfig:
@@ -55,6 +57,7 @@ class ServerConfig:
             cert_dir=Path(cert).parent,
             client_ca=Path(env["GPU_ADMISSION_CLIENT_CA"]) if env.get("GPU_ADMISSION_CLIENT_CA") else None,
             threads=int(env.get("GPU_ADMISSION_THREADS", "32")),
+            cert_sync_seconds=float(env.get("GPU_ADMISSION_CERT_SYNC_SECONDS", "30")),
         )
 
 
@@ -96,10 +99,16 @@ def _watch_cluster(holder: EngineHolder, store: PolicyStore, namespace: str, all
     _load_kube_config()
     connect(holder.view, store, namespace, all_namespaces=all_namespaces)
 
+    def stopped() -> None:
+        for thread in holder.view.background:
+            thread.stop()
+
+    background.on_exit(stopped)
+
 
 def prepare_certificates(config: ServerConfig) -> None:
     """Certificate files before serving: made in the cluster (self-managed: the Secrets, the Lease,
-    kept renewed by a thread in each worker) or, outside one, dev certificates on first start."""
+    kept renewed by a thread in the worker) or, outside one, dev certificates on first start."""
     if not config.manage_certs:
         if ensure_dev_certificates(config.cert_dir):
             log.info("dev certificates made", extra={"fields": {"ca": str(config.cert_dir / CA_FILE)}})
@@ -114,16 +123,24 @@ def prepare_certificates(config: ServerConfig) -> None:
 
 def _cert_manager(config: ServerConfig) -> Any:
     from certs.manager import CertManager
-    from webhook.cluster.watches import identity
+    from webhook.cluster.identity import REPLICA, api_client
 
-    # Workers of one pod each compete for the Lease: one identity each.
-    me = f"{identity()}/{os.getpid()}"
-    return CertManager(None, config.watch_namespace, config.service, me, config.cert_dir)
+    # One identity for the master's bootstrap and the worker's renewals: the worker keeps the
+    # Lease the bootstrap took, and mends an emptied caBundle at its first pass.
+    return CertManager(api_client(), config.watch_namespace, config.service, REPLICA, config.cert_dir)
 
 
 def _renew_in_background(config: ServerConfig) -> None:
     manager = _cert_manager(config)
-    threading.Thread(target=manager.run, args=(threading.Event(),), name="certificates", daemon=True).start()
+    stop = threading.Event()
+    thread = threading.Thread(target=manager.run, args=(stop, config.cert_sync_seconds), name="certs", daemon=True)
+    thread.start()
+
+    def stopped() -> None:
+        stop.set()
+        thread.join(10)
+
+    background.on_exit(stopped)
 
 
 def serve(config: ServerConfig, bind: str) -> None:

@@ -1,24 +1,22 @@
 """Usage held per (policy, scope), filled from pods already in the cluster.
 
-The offline `validate --cluster-state` fills it from a v1 List of pods; admitted pods are charged
-as they go, so a file of several pods is judged as the API server would admit them, one by one.
+The offline `validate --cluster-state` fills a Ledger from a v1 List of pods; admitted pods are
+charged as they go, so a file of several pods is judged as the API server would admit them, one
+by one. The server's counters (PodCounts) are fed pod by pod by its pod watch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable
 
 from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
-from policies.judge.quota import scope_of
-from policies.judge.usage import EMPTY, Usage, counts_against_quota, gpus_held, pod_usage
+from policies.judge.pod_facts import Charges, PodFacts, charged
+from policies.judge.usage import EMPTY, Usage
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
 from policies.mutate.document import JSON
-from policies.pod import parse_pod
 from policies.quantity import QuantityParser
-from policies.request import RequestInfo
 
 
 class Ledger:
@@ -51,67 +49,78 @@ class Ledger:
         ledger = cls()
         for i, raw in enumerate(pods):
             try:
-                held = held_by(raw, policy_set, parse_quantity, cluster)
+                found = charged(raw, policy_set, parse_quantity, cluster)
             except InputError as error:
                 raise error.in_document(f"cluster state item {i + 1}") from None
-            if held is not None:
-                ledger.charge(held.charges, held.usage)
+            if found is not None:
+                facts, charges = found
+                ledger.charge(charges, facts.usage)
         return ledger
 
 
-Charges = tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Held:
-    """What one existing pod holds: usage under its (policy, scope) budgets, and GPUs on its node."""
-
-    charges: Charges
-    usage: Usage
-    node: str | None
-    gpus: tuple[tuple[str, int], ...]  # GPU resource -> amount the scheduler reserves
-
-
-def held_by(
-    raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, cluster: ClusterState = NO_CLUSTER
-) -> Held | None:
-    """What an existing pod holds; None if it holds no GPU or no longer holds what it had."""
-    view = parse_pod(raw, parse_quantity)
-    if not view.holds_gpu or not counts_against_quota(view):
-        return None
-    request = RequestInfo(namespace=view.namespace)
-    data = request.cel_input(raw)
-    labels = cluster.namespace_labels(view.namespace)
-    matched = policy_set.matching(view.namespace, view.labels, data, labels).policies
-    usage = pod_usage(view, policy_set.catalog)
-    charges = tuple((p.name, scope_of(p.quota, view.namespace)) for p in matched if p.quota)
-    return Held(charges, usage, view.node_name, gpus_held(view))
-
-
 class PodCounts:
-    """Counters fed by pods one at a time: usage per (policy, scope), and each pod's record.
+    """Counters fed by pods one at a time: usage per budget, and each pod's facts.
 
-    Per pod only a reference to an interned Held is kept (pods of one template share one), so
-    the cost grows with the pods' keys, not their objects.
+    Facts are interned (pods of one template share one record), and the pods per record are
+    counted, so a new policy set or namespace labels charge the pods again record by record,
+    not pod by pod.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, charge: Callable[[PodFacts], Charges]) -> None:
         self.ledger = Ledger()
-        self.pods: dict[str, Held] = {}
-        self._interned: dict[tuple[object, ...], Held] = {}
+        self.pods: dict[str, PodFacts] = {}
+        self._charge = charge
+        self._interned: dict[tuple[object, ...], PodFacts] = {}
+        self._population: dict[PodFacts, int] = {}
+        self._charges: dict[PodFacts, Charges] = {}
 
-    def add(self, key: str, held: Held) -> Held:
+    def add(self, key: str, facts: PodFacts) -> PodFacts:
         """Count a pod (forget what was counted for it before first); returns the interned record."""
         self.remove(key)
-        u = held.usage
-        shape = (held.charges, u.gpu_equivalents, tuple(u.slices.items()), u.gpus, u.shared_equivalents)
-        held = self._interned.setdefault((*shape, held.node, held.gpus), held)
-        self.pods[key] = held
-        self.ledger.charge(held.charges, held.usage)
-        return held
+        facts = self._interned.setdefault(facts.shape, facts)
+        self.pods[key] = facts
+        count = self._population.get(facts, 0)
+        if not count:
+            self._charges[facts] = self._charge(facts)
+        self._population[facts] = count + 1
+        self.ledger.charge(self._charges[facts], facts.usage)
+        return facts
 
-    def remove(self, key: str) -> Held | None:
-        held = self.pods.pop(key, None)
-        if held is not None:
-            self.ledger.discharge(held.charges, held.usage)
-        return held
+    def remove(self, key: str) -> PodFacts | None:
+        facts = self.pods.pop(key, None)
+        if facts is None:
+            return None
+        self.ledger.discharge(self._charges[facts], facts.usage)
+        count = self._population[facts] - 1
+        if count:
+            self._population[facts] = count
+        else:  # the last pod of its shape: nothing of it stays
+            del self._population[facts], self._charges[facts], self._interned[facts.shape]
+        return facts
+
+    def charges(self, key: str) -> Charges:
+        facts = self.pods.get(key)
+        return () if facts is None else self._charges[facts]
+
+    @property
+    def shapes(self) -> int:
+        return len(self._population)
+
+    def recharge(self, charge: Callable[[PodFacts], Charges], namespaces: Collection[str] | None = None) -> int:
+        """Charge the pods again with `charge` (kept for pods counted from now on): all of them (a
+        new policy set) or those of `namespaces` (their labels changed). Returns how many pods'
+        budgets changed."""
+        self._charge = charge
+        changed = 0
+        for facts, count in self._population.items():
+            if namespaces is not None and facts.namespace not in namespaces:
+                continue
+            old, new = self._charges[facts], charge(facts)
+            if new == old:
+                continue
+            total = facts.usage.times(count)
+            self.ledger.discharge(old, total)
+            self.ledger.charge(new, total)
+            self._charges[facts] = new
+            changed += count
+        return changed

@@ -156,7 +156,7 @@ class Quota:
     limits: Limits = field(default_factory=Limits)
     per_pod: Limits | None = None
     action: Action = Action.DENY
-    consistency: Consistency = Consistency.LOCAL
+    consistency: Consistency = Consistency.STRICT  # exact across replicas unless a quota opts out
     shared_weight: Fraction = Fraction(1)  # what a share of a device weighs, of the device (0 to 1)
 
 

@@ -108,12 +108,15 @@ class PolicySet:
         labels: Mapping[str, str],
         cel_data: CelInput | None = None,
         namespace_labels: Mapping[str, str] | None = None,
+        holding: frozenset[str] | None = None,
     ) -> MatchResult:
         """Policies that match, in precedence order (cluster before namespaced, priority, name).
 
         `namespace_labels`: the namespace's labels, for namespaceSelector; known or not, the
         `kubernetes.io/metadata.name` label the API server gives every namespace is there.
         A condition that fails to evaluate is reported, not silently treated as a non-match.
+        `holding`: instead of evaluating conditions, the sources of those known to hold (a pod
+        already counted, whose object is no longer kept).
         """
         matched: list[GPUPolicy] = []
         errors: list[tuple[GPUPolicy, str]] = []
@@ -129,13 +132,17 @@ class PolicySet:
                     continue
             condition = policy.match.condition
             if condition is not None:
-                if cel_data is None:
-                    continue
-                try:
-                    if not condition.evaluate_bool(cel_data):
+                if holding is not None:
+                    if condition.source not in holding:
                         continue
-                except CelEvaluationError as error:
-                    errors.append((policy, f"spec.match.condition: {error}"))
+                elif cel_data is None:
                     continue
+                else:
+                    try:
+                        if not condition.evaluate_bool(cel_data):
+                            continue
+                    except CelEvaluationError as error:
+                        errors.append((policy, f"spec.match.condition: {error}"))
+                        continue
             matched.append(policy)
         return MatchResult(tuple(matched), tuple(errors))

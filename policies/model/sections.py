@@ -207,7 +207,7 @@ class SectionReader(FieldReader):
             per_pod=self.limits(fields["perPod"], f"{path}.perPod", models) if "perPod" in fields else None,
             action=action,
             consistency=self.choice(
-                fields.get("consistency"), f"{path}.consistency", Consistency, Consistency.LOCAL, "local, strict"
+                fields.get("consistency"), f"{path}.consistency", Consistency, Consistency.STRICT, "strict, local"
             ),
             shared_weight=self.shared_weight(fields.get("sharedWeight"), f"{path}.sharedWeight"),
         )

@@ -17,8 +17,10 @@ class ClusterView:
     def __init__(self, policy_set: Callable[[], PolicySet | None]) -> None:
         self.namespaces = NamespaceCache()
         self.quotas = GpuQuotaCache()
-        self.usage = PodUsageTracker(policy_set, cluster=lambda: self)
+        self.usage = PodUsageTracker(policy_set, namespace_labels=self.namespaces.known)
+        self.namespaces.on_labels_changed(self.usage.recharge_namespaces)
         self.watches: list[Any] = []  # webhook.cluster.listwatch.ListWatch, one per resource watched
+        self.background: list[Any] = []  # other threads with a stop() (leadership)
         self._policy_set_listeners: list[Callable[[], None]] = []
 
     # -- policies.cluster.ClusterState ------------------------------------------------------------

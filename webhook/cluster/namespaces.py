@@ -29,6 +29,15 @@ class NamespaceCache:
         self._labels: dict[str, dict[str, str]] = {}
         self._fetch = fetch
         self._lock = threading.Lock()
+        self._listeners: list[Callable[[set[str]], None]] = []
+
+    def on_labels_changed(self, listener: Callable[[set[str]], None]) -> None:
+        """`listener` gets the names of namespaces whose labels the watch showed changed."""
+        self._listeners.append(listener)
+
+    def known(self, namespace: str) -> Mapping[str, str] | None:
+        """The labels the watch has shown, never read from the API server."""
+        return self._labels.get(namespace)
 
     def set_fetch(self, fetch: Callable[[str], dict[str, Any] | None]) -> None:
         self._fetch = fetch
@@ -46,21 +55,34 @@ class NamespaceCache:
             return None
         name, labels = namespace_labels(fetched)
         with self._lock:
-            self._labels.setdefault(name, labels)
+            new = name not in self._labels
+            labels = self._labels.setdefault(name, labels)
+        if new:
+            self._changed({name})
         return labels
 
     def observe(self, kind: str, namespace: dict[str, Any]) -> None:
         name, labels = namespace_labels(namespace)
         with self._lock:
+            before = self._labels.get(name)
             if kind == "DELETED":
                 self._labels.pop(name, None)
             else:
                 self._labels[name] = labels
+        if before != (None if kind == "DELETED" else labels):
+            self._changed({name})
 
     def replace_all(self, namespaces: Iterable[dict[str, Any]]) -> None:
         fresh = dict(namespace_labels(ns) for ns in namespaces)
         with self._lock:
-            self._labels = fresh
+            before, self._labels = self._labels, fresh
+        changed = {name for name in before.keys() | fresh.keys() if before.get(name) != fresh.get(name)}
+        if changed:
+            self._changed(changed)
+
+    def _changed(self, names: set[str]) -> None:
+        for listener in self._listeners:
+            listener(names)
 
 
 class GpuQuotaCache:

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Container
 from dataclasses import dataclass
 
-from policies.judge.ledger import Charges
+from policies.judge.pod_facts import Charges
 from policies.judge.usage import EMPTY, Usage
 
 

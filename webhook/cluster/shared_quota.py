@@ -8,17 +8,23 @@ API server answers 409 Conflict, the Lease is read again and the pod judged agai
 never overshoot together. Entries stay until they expire (a replica whose watch lags still
 counts them), and each replica skips the ones whose pods its own watch already counts.
 
+Within a replica, admissions under one Lease take turns (`turn`): they would only conflict with
+each other. An entry expires `ttl` after *this* replica first read it, on its own monotonic
+clock: the `expires` written in it is for people, since comparing another replica's clock with
+ours would let a fast clock drop reservations that are still live.
+
 The cost: one write to the API server per admission under a strict quota (and a read after each
-conflict), against none on the default local path.
+conflict), against none on the `local` path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -80,34 +86,62 @@ class SharedReservations:
         identity: str,
         ttl: float = 30.0,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api  # a CoordinationV1Api
         self.namespace = namespace
         self.identity = identity
         self.ttl = ttl
-        self.clock = clock
+        self.clock = clock  # only for the `expires` people read in an entry
+        self.monotonic = monotonic
         self.conflicts = 0
         self._states: dict[Key, LeaseState] = {}
+        self._first_seen: dict[Key, dict[tuple[str, float], float]] = {}  # (pod, expires) -> when we read it
+        self._turns: dict[Key, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def pending(self, key: Key, seen: Callable[[str], bool]) -> Usage:
         """Reservations in the Lease (as last read) that have not expired and that this
         replica's watch has not yet shown as pods."""
-        now = self.clock()
+        now = self.monotonic()
         total = EMPTY
         for entry in self._state(key).entries:
-            if entry.expires > now and not seen(entry.key):
+            if self._alive(key, entry, now) and not seen(entry.key):
                 total = total + entry.usage
         return total
+
+    @contextlib.contextmanager
+    def turn(self, keys: tuple[Key, ...], timeout: float) -> Iterator[bool]:
+        """This replica's turn at the Leases of `keys` (taken in one order: no deadlock); yields
+        False if it did not come within `timeout` seconds."""
+        with self._lock:
+            locks = [self._turns.setdefault(key, threading.Lock()) for key in sorted(set(keys))]
+        deadline = self.monotonic() + timeout
+        taken: list[threading.Lock] = []
+        try:
+            for lock in locks:
+                if not lock.acquire(timeout=max(0.0, deadline - self.monotonic())):
+                    yield False
+                    return
+                taken.append(lock)
+            yield True
+        finally:
+            for lock in reversed(taken):
+                lock.release()
+
+    def _alive(self, key: Key, entry: Entry, now: float) -> bool:
+        with self._lock:
+            first = self._first_seen.setdefault(key, {}).setdefault((entry.key, entry.expires), now)
+        return now < first + self.ttl
 
     def reserve(self, keys: tuple[Key, ...], pod: PodRef, usage: Usage) -> bool:
         """Add the pod's reservation to every Lease; False if one moved since it was read (it is
         read again: judge the pod again and retry)."""
         for key in keys:
             state = self._state(key)
-            now = self.clock()
-            entries = [e for e in state.entries if e.expires > now and e.key != pod.key]
-            entries.append(Entry(pod.key, now + self.ttl, usage))
+            now = self.monotonic()
+            entries = [e for e in state.entries if self._alive(key, e, now) and e.key != pod.key]
+            entries.append(Entry(pod.key, round(self.clock() + self.ttl, 3), usage))
             try:
                 written = self._write(key, state.version, entries)
             except ApiException as error:
@@ -152,6 +186,9 @@ class SharedReservations:
     def _remember(self, key: Key, state: LeaseState) -> None:
         with self._lock:
             self._states[key] = state
+            # Each entry's clock starts when it is first read; entries gone from the Lease are forgotten.
+            now, before = self.monotonic(), self._first_seen.get(key, {})
+            self._first_seen[key] = {(e.key, e.expires): before.get((e.key, e.expires), now) for e in state.entries}
 
     def _read(self, key: Key) -> LeaseState:
         try:

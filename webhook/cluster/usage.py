@@ -7,7 +7,9 @@ allows. Quotas with `consistency: strict` also hold their reservations in a Leas
 every replica (webhook.cluster.shared_quota), written by compare-and-swap.
 
 Only counters are kept, never pod objects: per pod, a reference to an interned record of what it
-holds, so 100,000 pods of a few dozen shapes cost little more than their keys.
+holds and what charging reads of it (policies.judge.pod_facts), so 100,000 pods of a few dozen
+shapes cost little more than their keys, and a new policy set is charged from those records
+(`recharge`) without listing the pods again unless it matches on something they do not keep.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
 from policies.gpu.capacity import CapacityLedger, node_gpus, node_uses
 from policies.gpu.catalog import CATALOG
-from policies.judge.ledger import Charges, Held, PodCounts, held_by
+from policies.judge.ledger import PodCounts
+from policies.judge.pod_facts import Charges, Needs, PodFacts, charges_of, facts_of, needs_of
 from policies.judge.usage import Usage
 from policies.judge.validation import Decision
 from policies.judge.verdict import Verdict
@@ -31,9 +33,11 @@ from policies.model.policyset import PolicySet
 from policies.quantity import parse_quantity
 from webhook.cluster.reservations import PodRef, Reservation, Reservations
 from webhook.cluster.shared_quota import LedgerUnavailable, SharedReservations
-from webhook.metrics import TRACKED_PODS
+from webhook.metrics import STRICT_OUT_OF_TIME, TRACKED_PODS
 
-STRICT_ATTEMPTS = 8
+# What a strict admission may spend on its Leases (turns, writes, re-reads after conflicts):
+# well inside the webhook's 3 s timeoutSeconds, so it ends in a clear denial, never a timeout.
+STRICT_BUDGET = 1.5
 log = logging.getLogger("gpu_admission.usage")
 
 
@@ -43,18 +47,20 @@ class PodUsageTracker:
         policy_set: Callable[[], PolicySet | None],
         clock: Callable[[], float] = time.monotonic,
         ttl: float = 30.0,
-        cluster: Callable[[], ClusterState] = lambda: NO_CLUSTER,
+        namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda namespace: None,
         shared: SharedReservations | None = None,
     ) -> None:
         self._policy_set = policy_set
-        self._cluster = cluster
+        self._namespace_labels = namespace_labels  # as the namespace watch has shown them
         self._clock = clock
         self.ttl = ttl
         self.confirm_after = 5.0  # seconds without the watch showing a pod before asking for it
+        self.strict_budget = STRICT_BUDGET
         self.shared = shared
         self.capacity = CapacityLedger(CATALOG)
         self._lock = threading.RLock()
-        self._counts = PodCounts()
+        self._needs = Needs()  # what the kept facts were made for
+        self._counts = PodCounts(self._charge)
         self._reservations = Reservations()
         self._gone: dict[str, float] = {}  # uids of pods deleted lately: their shared reservations are spent
 
@@ -78,13 +84,19 @@ class PodUsageTracker:
     def tracked_pods(self) -> int:
         return len(self._counts.pods)
 
+    @property
+    def shapes(self) -> int:
+        """Distinct records the tracked pods share."""
+        return self._counts.shapes
+
     def _seen(self, uid: str) -> bool:
         """Whether this replica's watch has shown the pod: counted now, or deleted lately."""
         return uid in self._counts.pods or uid in self._gone
 
     # -- admission -----------------------------------------------------------------------------
     def admit(self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool) -> Decision:
-        """Decide and, if allowed for real, reserve, as one step (retried while a strict Lease moves).
+        """Decide and, if allowed for real, reserve, as one step (retried while a strict Lease
+        moves, within the strict time budget).
 
         A strict quota whose Lease cannot be read or written denies: it cannot be judged.
         """
@@ -96,25 +108,58 @@ class PodUsageTracker:
             return _denied(Decision(False), f"strict quota ledger unreachable, denied to be safe: {error}")
 
     def _admit(self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool) -> Decision:
-        decision = Decision(True)
-        for _ in range(STRICT_ATTEMPTS):
-            with self._lock:
-                self._expire()
-                decision = decide()
-                if dry_run or not decision.allowed or decision.usage.empty or not decision.charges:
-                    return decision
-                strict = self._strict_charges(decision.charges)
-                local = tuple(c for c in decision.charges if c not in strict)
-                now = self._clock()
-                self._reservations.add(Reservation(pod, local, decision.usage, now + self.ttl, now, strict))
-                if not strict:
-                    return decision
-            assert self.shared is not None
-            if self.shared.reserve(strict, pod, decision.usage):
+        deadline = self._clock() + self.strict_budget
+        attempts = 0
+        while True:
+            decision, strict = self._reserve(decide, pod, dry_run)
+            if not strict:
                 return decision
-            with self._lock:
-                self._reservations.release(pod.key)
-        return _denied(decision, f"strict quota ledger kept changing under {STRICT_ATTEMPTS} attempts; try again")
+            assert self.shared is not None
+            self._release(pod)  # judged again in this replica's turn at the Leases
+            with self.shared.turn(strict, deadline - self._clock()) as ours:
+                if not ours:
+                    return self._out_of_time(decision, attempts)
+                while True:
+                    decision, in_turn = self._reserve(decide, pod, dry_run)
+                    if not in_turn:
+                        return decision
+                    if not set(in_turn) <= set(strict):  # a new policy set meanwhile: other Leases
+                        self._release(pod)
+                        break
+                    attempts += 1
+                    if self.shared.reserve(in_turn, pod, decision.usage):
+                        return decision
+                    self._release(pod)  # another replica wrote first: read again, judge again
+                    if self._clock() >= deadline:
+                        return self._out_of_time(decision, attempts)
+            if self._clock() >= deadline:
+                return self._out_of_time(decision, attempts)
+
+    def _reserve(self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool) -> tuple[Decision, Charges]:
+        """Decide and, if allowed for real, hold the pod's usage; returns the strict quotas among
+        its charges (their reservation is not made until written to their Leases)."""
+        with self._lock:
+            self._expire()
+            decision = decide()
+            if dry_run or not decision.allowed or decision.usage.empty or not decision.charges:
+                return decision, ()
+            strict = self._strict_charges(decision.charges)
+            local = tuple(c for c in decision.charges if c not in strict)
+            now = self._clock()
+            self._reservations.add(Reservation(pod, local, decision.usage, now + self.ttl, now, strict))
+            return decision, strict
+
+    def _release(self, pod: PodRef) -> None:
+        with self._lock:
+            self._reservations.release(pod.key)
+
+    def _out_of_time(self, decision: Decision, attempts: int) -> Decision:
+        STRICT_OUT_OF_TIME.inc()
+        message = (
+            f"strict quota ledger contended for {self.strict_budget:g} s ({attempts} write attempts), "
+            "denied rather than time out; try again"
+        )
+        return _denied(decision, message)
 
     # -- forged reviews ------------------------------------------------------------------------------
     def sweep_forged(self, exists: Callable[[PodRef], bool | None], limit: int = 20) -> int:
@@ -162,15 +207,15 @@ class PodUsageTracker:
         namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
         uid = str(metadata.get("uid") or "")
         key = _pod_key(metadata)
-        held = None if kind == "DELETED" else self._held(raw)
+        facts = None if kind == "DELETED" else self._facts(raw, self._needs)
         with self._lock:
             old = self._counts.remove(key)
             if old is not None and old.node is not None:
                 self.capacity.use(old.node, old.gpus, -1)
-            if held is not None:
-                held = self._counts.add(key, held)
-                if held.node is not None:
-                    self.capacity.use(held.node, held.gpus)
+            if facts is not None:
+                facts = self._counts.add(key, facts)
+                if facts.node is not None:
+                    self.capacity.use(facts.node, facts.gpus)
             if kind == "DELETED":
                 if uid:
                     self._gone[uid] = self._clock() + self.ttl
@@ -181,17 +226,45 @@ class PodUsageTracker:
     def replace_all(self, pods: Iterable[dict[str, Any]]) -> None:
         """A full relist: counters rebuilt from the pods as they are now (off the lock, so
         admissions go on meanwhile), then swapped in; listed pods claim their reservations."""
-        counts = PodCounts()
+        policy_set = self._policy_set()
+        needs = needs_of(policy_set) if policy_set is not None else Needs()
+        counts = PodCounts(self._charge)
         for raw in pods:
-            held = self._held(raw)
-            if held is not None:
-                counts.add(_pod_key(raw.get("metadata") or {}), held)
-        uses = node_uses((held.node, held.gpus) for held in counts.pods.values())
+            facts = self._facts(raw, needs)
+            if facts is not None:
+                counts.add(_pod_key(raw.get("metadata") or {}), facts)
+        uses = node_uses((facts.node, facts.gpus) for facts in counts.pods.values())
         with self._lock:
-            self._counts = counts
+            self._counts, self._needs = counts, needs
+            counts.recharge(self._charge)  # a policy set swapped in meanwhile: charged by it
             self.capacity.replace_uses(uses)
             self._reservations.release_seen(counts.pods)
         TRACKED_PODS.set(len(counts.pods))
+
+    def recharge(self) -> bool:
+        """Charge the counted pods by the policy set now in force, from what is kept of them.
+        False when the set matches on pod labels or conditions the kept facts lack: the pods
+        must be listed again (replace_all)."""
+        policy_set = self._policy_set()
+        if policy_set is None:
+            return True
+        with self._lock:
+            if not self._needs.covers(needs_of(policy_set)):
+                return False
+            moved = self._counts.recharge(self._charge)
+            shapes = self._counts.shapes
+        log.info("pods charged by the new policy set", extra={"fields": {"moved": moved, "shapes": shapes}})
+        return True
+
+    def recharge_namespaces(self, namespaces: Iterable[str]) -> None:
+        """The labels of `namespaces` changed: their pods may match other namespaceSelectors."""
+        with self._lock:
+            self._counts.recharge(self._charge, frozenset(namespaces))
+
+    def charges_of(self, key: str) -> Charges:
+        """The budgets the counted pod `key` (its uid) is charged to now."""
+        with self._lock:
+            return self._counts.charges(key)
 
     # -- node events: GPU capacity ------------------------------------------------------------
     def observe_node(self, kind: str, raw: dict[str, Any]) -> None:
@@ -211,19 +284,25 @@ class PodUsageTracker:
                 self.capacity.set_node(name, product, allocatable)
             self.capacity.mark_synced()
 
-    def _held(self, raw: dict[str, Any]) -> Held | None:
+    def _facts(self, raw: dict[str, Any], needs: Needs) -> PodFacts | None:
         """What a watched pod holds. One this engine cannot read is left out and logged: raised,
         it would end every relist at that pod and keep the pod watch from ever syncing."""
-        policy_set = self._policy_set()
-        if policy_set is None:
-            return None
         try:
-            return held_by(raw, policy_set, parse_quantity, self._cluster())
+            return facts_of(raw, needs, parse_quantity)
         except InputError as error:
             metadata = raw.get("metadata") or {}
             where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
             log.warning("pod left out of quota counts", extra={"fields": {"pod": where, "error": str(error)}})
             return None
+
+    def _charge(self, facts: PodFacts) -> Charges:
+        """Budgets by the policy set in force and the namespace labels the watch has shown: never
+        read from the API server here (this runs under the lock); a namespace whose labels
+        arrive later has its pods charged again then (recharge_namespaces)."""
+        policy_set = self._policy_set()
+        if policy_set is None:
+            return ()
+        return charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
 
 
 def _pod_key(metadata: dict[str, Any]) -> str:

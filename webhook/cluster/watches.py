@@ -5,15 +5,15 @@ replica's view; strict quotas' shared Leases; status Events and annotations on p
 With the API server unreachable the webhook keeps serving what it has.
 
 `/readyz` turns ready once the policy set is loaded and every watch has listed once. Pods are
-listed only once policies and namespaces are, and a new policy set relists them, so the
-counters are always charged by the policies in force.
+listed only once policies and namespaces are; a new policy set charges them again from what the
+counters keep, and lists them again only if it matches on what they do not keep (a pod label
+no quota policy selected on before, a new CEL condition), so the counters are always charged
+by the policies in force.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +23,10 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from certs.lease import LeaseLock
+from webhook.cluster.identity import REPLICA
+from webhook.cluster.identity import api_client as identity_api_client
+from webhook.cluster.leadership import Leadership
 from webhook.cluster.listwatch import ListWatch
 from webhook.cluster.live import ClusterView
 from webhook.cluster.policy_status import PolicyStatusReporter
@@ -33,12 +37,9 @@ from webhook.sources.configmaps import POLICY_LABEL, policy_owner, texts_of
 from webhook.sources.store import PolicyStore
 
 NAMESPACE_TIMEOUT = 2.0
+STATUS_LEASE = "gpu-admission-status"  # who reports policy status on ConfigMaps
+STATUS_LEASE_SECONDS = 30.0
 log = logging.getLogger("gpu_admission.watches")
-
-
-def identity() -> str:
-    """This replica's name in Events and Leases: the pod name where the Deployment gives it."""
-    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def connect(
@@ -47,13 +48,20 @@ def connect(
     namespace: str,
     api_client: client.ApiClient | None = None,
     all_namespaces: bool = False,
+    identity: str = REPLICA,
     **options: Any,
 ) -> list[ListWatch]:
-    """Start every watch; returns them (tests stop them). `namespace` is the webhook's own."""
+    """Start every watch; returns them (tests stop them, and view.background). `namespace` is
+    the webhook's own."""
+    api_client = api_client or identity_api_client()
     core = client.CoreV1Api(api_client)
-    me = identity()
-    view.usage.shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, me)
-    store.listeners.append(PolicyStatusReporter(core, me))
+    view.usage.shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, identity)
+    status_lease = LeaseLock(api_client, namespace, STATUS_LEASE, identity, STATUS_LEASE_SECONDS)
+    reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)
+    store.listeners.append(reporter)
+    leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=reporter.reconcile)
+    view.background.append(leadership)
+    leadership.start()
     view.namespaces.set_fetch(lambda name: _read_namespace(core, name))
     usage, namespaces, quotas = view.usage, view.namespaces, view.quotas
     watches = [
@@ -71,7 +79,12 @@ def connect(
         ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
     ]
     configmaps, namespaces_watch, pods = watches[0], watches[1], watches[-1]
-    view.on_policy_set(pods.relist)
+
+    def recharge_or_relist() -> None:
+        if not usage.recharge():
+            pods.relist()
+
+    view.on_policy_set(recharge_or_relist)
     view.watches.extend(watches)
     for watch in watches[:-1]:
         watch.start()

@@ -83,6 +83,12 @@ def post_fork(server: Any, worker: Any) -> None:
     background.start_all()
 
 
+def worker_exit(server: Any, worker: Any) -> None:
+    from webhook.serving import background
+
+    background.stop_all()
+
+
 def child_exit(server: Any, worker: Any) -> None:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess

@@ -1,0 +1,117 @@
+"""What an existing pod holds, kept apart from which budgets it is charged to.
+
+A pod's usage, node and GPUs do not depend on the policies; which (policy, scope) budgets it is
+charged to does. The server keeps per pod only what charging needs (PodFacts): its namespace,
+the labels that quota policies' podSelectors name, and which of their CEL conditions hold for
+it. A new policy set is then charged from the facts already kept, without listing the pods
+again, as long as it needs nothing more (Needs.covers); one that selects on another label or
+adds a condition needs the pods once more.
+
+Facts of pods made from one template are equal; the server interns them, so 100,000 pods of a
+few dozen shapes cost a reference each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from policies.cluster import NO_CLUSTER, ClusterState
+from policies.gpu.catalog import CATALOG
+from policies.judge.quota import scope_of
+from policies.judge.usage import Usage, counts_against_quota, gpus_held, pod_usage
+from policies.model.cel import CelEvaluationError, CelInput, CompiledExpression
+from policies.model.policyset import PolicySet
+from policies.mutate.document import JSON
+from policies.pod import parse_pod
+from policies.quantity import QuantityParser
+from policies.request import RequestInfo
+
+Charges = tuple[tuple[str, str], ...]  # (policy, scope) budgets a pod is charged to
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What charging pods under a policy set reads of them beyond their usage."""
+
+    label_keys: frozenset[str] = frozenset()
+    conditions: Mapping[str, CompiledExpression] = field(default_factory=dict)  # by source text
+
+    def covers(self, other: Needs) -> bool:
+        """Whether facts kept for these needs can be charged under `other`'s policies."""
+        return other.label_keys <= self.label_keys and other.conditions.keys() <= self.conditions.keys()
+
+
+def needs_of(policy_set: PolicySet) -> Needs:
+    """The pod labels and CEL conditions the set's quota policies match on."""
+    return policy_set.cached("pod facts needs", lambda: _needs_of(policy_set))
+
+
+def _needs_of(policy_set: PolicySet) -> Needs:
+    keys: set[str] = set()
+    conditions: dict[str, CompiledExpression] = {}
+    for policy in policy_set.policies:
+        if policy.quota is None:
+            continue
+        if policy.match.pod_selector is not None:
+            keys.update(requirement.key for requirement in policy.match.pod_selector.requirements)
+        if policy.match.condition is not None:
+            conditions[policy.match.condition.source] = policy.match.condition
+    return Needs(frozenset(keys), conditions)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PodFacts:
+    """One pod as charging sees it: compared by identity once interned (see `shape`)."""
+
+    namespace: str
+    labels: tuple[tuple[str, str], ...]  # only the keys the needs name, sorted
+    holding: frozenset[str]  # sources of the needed conditions that hold for the pod
+    usage: Usage
+    node: str | None
+    gpus: tuple[tuple[str, int], ...]  # GPU resource -> amount the scheduler reserves
+
+    @property
+    def shape(self) -> tuple[object, ...]:
+        """Equal for pods that charging cannot tell apart: the key facts are interned by."""
+        u = self.usage
+        usage = (u.gpu_equivalents, tuple(sorted(u.slices.items())), u.gpus, u.shared_equivalents)
+        return (self.namespace, self.labels, self.holding, usage, self.node, self.gpus)
+
+
+def facts_of(raw: JSON, needs: Needs, parse_quantity: QuantityParser) -> PodFacts | None:
+    """The facts of an existing pod; None if it holds no GPU or no longer holds what it had.
+
+    A condition that fails to evaluate does not hold (as in matching, where it is no match)."""
+    view = parse_pod(raw, parse_quantity)
+    if not view.holds_gpu or not counts_against_quota(view):
+        return None
+    labels = tuple(sorted((key, view.labels[key]) for key in needs.label_keys if key in view.labels))
+    holding: frozenset[str] = frozenset()
+    if needs.conditions:
+        data = RequestInfo(namespace=view.namespace).cel_input(raw)
+        holding = frozenset(source for source, condition in needs.conditions.items() if _holds(condition, data))
+    return PodFacts(view.namespace, labels, holding, pod_usage(view, CATALOG), view.node_name, gpus_held(view))
+
+
+def charges_of(facts: PodFacts, policy_set: PolicySet, namespace_labels: Mapping[str, str] | None) -> Charges:
+    """The budgets a pod with these facts is charged to under `policy_set`."""
+    matched = policy_set.matching(facts.namespace, dict(facts.labels), None, namespace_labels, facts.holding).policies
+    return tuple((p.name, scope_of(p.quota, facts.namespace)) for p in matched if p.quota)
+
+
+def charged(
+    raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, cluster: ClusterState = NO_CLUSTER
+) -> tuple[PodFacts, Charges] | None:
+    """An existing pod's facts and charges under `policy_set`, in one go (the offline ledger)."""
+    facts = facts_of(raw, needs_of(policy_set), parse_quantity)
+    if facts is None:
+        return None
+    return facts, charges_of(facts, policy_set, cluster.namespace_labels(facts.namespace))
+
+
+def _holds(condition: CompiledExpression, data: CelInput) -> bool:
+    try:
+        return condition.evaluate_bool(data)
+    except CelEvaluationError:
+        return False

@@ -1,0 +1,25 @@
+"""This replica's name: the holder of its Leases, the reporting instance of its Events, and the
+User-Agent of every request it makes (so the API server's audit log tells replicas apart).
+
+Fixed when this module is first imported. `gpu-admission serve` and the container's gunicorn
+import it in the master before the worker is forked, so the master (which bootstraps the
+certificates) and the worker (which keeps them renewed) are one identity: the worker renews
+the Lease the bootstrap took instead of waiting out its duration.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from kubernetes import client
+
+REPLICA = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+VERSION = "0.1.0"
+
+
+def api_client(configuration: client.Configuration | None = None) -> client.ApiClient:
+    """A client whose requests say who sends them."""
+    api = client.ApiClient(configuration)
+    api.user_agent = f"gpu-admission/{VERSION} ({REPLICA})"
+    return api
