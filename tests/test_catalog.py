@@ -1,46 +1,158 @@
-"""The GPU catalog agrees with shared/reference/mig-profiles.md."""
+"""The GPU catalog agrees with NVIDIA's facts (tests/reference/mig-profiles.json, the shared
+reference): every model and profile, every product label as GPU Feature Discovery writes it
+(`+` as `.`, `-SHARED`, `-MIG-INVALID`, pre-R470 names), real memory, and every one of the GPU
+Operator's 81 default mig-parted layouts understood."""
 
+from __future__ import annotations
+
+import json
+import math
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
 from policies.gpu.catalog import CATALOG, CatalogError
+from policies.gpu.models import ESTIMATED_SHARE, GpuModel, label_name
 
-REFERENCE = {
-    "A30-24GB": (4, ["1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb"]),
-    "A100-40GB": (7, ["1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"]),
-    "A100-80GB": (7, ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]),
-    "H100-80GB": (7, ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]),
-    "H100-94GB": (7, ["1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"]),
-    "H200-141GB": (7, ["1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"]),
-    "GH200-96GB": (7, ["1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"]),
-    "GH200-144GB": (7, ["1g.18gb", "1g.18gb+me", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb"]),
-    "B200-180GB": (7, ["1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"]),
-    "GB200-186GB": (7, ["1g.23gb", "1g.23gb+me", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb"]),
-    "B300-288GB": (7, ["1g.34gb", "1g.34gb+me", "1g.67gb", "2g.67gb", "3g.135gb", "4g.135gb", "7g.269gb"]),
-}
-STANDARD_COUNTS = [7, 1, 4, 3, 2, 1, 1]
+REFERENCE = json.loads((Path(__file__).parent / "reference" / "mig-profiles.json").read_text())
+MODELS = REFERENCE["models"]
+LAYOUTS = REFERENCE["default_mig_parted_config"]
+GB200_EARLY = {"1g.24gb", "1g.24gb+me", "3g.95gb", "4g.95gb", "7g.189gb"}
 
 
-@pytest.mark.parametrize("key", sorted(REFERENCE))
-def test_every_reference_model_has_exactly_its_profiles_and_slices(key):
-    slices, names = REFERENCE[key]
-    model = CATALOG.model(key)
-    assert model.slices == slices
-    assert [p.name for p in model.profiles] == names
+def catalog_model(reference_key: str) -> GpuModel:
+    """The catalog's model for a reference entry: the one its product labels name."""
+    found = {CATALOG.from_product_label(label)[0] for label in MODELS[reference_key]["product_labels"]}
+    assert len(found) == 1, f"{reference_key}: its labels name {[m.key for m in found]}"
+    return found.pop()
 
 
-@pytest.mark.parametrize("key", [k for k, (s, _) in REFERENCE.items() if s == 7])
-def test_seven_slice_models_use_the_standard_instance_counts(key):
-    assert [p.max_count for p in CATALOG.model(key).profiles] == STANDARD_COUNTS
+@pytest.mark.parametrize("key", sorted(MODELS))
+def test_every_reference_model_is_one_catalog_model_with_exactly_its_profiles(key):
+    reference, model = MODELS[key], catalog_model(key)
+    assert model.slices == reference["max_instances"]
+    current = [(p.name, p.g, p.memory_gb, p.max_count) for p in model.profiles if not p.legacy]
+    assert current == [(p["name"], p["g"], p["mem_gb"], p["max_count"]) for p in reference["profiles"]]
 
 
-def test_rtx_pro_6000_has_four_slices_and_its_variants():
-    model = CATALOG.model("RTX-PRO-6000-96GB")
-    assert model.slices == 4
-    assert {"1g.24gb", "1g.24gb+me", "2g.48gb", "4g.96gb", "1g.24gb+gfx", "1g.24gb-me"} <= {
-        p.name for p in model.profiles
+def test_early_gb200_profile_names_are_recognised_as_legacy_and_only_there():
+    legacy = {(m.key, p.name) for m in CATALOG.models for p in m.profiles if p.legacy}
+    assert legacy == {("GB200-186GB", name) for name in GB200_EARLY}
+
+
+@pytest.mark.parametrize("key", sorted(MODELS))
+def test_every_product_label_gfd_writes_names_its_model_and_split(key):
+    reference, model = MODELS[key], catalog_model(key)
+    for label in reference["product_labels"]:
+        assert CATALOG.node_kind(label).model is model
+        assert CATALOG.node_kind(f"{label}-SHARED").shared  # time-sliced or MPS
+        assert CATALOG.node_kind(label.removeprefix("NVIDIA-")).model is model  # drivers before R470
+        invalid = CATALOG.node_kind(f"{label}-MIG-INVALID")
+        assert invalid.invalid and CATALOG.from_product_label(f"{label}-MIG-INVALID") is None
+        for profile in reference["profiles"]:
+            single = f"{label}-MIG-{label_name(profile['name'])}"
+            assert "+" not in single  # GFD writes '+' as '.': a '+' is no valid label character
+            assert CATALOG.from_product_label(single) == (model, model.profile(profile["name"]))
+            assert CATALOG.node_kind(f"{single}-SHARED").profile is model.profile(profile["name"])
+    for example in reference["product_labels_mig_single_example"]:
+        assert CATALOG.from_product_label(example)[0] is model
+
+
+def _observed(profile: dict) -> int | None:
+    if "gi_mem_mib" in profile:
+        return profile["gi_mem_mib"]
+    if "observed_nvidia_smi_lgip" in profile:
+        return math.floor(profile["observed_nvidia_smi_lgip"]["GiB"] * 1024)
+    return None
+
+
+@pytest.mark.parametrize("key", sorted(MODELS))
+def test_real_memory_is_nvidias_figure_where_known_and_never_more_than_the_name(key):
+    reference, model = MODELS[key], catalog_model(key)
+    labelled = {
+        k.split("nvidia.com/mig-")[1].removesuffix(".memory"): int(v)
+        for k, v in reference.get("gfd_label_example", {}).items()
+        if k.endswith(".memory")
     }
+    for entry in reference["profiles"]:
+        profile = model.profile(entry["name"])
+        mib, source = profile.real_memory_mib()
+        expected = _observed(entry) or labelled.get(label_name(entry["name"]))
+        if expected is not None:
+            assert (mib, source) == (expected, "observed"), entry["name"]
+        assert mib <= entry["mem_gb"] * 1024  # the name rounds up
+
+
+def test_an_estimate_is_below_every_real_to_named_ratio_observed_on_its_model_or_anywhere():
+    ratios = [
+        Fraction(_observed(p), p["mem_gb"] * 1024)
+        for m in MODELS.values()
+        for p in m["profiles"]
+        if _observed(p) is not None
+    ]
+    assert ratios and min(ratios) > ESTIMATED_SHARE
+    for model in CATALOG.models:
+        observed = [Fraction(p.observed_mib, p.memory_gb * 1024) for p in model.profiles if p.observed_mib]
+        for profile in model.profiles:
+            mib, source = profile.real_memory_mib()
+            if source == "estimated":
+                assert Fraction(mib, profile.memory_gb * 1024) <= min(observed, default=ESTIMATED_SHARE)
+
+
+def test_an_h100_1g_10gb_holds_9984_mib_as_its_node_labels_say():
+    assert CATALOG.model("H100-80GB").profile("1g.10gb").real_memory_mib() == (9984, "observed")
+
+
+def _pci(raw: str) -> str:
+    return raw[:10].upper()
+
+
+PCI = {_pci(raw): key for key, m in MODELS.items() for raw in m.get("pci_device_ids", [])}
+
+
+def _serving(entry: dict) -> list[GpuModel]:
+    """Catalog models an entry of a layout applies to: its device-filter's, else every model
+    that has all its profiles within their counts."""
+    if "device-filter" in entry:
+        wanted = entry["device-filter"]
+        wanted = [wanted] if isinstance(wanted, str) else wanted
+        return [catalog_model(PCI[_pci(raw)]) for raw in wanted if _pci(raw) in PCI]
+    devices = entry.get("mig-devices") or {}
+    return [
+        m
+        for m in CATALOG.models
+        if all(m.profile(name) is not None and count <= m.profile(name).max_count for name, count in devices.items())
+    ]
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_every_gpu_operator_default_layout_is_understood(layout):
+    """Each entry applies to some model; that model fits it (counts, compute slices); its mixed
+    resources name its profiles; a one-profile layout under the single strategy gives a product
+    label naming that split, a mixed one `-MIG-INVALID` (nothing steered there); disabled MIG
+    leaves whole GPUs."""
+    assert len(LAYOUTS) == 81
+    for entry in LAYOUTS[layout]:
+        devices = entry.get("mig-devices") or {}
+        models = _serving(entry)
+        assert models, f"{layout}: no catalog model serves {entry}"
+        for model in models:
+            label = model.product_labels[0]
+            if not entry["mig-enabled"] or not devices:
+                assert CATALOG.from_product_label(label) == (model, None)
+                continue
+            used = sum(model.profile(name).g * count for name, count in devices.items())
+            assert used <= model.slices, f"{layout} on {model.key}"
+            for name, count in devices.items():
+                profile = model.profile(name)
+                assert count <= profile.max_count
+                assert CATALOG.profile_for_resource(profile.resource) == name
+            if len(devices) == 1:
+                (name,) = devices
+                assert CATALOG.from_product_label(f"{label}-MIG-{label_name(name)}") == (model, model.profile(name))
+            else:
+                assert CATALOG.from_product_label(f"{label}-MIG-INVALID") is None
 
 
 def test_seven_one_g_slices_weigh_exactly_one_gpu():
@@ -58,24 +170,9 @@ def test_plus_becomes_dot_in_mixed_resource_names():
     assert CATALOG.profile_for_resource("nvidia.com/mig-1g.10gb.me") == "1g.10gb+me"
 
 
-@pytest.mark.parametrize(
-    "label, model, profile",
-    [
-        ("NVIDIA-A100-SXM4-80GB", "A100-80GB", None),
-        ("NVIDIA-H100-80GB-HBM3", "H100-80GB", None),
-        ("NVIDIA-H200", "H200-141GB", None),
-        ("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "A100-40GB", "1g.5gb"),
-    ],
-    ids=["a100-80", "h100", "h200", "a100-40-single-strategy"],
-)
-def test_product_labels_identify_the_model_on_a_node(label, model, profile):
-    found_model, found_profile = CATALOG.from_product_label(label)
-    assert found_model.key == model
-    assert (found_profile.name if found_profile else None) == profile
-
-
-def test_h100_96gb_is_an_alias_of_gh200_96gb():
+def test_h100_96gb_is_an_alias_of_gh200_96gb_and_h20_is_of_its_family():
     assert CATALOG.model("H100-96GB") is CATALOG.model("GH200-96GB")
+    assert CATALOG.from_product_label("NVIDIA-H20")[0] is CATALOG.model("GH200-96GB")
 
 
 def test_an_unknown_model_names_the_closest_ones():

@@ -89,7 +89,8 @@ def test_single_strategy_steers_only_to_the_models_with_free_slices_of_the_profi
     result = engine.mutate(pod(gpu_container()), cluster=KnownCluster(capacity=ledger))
     terms = result.object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     values = terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
-    exclusive = ["NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "NVIDIA-H100-PCIe-MIG-1g.10gb"]
+    names = ("H100-80GB-HBM3", "H100-PCIe", "H800", "H800-PCIe")
+    exclusive = [f"NVIDIA-{name}-MIG-1g.10gb" for name in names]
     assert values == exclusive + [f"{label}-SHARED" for label in exclusive]  # time-sliced nodes too
 
 
@@ -174,7 +175,8 @@ def test_validate_reads_namespaces_and_nodes_from_the_cluster_state(tmp_path, ca
     )
     out = capsys.readouterr().out
     assert code == 1 and "deny: not in gold (policy gold)" in out
-    assert "nvidia.com/gpu -> nvidia.com/mig-3g.20gb (gpu-memory 15Gi; free capacity on A100-40GB)" in out
+    said = "gpu-memory 15Gi, 3g.20gb has 19968 MiB on A100-40GB (observed by NVIDIA); free capacity on A100-40GB"
+    assert f"nvidia.com/gpu -> nvidia.com/mig-3g.20gb ({said})" in out
 
 
 @pytest.mark.parametrize(

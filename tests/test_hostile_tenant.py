@@ -255,7 +255,8 @@ def test_a_slice_the_policy_picks_the_model_of_is_pinned_to_that_models_nodes_an
     assert allowed
     term = stored["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     (expression,) = term["nodeSelectorTerms"][0]["matchExpressions"]
-    assert expression == {"key": PRODUCT, "operator": "In", "values": ["NVIDIA-H100-NVL", "NVIDIA-H100-NVL-SHARED"]}
+    nvl = ["NVIDIA-H100-NVL", "NVIDIA-H800-NVL"]
+    assert expression == {"key": PRODUCT, "operator": "In", "values": nvl + [f"{label}-SHARED" for label in nvl]}
 
 
 def test_a_kubelets_mirror_pod_is_skipped_and_only_a_kubelets(api):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from policies.judge.quota import NoUsage
 from policies.request import RequestInfo
 from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
 
@@ -23,19 +24,19 @@ def limits(result, index=0, init=False):
 
 MEMORY_CASES = [
     ("A100-80GB", "8Gi", "1g.10gb"),
-    ("A100-80GB", "10Gi", "1g.10gb"),
+    ("A100-80GB", "9Gi", "1g.10gb"),
     ("A100-80GB", "15Gi", "1g.20gb"),
     ("A100-80GB", "30Gi", "3g.40gb"),
-    ("A100-80GB", "80Gi", "7g.80gb"),
-    ("A100-40GB", "5Gi", "1g.5gb"),
+    ("A100-80GB", "78Gi", "7g.80gb"),
+    ("A100-40GB", "4608Mi", "1g.5gb"),
     ("A100-40GB", "6Gi", "1g.10gb"),
-    ("H100-80GB", "20Gi", "1g.20gb"),
+    ("H100-80GB", "19Gi", "1g.20gb"),
     ("H100-94GB", "40Gi", "3g.47gb"),
     ("H200-141GB", "16Gi", "1g.18gb"),
     ("H200-141GB", "100Gi", "7g.141gb"),
     ("GH200-144GB", "30Gi", "1g.36gb"),
-    ("B200-180GB", "45Gi", "1g.45gb"),
-    ("GB200-186GB", "90Gi", "3g.93gb"),
+    ("B200-180GB", "44Gi", "1g.45gb"),
+    ("GB200-186GB", "80Gi", "3g.93gb"),
     ("B300-288GB", "200Gi", "7g.269gb"),
     ("A30-24GB", "7Gi", "2g.12gb"),
     ("RTX-PRO-6000-96GB", "30Gi", "2g.48gb"),
@@ -48,6 +49,38 @@ def test_gpu_memory_picks_the_smallest_profile_of_the_model_that_covers_it(model
     result = engine.mutate(pod(gpu_container(), annotations={"gpu-memory": memory}))
     resource = f"nvidia.com/mig-{profile}"
     assert limits(result) == {"limits": {resource: "1"}, "requests": {resource: "1"}}
+
+
+@pytest.mark.parametrize(
+    "model, memory, profile, said",
+    [
+        ("H100-80GB", "10Gi", "1g.20gb", "1g.20gb has 20096 MiB on H100-80GB (observed by NVIDIA)"),
+        ("H200-141GB", "17Gi", "1g.35gb", "1g.35gb has 33024 MiB on H200-141GB (observed by NVIDIA)"),
+        ("B300-288GB", "34Gi", "1g.67gb", "1g.67gb has 60375 MiB on B300-288GB (estimated)"),
+    ],
+    ids=["h100-10gb-name-holds-9984MiB", "h200-18gb-name-holds-16GiB", "b300-unobserved-estimated-low"],
+)
+def test_gpu_memory_is_sized_on_real_memory_and_the_record_says_which_figure(model, memory, profile, said):
+    """A profile's name rounds its memory up: `gpu-memory: 10Gi` does not fit an H100 1g.10gb."""
+    engine = engine_from(mig_policy(models=f"[{model}]"))
+    result = engine.mutate(pod(gpu_container(), annotations={"gpu-memory": memory}))
+    assert limits(result)["limits"] == {f"nvidia.com/mig-{profile}": "1"}
+    assert any(said in str(change) for change in result.changes), [str(c) for c in result.changes]
+
+
+def test_a_need_no_profile_really_holds_is_refused_with_the_real_figures():
+    engine = engine_from(mig_policy(models="[A100-80GB]"))
+    decision = engine.validate(pod(gpu_container(), annotations={"gpu-memory": "80Gi"}), NoUsage())
+    assert not decision.allowed
+    assert "no allowed MIG profile has 80Gi of real memory: 7g.80gb has 80384 MiB on A100-80GB" in decision.message
+
+
+def test_legacy_gb200_profiles_are_recognised_but_never_picked_by_memory():
+    engine = engine_from(mig_policy(models="[GB200-186GB]"))
+    result = engine.mutate(pod(gpu_container(), annotations={"gpu-memory": "20Gi"}))
+    assert limits(result)["limits"] == {"nvidia.com/mig-1g.23gb": "1"}  # not the early drivers' 1g.24gb
+    named = engine.mutate(pod(gpu_container(), annotations={"mig-profile": "7g.189gb"}))
+    assert limits(named)["limits"] == {"nvidia.com/mig-7g.189gb": "1"}
 
 
 def test_an_explicit_profile_wins_over_memory_and_default():
@@ -195,7 +228,23 @@ def test_mirror_pods_are_not_mutated_when_a_kubelet_makes_them_and_the_annotatio
 
 
 SINGLE_CASES = [
-    ("A100-40GB", "1g.5gb", ["NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "NVIDIA-A100-PCIE-40GB-MIG-1g.5gb"]),
+    (
+        "A100-40GB",
+        "1g.5gb",
+        [
+            "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+            "NVIDIA-A100-PCIE-40GB-MIG-1g.5gb",
+            "NVIDIA-A800-40GB-Active-MIG-1g.5gb",
+        ],
+    ),
+    (
+        "A100-80GB",
+        "1g.10gb+me",
+        [
+            f"NVIDIA-{n}-MIG-1g.10gb.me"
+            for n in ("A100-SXM4-80GB", "A100-80GB-PCIe", "A800-SXM4-80GB", "A800-80GB-PCIe")
+        ],
+    ),
     ("H200-141GB", "1g.18gb", ["NVIDIA-H200-MIG-1g.18gb", "NVIDIA-H200-NVL-MIG-1g.18gb"]),
     ("B200-180GB", "3g.90gb", ["NVIDIA-B200-MIG-3g.90gb"]),
 ]

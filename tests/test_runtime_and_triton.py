@@ -160,7 +160,8 @@ def test_under_single_strategy_a_sidecar_on_a_cpu_pod_steers_the_pod_to_nodes_sp
     sidecar = spec["containers"][-1]
     assert sidecar["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    exclusive = ["NVIDIA-A100-SXM4-80GB-MIG-2g.20gb", "NVIDIA-A100-80GB-PCIe-MIG-2g.20gb"]
+    names = ("A100-SXM4-80GB", "A100-80GB-PCIe", "A800-SXM4-80GB", "A800-80GB-PCIe")
+    exclusive = [f"NVIDIA-{name}-MIG-2g.20gb" for name in names]
     assert terms[0]["matchExpressions"][0]["values"] == exclusive + [f"{label}-SHARED" for label in exclusive]
 
 

@@ -1,15 +1,33 @@
 """Free GPU capacity in the cluster, as the engine sees it: slices of a profile, or whole GPUs,
-free on the nodes of one GPU model. The edge fills it from a node and pod watch; without one,
-nothing is known and the policy's own order decides."""
+free on the nodes of one GPU model, and the real memory GPU Feature Discovery reports for each
+profile. The edge fills it from a node and pod watch; without one, nothing is known and the
+policy's own order (and NVIDIA's published memory figures) decide.
+
+A node counts as GFD and mig-manager label it: its product label names the model (and, under
+the single strategy, the profile every GPU is split into; `-MIG-INVALID`, split unevenly, is
+never counted), `nvidia.com/mig.strategy` says which resources mean what (under `single` only
+`nvidia.com/gpu`, as slices; under `mixed` the `nvidia.com/mig-*` slices and whole GPUs), and a
+node whose `nvidia.com/mig.config.state` is not `success` is being split anew: its allocatable
+is about to change, so it offers nothing until it is done."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from policies.gpu.catalog import Catalog
-from policies.gpu.models import MIG_RESOURCE_PREFIX, PRODUCT_LABEL, WHOLE_GPU_RESOURCE
+from policies.gpu.models import (
+    CONFIG_STATE_LABEL,
+    GPU_MEMORY_LABEL,
+    MIG_RESOURCE_PREFIX,
+    PRODUCT_LABEL,
+    STRATEGY_LABEL,
+    WHOLE_GPU_RESOURCE,
+    memory_label,
+)
 from policies.quantity import QuantityParser
+
+SETTLED = "success"  # mig.config.state of a node split as asked
 
 
 class Capacity(Protocol):
@@ -24,12 +42,29 @@ class Capacity(Protocol):
         on single-strategy ones (and on nodes without MIG, for whole GPUs)."""
         ...
 
+    def memory_mib(self, model: str, profile: str) -> int | None:
+        """The least real memory GFD reports for `profile` on nodes of `model` (MiB), if any does."""
+        ...
+
 
 class NoCapacity:
     known = False
 
     def free(self, model: str, profile: str | None, resource: str) -> int:
         return 0
+
+    def memory_mib(self, model: str, profile: str) -> int | None:
+        return None
+
+
+class NodeGpus(NamedTuple):
+    """What a Node says of its GPUs: its name, product label, allocatable GPU resources in whole
+    units, and the NVIDIA labels that qualify them (strategy, config state, memory)."""
+
+    name: str
+    product: str | None
+    allocatable: dict[str, int]
+    labels: Mapping[str, str] = {}
 
 
 Slot = tuple[str, str | None, str]  # (GPU model key, profile name or None for whole GPUs, resource)
@@ -52,10 +87,22 @@ class CapacityLedger:
         self._used_on: dict[str, dict[str, int]] = {}  # node -> resource -> in use
         self._capacity: dict[Slot, int] = {}
         self._used: dict[Slot, int] = {}
+        self._memory_on: dict[str, dict[tuple[str, str], int]] = {}  # node -> (model, profile) -> MiB
+        self._memory: dict[tuple[str, str], dict[int, int]] = {}  # (model, profile) -> MiB -> nodes
+        self._unsettled: set[str] = set()  # nodes being split anew (mig.config.state not success)
 
     def free(self, model: str, profile: str | None, resource: str) -> int:
         slot = (model, profile, resource)
         return max(0, self._capacity.get(slot, 0) - self._used.get(slot, 0))
+
+    def memory_mib(self, model: str, profile: str) -> int | None:
+        figures = self._memory.get((model, profile))
+        return min(figures) if figures else None
+
+    @property
+    def unsettled(self) -> int:
+        """Nodes being split anew, offering nothing until mig-manager reports success."""
+        return len(self._unsettled)
 
     def nodes(self) -> list[str]:
         return list(self._slots)
@@ -69,20 +116,31 @@ class CapacityLedger:
     def mark_synced(self) -> None:
         self._synced = True
 
-    def set_node(self, name: str, product: str | None, allocatable: Mapping[str, int]) -> None:
+    def set_node(
+        self, name: str, product: str | None, allocatable: Mapping[str, int], labels: Mapping[str, str] = {}
+    ) -> None:
         self.remove_node(name)
         found = self.catalog.from_product_label(product) if product else None
         if found is None:
             return
+        state = labels.get(CONFIG_STATE_LABEL)
+        if state is not None and state != SETTLED:
+            self._unsettled.add(name)
+            self._slots[name] = {}  # known, offering nothing
+            self._allocatable[name] = {}
+            return
         model, single_profile = found
+        strategy = labels.get(STRATEGY_LABEL)
         slots: dict[str, Slot] = {}
         for resource, amount in allocatable.items():
             if resource == WHOLE_GPU_RESOURCE:
+                if strategy == "mixed" and single_profile is not None:
+                    continue  # a stale single-strategy label on a mixed node: trust neither
                 slots[resource] = (model.key, single_profile.name if single_profile else None, resource)
             else:
                 profile = self.catalog.profile_for_resource(resource)
-                if profile is None:
-                    continue
+                if profile is None or strategy == "single" or model.profile(profile) is None:
+                    continue  # under single, leftovers of a mixed past; or no profile of this model
                 slots[resource] = (model.key, profile, resource)
             _add(self._capacity, slots[resource], amount)
         self._slots[name] = slots
@@ -90,11 +148,32 @@ class CapacityLedger:
         for resource, amount in self._used_on.get(name, {}).items():
             if resource in slots:
                 _add(self._used, slots[resource], amount)
+        self._note_memory(name, model.key, single_profile.name if single_profile else None, labels)
+
+    def _note_memory(self, name: str, model: str, single: str | None, labels: Mapping[str, str]) -> None:
+        found: dict[tuple[str, str], int] = {}
+        for profile in self.catalog.model(model).profiles:
+            text = labels.get(memory_label(profile.name))
+            if profile.name == single and text is None:
+                text = labels.get(GPU_MEMORY_LABEL)  # single strategy: the device is the slice
+            if text is not None and text.isdigit():
+                found[(model, profile.name)] = int(text)
+        for key, mib in found.items():
+            counts = self._memory.setdefault(key, {})
+            counts[mib] = counts.get(mib, 0) + 1
+        if found:
+            self._memory_on[name] = found
 
     def remove_node(self, name: str) -> None:
+        for key, mib in self._memory_on.pop(name, {}).items():
+            counts = self._memory[key]
+            counts[mib] -= 1
+            if not counts[mib]:
+                del counts[mib]
         slots = self._slots.pop(name, None)
         if slots is None:
             return
+        self._unsettled.discard(name)
         for resource, amount in self._allocatable.pop(name).items():
             if resource in slots:
                 _add(self._capacity, slots[resource], -amount)
@@ -139,9 +218,8 @@ def node_uses(pods: Iterable[tuple[str | None, tuple[tuple[str, int], ...]]]) ->
     return uses
 
 
-def node_gpus(raw: Mapping[str, Any], parse_quantity: QuantityParser) -> tuple[str, str | None, dict[str, int]]:
-    """A Node's name, GPU product label and allocatable GPU resources in whole units (the boundary
-    for Nodes: anything unreadable counts as no GPU)."""
+def node_gpus(raw: Mapping[str, Any], parse_quantity: QuantityParser) -> NodeGpus:
+    """What a Node says of its GPUs (the boundary for Nodes: anything unreadable counts as no GPU)."""
     metadata = raw.get("metadata") or {}
     allocatable = (raw.get("status") or {}).get("allocatable") or {}
     gpus: dict[str, int] = {}
@@ -151,8 +229,12 @@ def node_gpus(raw: Mapping[str, Any], parse_quantity: QuantityParser) -> tuple[s
                 gpus[str(resource)] = int(parse_quantity(amount))
             except (ValueError, TypeError, ArithmeticError):
                 continue
-    product = (metadata.get("labels") or {}).get(PRODUCT_LABEL)
-    return str(metadata.get("name", "")), product if isinstance(product, str) else None, gpus
+    labels = metadata.get("labels") or {}
+    if not isinstance(labels, Mapping):
+        labels = {}
+    nvidia = {str(k): v for k, v in labels.items() if str(k).startswith("nvidia.com/") and isinstance(v, str)}
+    product = nvidia.get(PRODUCT_LABEL)
+    return NodeGpus(str(metadata.get("name", "")), product, gpus, nvidia)
 
 
 def _add(sums: dict[Slot, int], slot: Slot, amount: int) -> None:

@@ -2,7 +2,10 @@
 options in order of preference, a refusal with its reason, or whole GPUs kept.
 
 Order of choice: `mig-profile.<container>`, `mig-profile`, the smallest profile whose memory
-covers `gpu-memory`, the policy's `defaultProfile`. Models come from `gpu-model` or the policy's
+covers `gpu-memory`, the policy's `defaultProfile`. A `gpu-memory` need keeps here every profile
+whose *named* memory covers it (real memory is never more); which of them really hold it is
+settled per request against the real figures (`sized`): GFD's node labels where the cluster is
+known, NVIDIA's observed sizes otherwise. Models come from `gpu-model` or the policy's
 `gpuModels` (in order of preference). One MIG device per container: N > 1 whole GPUs are never
 turned into N slices. It depends only on the policy and those texts, so the planner keeps each
 answer for the policy set's life (policies.gpu.mig).
@@ -10,7 +13,8 @@ answer for the policy set's life (policies.gpu.mig).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from policies.gpu.catalog import Catalog, CatalogError
@@ -19,6 +23,8 @@ from policies.model.policy import MigSpec, MultiGpu
 from policies.quantity import QuantityParser
 
 GIB = Decimal(2**30)
+MIB = Decimal(2**20)
+MemoryOf = Callable[[GpuModel, Profile], tuple[int, str]]  # real MiB, and where the figure comes from
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +33,7 @@ class Option:
 
     profile: Profile
     models: tuple[GpuModel, ...]
+    sized: str = ""  # how its memory was judged to cover the need
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +42,7 @@ class Choice:
 
     options: tuple[Option, ...]
     why: str
+    need: Decimal | None = None  # bytes of GPU memory asked for (gpu-memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +137,7 @@ class ProfileChoice:
             return Refusal("gpu-memory needs a GPU model to size against: set gpu-model or the policy's mig.gpuModels")
         fitting = [
             sorted(
-                (p for p in m.profiles if not p.is_variant and self.spec.allows(p.name) and p.memory_gb * GIB >= need),
+                (p for p in m.profiles if p.chosen_unasked and self.spec.allows(p.name) and p.memory_gb * GIB >= need),
                 key=lambda p: (p.memory_gb, p.g),
             )
             for m in models
@@ -143,7 +151,32 @@ class ProfileChoice:
         if not options:
             where = ", ".join(m.key for m in models)
             return Refusal(f"no allowed MIG profile of {where} has {_gib(need)} of memory")
-        return Choice(tuple(Option(p, tuple(ms)) for p, ms in options.values()), f"gpu-memory {text}")
+        return Choice(tuple(Option(p, tuple(ms)) for p, ms in options.values()), f"gpu-memory {text}", need)
+
+
+def sized(choice: Choice, memory_of: MemoryOf) -> Choice | Refusal:
+    """The options whose real memory covers the need, on the models where it does; each says the
+    figure it was judged by. A choice without a memory need is returned as it is."""
+    need = choice.need
+    if need is None:
+        return choice
+    kept: list[Option] = []
+    short: list[str] = []
+    for option in choice.options:
+        fits: list[GpuModel] = []
+        figure = ""
+        for model in option.models:
+            mib, source = memory_of(model, option.profile)
+            if mib * MIB >= need:
+                fits.append(model)
+                figure = figure or f"{option.profile.name} has {mib} MiB on {model.key} ({source})"
+            else:
+                short.append(f"{option.profile.name} has {mib} MiB on {model.key} ({source})")
+        if fits:
+            kept.append(replace(option, models=tuple(fits), sized=figure))
+    if not kept:
+        return Refusal(f"no allowed MIG profile has {_gib(need)} of real memory: {'; '.join(short[:4])}")
+    return replace(choice, options=tuple(kept))
 
 
 def _gib(memory: Decimal) -> str:

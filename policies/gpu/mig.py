@@ -15,7 +15,7 @@ from typing import TypeVar
 from policies.containers import ContainerView
 from policies.gpu.capacity import Capacity, NoCapacity
 from policies.gpu.catalog import Catalog
-from policies.gpu.choices import Choice, KeepWhole, Outcome, ProfileChoice, Refusal
+from policies.gpu.choices import Choice, KeepWhole, Option, Outcome, ProfileChoice, Refusal, sized
 from policies.gpu.gate import Device, Gated, named_devices, one_device_each, pin_for
 from policies.gpu.models import PRODUCT_LABEL, WHOLE_GPU_RESOURCE, GpuModel, Profile
 from policies.gpu.placement import admits
@@ -101,7 +101,11 @@ class MigPlanner:
             elif isinstance(outcome, KeepWhole):
                 warnings.append(f"{container.name}: {outcome.reason}")
             elif outcome is not None:
-                rewrites.append(self.pick(container, outcome, warnings))
+                fitting = sized(outcome, self.memory_of)
+                if isinstance(fitting, Refusal):
+                    problems.append(Problem(self.policy.name, f"{container.path}.resources", fitting.reason))
+                else:
+                    rewrites.append(self.pick(container, fitting, warnings))
         if self.spec.strategy is Strategy.SINGLE and rewrites:
             problems.extend(self.single_strategy_conflicts(pod, tuple(rewrites)))
         gated = self.gate(pod, rewrites, added)
@@ -163,22 +167,31 @@ class MigPlanner:
         key = ("mig", self.policy.name, explicit, memory_text, model_key, requests, limits)
         return self.cache(key, lambda: self.choice.decide(explicit, memory_text, model_key, requests, limits))
 
+    def memory_of(self, model: GpuModel, profile: Profile) -> tuple[int, str]:
+        """Real memory of a profile: GFD's node label where the cluster says, else the catalog's."""
+        if self.capacity.known:
+            labelled = self.capacity.memory_mib(model.key, profile.name)
+            if labelled is not None:
+                return labelled, "node label"
+        mib, source = profile.real_memory_mib()
+        return mib, f"{source} by NVIDIA" if source == "observed" else "estimated"
+
     def pick(self, container: ContainerView, choice: Choice, warnings: list[str]) -> Rewrite:
         """The first option with free capacity on one of its models; the best one if none has any."""
         best = choice.options[0]
         if not self.capacity.known:
-            return Rewrite(container, best.profile, best.models, choice.why)
+            return Rewrite(container, best.profile, best.models, _why(choice, best))
         single = self.spec.strategy is Strategy.SINGLE
         for option in choice.options:
             resource = WHOLE_GPU_RESOURCE if single else option.profile.resource
             free = tuple(m for m in option.models if self.capacity.free(m.key, option.profile.name, resource))
             if free:
                 if option is not best or len(free) < len(option.models):
-                    why = f"{choice.why}; free capacity on {', '.join(m.key for m in free)}"
+                    why = f"{_why(choice, option)}; free capacity on {', '.join(m.key for m in free)}"
                     return Rewrite(container, option.profile, free, why)
-                return Rewrite(container, option.profile, option.models, choice.why)
+                return Rewrite(container, option.profile, option.models, _why(choice, option))
         warnings.append(f"{container.name}: no free {best.profile.name} slice in the cluster now; the pod will wait")
-        return Rewrite(container, best.profile, best.models, choice.why)
+        return Rewrite(container, best.profile, best.models, _why(choice, best))
 
     def single_strategy_conflicts(self, pod: PodView, rewrites: tuple[Rewrite, ...]) -> list[Problem]:
         """Node constraints of the pod's own that reach none of the MIG nodes needed."""
@@ -191,6 +204,10 @@ class MigPlanner:
         if selected is not None:
             return [Problem(self.policy.name, f"spec.nodeSelector.{PRODUCT_LABEL}", f"selects {selected}, but {needs}")]
         return [Problem(self.policy.name, "spec.affinity", f"node affinity reaches no node it needs: {needs}")]
+
+
+def _why(choice: Choice, option: Option) -> str:
+    return f"{choice.why}, {option.sized}" if option.sized else choice.why
 
 
 def single_strategy_labels(rewrites: tuple[Rewrite, ...]) -> tuple[str, ...]:

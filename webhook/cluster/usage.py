@@ -268,20 +268,20 @@ class PodUsageTracker:
 
     # -- node events: GPU capacity ------------------------------------------------------------
     def observe_node(self, kind: str, raw: dict[str, Any]) -> None:
-        name, product, allocatable = node_gpus(raw, parse_quantity)
+        node = node_gpus(raw, parse_quantity)
         with self._lock:
             if kind == "DELETED":
-                self.capacity.remove_node(name)
+                self.capacity.remove_node(node.name)
             else:
-                self.capacity.set_node(name, product, allocatable)
+                self.capacity.set_node(*node)
 
     def replace_nodes(self, nodes: Iterable[dict[str, Any]]) -> None:
         parsed = [node_gpus(raw, parse_quantity) for raw in nodes]
         with self._lock:
             for name in self.capacity.nodes():
                 self.capacity.remove_node(name)
-            for name, product, allocatable in parsed:
-                self.capacity.set_node(name, product, allocatable)
+            for node in parsed:
+                self.capacity.set_node(*node)
             self.capacity.mark_synced()
 
     def _facts(self, raw: dict[str, Any], needs: Needs) -> PodFacts | None:
