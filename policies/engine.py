@@ -6,17 +6,18 @@ from dataclasses import dataclass, replace
 
 from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
-from policies.judge.controllers import CONTROLLERS, pod_template, replica_warnings
+from policies.gpu.mig import Problem
+from policies.judge.controllers import Template, pod_templates, put_back, replica_warnings, workload_kind
 from policies.judge.quota import NoUsage, UsageSource
+from policies.judge.usage import EMPTY
 from policies.judge.validation import Decision, ratchet, subject_of, validate_ephemeral, validate_pod
+from policies.judge.verdict import Verdict
 from policies.model.policy import Action
 from policies.model.policyset import PolicySet
-from policies.mutate.document import JSON
+from policies.mutate.document import JSON, Change
 from policies.mutate.mutation import MutationResult, mutate_pod
 from policies.quantity import QuantityParser
 from policies.request import Operation, RequestInfo
-
-JUDGED_KINDS = frozenset({"Pod", *CONTROLLERS})
 
 
 def require_pod(raw: JSON) -> None:
@@ -26,12 +27,14 @@ def require_pod(raw: JSON) -> None:
         raise InputError("kind", f"expected a v1 Pod, got {raw.get('apiVersion')}/{raw.get('kind')}")
 
 
-def require_judged(raw: JSON) -> str:
+def require_judged(raw: JSON, policy_set: PolicySet) -> str:
+    """The object's kind, if the engine judges it: a Pod, or a workload whose templates it knows."""
     if not isinstance(raw, dict):
         raise InputError("", "expected a Kubernetes object")
     kind = raw.get("kind")
-    if not isinstance(kind, str) or kind not in JUDGED_KINDS:
-        raise InputError("kind", f"expected a Pod or a pod controller ({', '.join(sorted(CONTROLLERS))}), got {kind}")
+    if kind == "Pod" and raw.get("apiVersion") in ("v1", None):
+        return "Pod"
+    workload_kind(raw, policy_set.workloads)
     return str(kind)
 
 
@@ -51,6 +54,43 @@ class Engine:
         require_pod(raw)
         return mutate_pod(raw, self.policy_set, self.parse_quantity, request, cluster)
 
+    def judges(self, api_version: object, kind: object) -> bool:
+        """Whether objects of this kind are judged: Pods, and workloads whose templates are known."""
+        return (kind == "Pod" and api_version in ("v1", None)) or self.policy_set.workloads.find(
+            api_version, kind
+        ) is not None
+
+    def mutate_any(
+        self, raw: JSON, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
+    ) -> MutationResult:
+        """A Pod as the mutating webhook leaves it; a workload with each pod template as the
+        mutating webhook will leave its pods (what `gpu-admission mutate` shows). Changes and
+        warnings of a template name its path."""
+        if require_judged(raw, self.policy_set) == "Pod":
+            return self.mutate(raw, request, cluster)
+        request = request or RequestInfo()
+        result: JSON = raw
+        changes: list[Change] = []
+        warnings: list[str] = []
+        problems: list[Problem] = []
+        policies: list[str] = []
+        for template in pod_templates(raw, request.namespace, self.policy_set.workloads):
+            mutation = self._mutate_template(template, request, cluster)
+            result = put_back(result, template, mutation.object) if mutation.changed else result
+            changes += [c._replace(path=f"{template.path}.{c.path}") for c in mutation.changes]
+            warnings += [f"{template.path}: {w}" for w in mutation.warnings]
+            problems += mutation.problems
+            policies += [p for p in mutation.policies if p not in policies]
+        return MutationResult(result, (), tuple(changes), tuple(warnings), tuple(problems), tuple(policies))
+
+    def _mutate_template(self, template: Template, request: RequestInfo, cluster: ClusterState) -> MutationResult:
+        namespace = template.pod["metadata"]["namespace"]
+        creating = request._replace(namespace=namespace, operation=Operation.CREATE, old_object=None)
+        try:
+            return mutate_pod(template.pod, self.policy_set, self.parse_quantity, creating, cluster)
+        except InputError as error:
+            raise InputError(f"{template.path}.{error.path}", error.message) from None
+
     def validate(
         self, raw: JSON, usage: UsageSource, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
     ) -> Decision:
@@ -60,7 +100,7 @@ class Engine:
         denial its old version earned too only warns (request.old_object); an ephemeral
         container (pods/ephemeralcontainers) is judged for its device access.
         """
-        kind = require_judged(raw)
+        kind = require_judged(raw, self.policy_set)
         request = request or RequestInfo()
         if request.operation is Operation.UPDATE:
             if _being_deleted(raw):
@@ -82,12 +122,25 @@ class Engine:
     def _judge(self, kind: str, raw: JSON, usage: UsageSource, request: RequestInfo, cluster: ClusterState) -> Decision:
         if kind == "Pod":
             return validate_pod(raw, self.policy_set, self.parse_quantity, usage, request, cluster=cluster)
-        template = pod_template(raw, request.namespace)
+        found = pod_templates(raw, request.namespace, self.policy_set.workloads)
+        verdicts: list[Verdict] = []
+        total, policies = EMPTY, []
+        for template in found:
+            decision = self._judge_template(raw, template, usage, request, cluster)
+            verdicts += decision.verdicts
+            total = total + decision.usage
+            policies += [p for p in decision.policies if p not in policies]
+        allowed = not any(v.action is Action.DENY for v in verdicts)
+        return Decision(allowed, tuple(verdicts), total, tuple(policies))
+
+    def _judge_template(
+        self, raw: JSON, template: Template, usage: UsageSource, request: RequestInfo, cluster: ClusterState
+    ) -> Decision:
         namespace = template.pod["metadata"]["namespace"]
         creating = request._replace(namespace=namespace, operation=Operation.CREATE, old_object=None)
         subject = f"{subject_of(raw, namespace)} {template.path}"
         try:
-            # The controller's pods will pass the mutating webhook first: judge them as they will be.
+            # The workload's pods will pass the mutating webhook first: judge them as they will be.
             pod = mutate_pod(template.pod, self.policy_set, self.parse_quantity, creating, cluster).object
             decision = validate_pod(pod, self.policy_set, self.parse_quantity, usage, creating, subject, cluster)
         except InputError as error:
@@ -100,5 +153,6 @@ class Engine:
         verdicts += [
             v.about(subject) for v in replica_warnings(matched, namespace, decision.usage, template.replicas, usage)
         ]
-        allowed = not any(v.action is Action.DENY for v in verdicts)
-        return Decision(allowed, tuple(verdicts), decision.usage, decision.policies)
+        return Decision(
+            not any(v.action is Action.DENY for v in verdicts), tuple(verdicts), decision.usage, decision.policies
+        )

@@ -58,14 +58,13 @@ def test_mutate_reads_several_pods_from_stdin_as_json(monkeypatch, capsys):
     "text, message",
     [
         ("a: [", "not valid YAML"),
-        ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "document 1 (Service s): kind: expected a v1 Pod"),
         (
             POD.replace("nvidia.com/gpu: 1", "nvidia.com/gpu: lots"),
             "spec.containers[0].resources.limits.nvidia.com/gpu",
         ),
         ("apiVersion: v1\nkind: Pod\nspec: {containers: [{image: x}]}\n", "spec.containers[0].name"),
     ],
-    ids=["bad-yaml", "not-a-pod", "bad-quantity", "container-without-name"],
+    ids=["bad-yaml", "bad-quantity", "container-without-name"],
 )
 def test_bad_input_exits_2_with_a_message_naming_document_and_field(tmp_path, capsys, text, message):
     path = tmp_path / "in.yaml"
@@ -98,4 +97,5 @@ def test_the_console_script_runs_as_a_process(pod_file):
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["spec"]["runtimeClassName"] == "nvidia"
+    env = json.loads(done.stdout)["spec"]["containers"][0]["env"]
+    assert {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"} in env

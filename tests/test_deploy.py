@@ -13,6 +13,7 @@ from kubernetes.client import ApiClient
 
 import policies.bundled
 from policies.model.cel import CelInput, compile_expression
+from policies.model.workload_conditions import custom_kinds
 from tests.conftest import gpu_container, plain_container, pod
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +85,7 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
         "jobs",
         "cronjobs",
         "configmaps",
-    }
+    } | {kind.resource for kind in custom_kinds()}
     (policies_hook,) = [h for h in validating if "configmaps" in h["rules"][0]["resources"]]
     assert policies_hook["objectSelector"] == {"matchLabels": {"gpu-admission.io/policy": "true"}}
 
@@ -92,7 +93,9 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
 def pod_hooks(objects: list[dict]) -> list[dict]:
     hooks = by_kind(objects, "MutatingWebhookConfiguration")[0]["webhooks"]
     return hooks + [
-        h for h in by_kind(objects, "ValidatingWebhookConfiguration")[0]["webhooks"] if "matchConditions" in h
+        h
+        for h in by_kind(objects, "ValidatingWebhookConfiguration")[0]["webhooks"]
+        if "matchConditions" in h and "pods" in h["rules"][0]["resources"]
     ]
 
 

@@ -12,6 +12,7 @@ import policies.bundled
 
 KUBECTL = shutil.which("kubectl")
 BIN = Path(sys.executable).parent
+EXAMPLES = Path(__file__).parent.parent / "examples" / "policies"
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 
@@ -28,7 +29,7 @@ def test_kubectl_discovers_the_plugin_on_path():
 def test_kubectl_gpu_admission_lint_runs_the_command():
     done = kubectl("gpu-admission", "lint", str(Path(policies.bundled.__file__).parent))
     assert done.returncode == 0, done.stderr
-    assert "1 policies loaded (default-gpu)" in done.stderr
+    assert "2 policies loaded (default-gpu, default-mig-namespaces)" in done.stderr
 
 
 def test_kubectl_gpu_admission_validate_exits_as_the_command_does(tmp_path):
@@ -37,6 +38,6 @@ def test_kubectl_gpu_admission_validate_exits_as_the_command_does(tmp_path):
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml}\n"
         "spec: {containers: [{name: a, image: x, resources: {limits: {nvidia.com/gpu: 9}}}]}\n"
     )
-    done = kubectl("gpu-admission", "validate", "-f", str(pod))
+    done = kubectl("gpu-admission", "validate", "-f", str(pod), "--policies", str(EXAMPLES / "slices-everywhere.yaml"))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "per-pod cap" in done.stdout

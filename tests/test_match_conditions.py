@@ -21,7 +21,12 @@ WEBHOOKS = Path(__file__).resolve().parent.parent / "deploy" / "base" / "webhook
 
 def _conditions() -> list[list[Any]]:
     documents = list(yaml.safe_load_all(WEBHOOKS.read_text()))
-    hooks = [hook for doc in documents for hook in doc["webhooks"] if "matchConditions" in hook]
+    hooks = [
+        h
+        for doc in documents
+        for h in doc["webhooks"]
+        if "matchConditions" in h and "pods" in h["rules"][0]["resources"]
+    ]
     assert len(hooks) == 2
     return [[compile_expression(c["expression"]) for c in hook["matchConditions"]] for hook in hooks]
 

@@ -96,7 +96,10 @@ def test_triton_inject_adds_the_sidecar_as_tritons_examples_run_it():
     assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
     assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert triton["startupProbe"]["failureThreshold"] == 30
-    assert triton["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+    assert triton["resources"] == {
+        "limits": {"memory": "4Gi", "nvidia.com/mig-1g.10gb": "1"},
+        "requests": {"cpu": "1", "memory": "4Gi", "nvidia.com/mig-1g.10gb": "1"},
+    }
     assert {"name": "gpu-admission-shm", "mountPath": "/dev/shm"} in triton["volumeMounts"]
     assert spec["volumes"][0]["emptyDir"]["medium"] == "Memory"
 
@@ -158,7 +161,7 @@ def test_under_single_strategy_a_sidecar_on_a_cpu_pod_steers_the_pod_to_nodes_sp
     result = engine_from(SINGLE_TRITON).mutate(pod(plain_container(), annotations={"triton": "inject"}))
     spec = result.object["spec"]
     sidecar = spec["containers"][-1]
-    assert sidecar["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert sidecar["resources"]["limits"] == {"memory": "4Gi", "nvidia.com/gpu": "1"}
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     names = ("A100-SXM4-80GB", "A100-80GB-PCIe", "A800-SXM4-80GB", "A800-80GB-PCIe")
     exclusive = [f"NVIDIA-{name}-MIG-2g.20gb" for name in names]
@@ -171,3 +174,47 @@ def test_under_single_strategy_a_sidecar_gets_the_pods_profile_and_the_user_is_t
     terms = result.object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     values = terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
     assert all(v.removesuffix("-SHARED").endswith("-MIG-1g.10gb") for v in values)
+
+
+def restricted_violations(container: dict) -> list[str]:
+    """Pod Security Standards `restricted`, the container-level checks (pod-level fields unset)."""
+    sc = container.get("securityContext") or {}
+    found = []
+    if sc.get("privileged"):
+        found.append("privileged")
+    if sc.get("allowPrivilegeEscalation") is not False:
+        found.append("allowPrivilegeEscalation != false")
+    caps = sc.get("capabilities") or {}
+    if "ALL" not in (caps.get("drop") or []):
+        found.append("capabilities.drop lacks ALL")
+    if set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+        found.append("capabilities.add beyond NET_BIND_SERVICE")
+    if sc.get("runAsNonRoot") is not True:
+        found.append("runAsNonRoot != true")
+    if sc.get("runAsUser") == 0:
+        found.append("runAsUser 0")
+    if (sc.get("seccompProfile") or {}).get("type") not in ("RuntimeDefault", "Localhost"):
+        found.append("seccompProfile")
+    if any("hostPort" in port for port in container.get("ports") or []):
+        found.append("hostPort")
+    return found
+
+
+def test_the_sidecar_passes_pod_security_restricted_as_a_container_and_as_a_native_sidecar():
+    for native in (False, True):
+        text = TRITON.replace("profile: 1g.10gb", f"profile: 1g.10gb\n    nativeSidecar: {str(native).lower()}")
+        spec = engine_from(text).mutate(pod(plain_container("app"), annotations={"triton": "inject"})).object["spec"]
+        sidecar = next(c for c in spec.get("initContainers", []) + spec["containers"] if c["name"] == "triton")
+        assert restricted_violations(sidecar) == []
+        assert all("hostPath" not in v for v in spec["volumes"])
+
+
+def test_the_sidecar_takes_its_cpu_and_memory_from_the_policy():
+    text = TRITON.replace("profile: 1g.10gb", "profile: 1g.10gb\n    resources: {cpu: 500m, memory: 12Gi}")
+    sidecar = (
+        engine_from(text)
+        .mutate(pod(plain_container("app"), annotations={"triton": "inject"}))
+        .object["spec"]["containers"][-1]
+    )
+    assert sidecar["resources"]["requests"] == {"cpu": "500m", "memory": "12Gi", "nvidia.com/mig-1g.10gb": "1"}
+    assert sidecar["resources"]["limits"] == {"memory": "12Gi", "nvidia.com/mig-1g.10gb": "1"}

@@ -429,3 +429,34 @@ def test_a_review_that_changes_and_says_nothing_is_logged_only_at_debug(json_log
     lines = [json.loads(line) for line in json_logs.getvalue().splitlines()]
     reviews = [line for line in lines if line["message"] == "review"]
     assert [(r["decision"], r["level"]) for r in reviews] == ([("allowed", "debug")] if logged else [])
+
+
+def test_validate_judges_custom_resources_by_each_template_named_by_its_path(client):
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "ddp", "namespace": "team-a"},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Worker": {"replicas": 2, "template": {"spec": {"containers": [gpu_container(gpus="1")]}}}
+            }
+        },
+    }
+    review_body = review(job, kind="PyTorchJob", group="kubeflow.org")
+    _, body = client.review("/validate", review_body)
+    assert body["response"]["allowed"] is False
+    assert "PyTorchJob team-a/ddp spec.pytorchReplicaSpecs.Worker.template" in body["response"]["status"]["message"]
+    unknown = review({**job, "apiVersion": "example.com/v1", "kind": "Thing"}, kind="Thing", group="example.com")
+    status, body = client.review("/validate", unknown)
+    assert status == 200 and body["response"]["allowed"] is True
+
+
+def test_a_policy_configmap_that_loads_but_lint_warns_about_is_admitted_with_the_warning(client):
+    rule = "  rules:\n    - name: team\n      expression: \"object.metadata.labels['team'] == 'a'\"\n"
+    text = "apiVersion: gpu-admission.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: t}\nspec:\n" + rule
+    _, body = client.review(
+        "/validate", review(configmap({"p.yaml": text}), kind="ConfigMap", namespace="gpu-admission")
+    )
+    response = body["response"]
+    assert response["allowed"] is True
+    assert any(w.startswith("lint: configmap/gpu-admission/team-a/p.yaml:7: policy t:") for w in response["warnings"])

@@ -17,8 +17,15 @@ from policies.gpu.capacity import Capacity, NoCapacity
 from policies.gpu.catalog import Catalog
 from policies.gpu.choices import Choice, KeepWhole, Option, Outcome, ProfileChoice, Refusal, sized
 from policies.gpu.gate import Device, Gated, named_devices, one_device_each, pin_for
-from policies.gpu.models import PRODUCT_LABEL, WHOLE_GPU_RESOURCE, GpuModel, Profile
-from policies.gpu.placement import admits
+from policies.gpu.models import (
+    HAMI_RESOURCES,
+    PRODUCT_LABEL,
+    SHARED_RESOURCE_SUFFIX,
+    WHOLE_GPU_RESOURCE,
+    GpuModel,
+    Profile,
+)
+from policies.gpu.placement import admits, only_shared
 from policies.model.policy import GPUPolicy, MigSpec, Strategy
 from policies.pod import PodView
 from policies.quantity import QuantityParser
@@ -92,8 +99,12 @@ class MigPlanner:
         rewrites: list[Rewrite] = []
         problems: list[Problem] = []
         warnings: list[str] = []
+        sharing = shares_devices(pod, self.catalog)
         for container in pod.all_containers:
             if not container.wants_whole_gpu:
+                continue
+            if sharing:
+                warnings.append(f"{container.name}: not turned into a MIG slice: {sharing}")
                 continue
             outcome = self.outcome(pod, container)
             if isinstance(outcome, Refusal):
@@ -204,6 +215,20 @@ class MigPlanner:
         if selected is not None:
             return [Problem(self.policy.name, f"spec.nodeSelector.{PRODUCT_LABEL}", f"selects {selected}, but {needs}")]
         return [Problem(self.policy.name, "spec.affinity", f"node affinity reaches no node it needs: {needs}")]
+
+
+def shares_devices(pod: PodView, catalog: Catalog) -> str:
+    """Why the pod's whole GPUs belong to another GPU-sharing system ("" if they do not): its
+    GPUs are that system's to give, so no MIG slice is put in their place (what it can get is
+    still charged, and its named slices still meet the gate)."""
+    names = {name for c in pod.all_containers for name in c.gpus}
+    if not HAMI_RESOURCES.isdisjoint(names):
+        return "it asks for HAMi's GPU shares"
+    if any(name.endswith(SHARED_RESOURCE_SUFFIX) for name in names):
+        return "it asks for time-sliced replicas"
+    if only_shared(pod.placement, catalog):
+        return "it may run only on time-sliced or MPS nodes"
+    return ""
 
 
 def _why(choice: Choice, option: Option) -> str:

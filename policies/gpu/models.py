@@ -26,6 +26,7 @@ WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_RESOURCE_SUFFIX = ".shared"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 STRATEGY_LABEL = "nvidia.com/mig.strategy"
+SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"  # GFD: none, time-slicing or mps
 CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"  # mig-manager: "success" once a node is split as asked
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB: of the device nvidia.com/gpu names on the node
 ESTIMATED_SHARE = Fraction(22, 25)  # of a profile's named memory, where no real figure is known

@@ -2,8 +2,9 @@
 
 A pod's `nodeSelector` and required node affinity (terms OR'ed, expressions AND'ed, as the
 scheduler reads them) admit some kinds of node: the catalog's, by the `nvidia.com/gpu.product`
-label GPU Feature Discovery writes (and `nvidia.com/mig.strategy`, which follows from it), and
-nodes whose label the catalog does not know. Every requirement is read as "may this kind of node
+label GPU Feature Discovery writes (and `nvidia.com/mig.strategy` and
+`nvidia.com/gpu.sharing-strategy`, which follow from it: `-SHARED` nodes share by time-slicing or
+MPS), and nodes whose label the catalog does not know. Every requirement is read as "may this kind of node
 satisfy it": an expression on any other label may, so it never narrows. The pod is charged
 the most one unit of each resource could hold on any admitted kind (Kubernetes semantics on the
 labels that tell GPUs apart, an over-estimate everywhere else):
@@ -28,10 +29,11 @@ import orjson
 
 from policies.errors import InputError
 from policies.gpu.catalog import UNKNOWN_NODE, Catalog, GpuResource, NodeKind, ResourceKind
-from policies.gpu.models import PRODUCT_LABEL, STRATEGY_LABEL, GpuModel
+from policies.gpu.models import PRODUCT_LABEL, SHARING_LABEL, STRATEGY_LABEL, GpuModel
 
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
-_READ = frozenset({PRODUCT_LABEL, STRATEGY_LABEL})  # the labels that tell GPU nodes apart
+_READ = frozenset({PRODUCT_LABEL, STRATEGY_LABEL, SHARING_LABEL})  # the labels that tell GPU nodes apart
+_SHARING = frozenset({"time-slicing", "mps"})
 _MEMO_LIMIT = 4096
 _PLACEMENTS: dict[tuple[bytes, tuple[Requirement, ...]], Placement] = {}
 
@@ -62,9 +64,12 @@ class Placement:
 ANYWHERE = Placement()
 
 
-def _strategies(kind: NodeKind) -> frozenset[str] | None:
+def _strategies(kind: NodeKind, key: str) -> frozenset[str] | None:
+    """The values `key` may have on a kind of node (None: any)."""
     if kind.label is None:
         return None  # anything
+    if key == SHARING_LABEL:
+        return _SHARING if kind.shared else frozenset({"none"})
     return frozenset({"single"}) if kind.split or kind.invalid else frozenset({"none", "mixed"})
 
 
@@ -76,7 +81,7 @@ def _may_hold(requirement: Requirement, kind: NodeKind, catalog: Catalog) -> boo
         if op in ("Gt", "Lt"):
             return False  # product names are no integers
         return {"In": kind.label in values, "NotIn": kind.label not in values, "Exists": True}.get(op, False)
-    possible = _strategies(kind)
+    possible = _strategies(kind, requirement.key)
     if possible is None:
         return True
     if op == "In":
@@ -114,6 +119,21 @@ def admitted(placement: Placement, catalog: Catalog) -> tuple[NodeKind, ...]:
     if placement.says_nothing:
         return catalog.node_kinds
     return _memo(catalog, ("admitted", placement), build)  # type: ignore[return-value]
+
+
+def _asks_sharing(term: Term) -> bool:
+    """GFD labels every GPU node's sharing strategy, whatever its product: a term requiring
+    time-slicing or MPS there lands only on sharing nodes, known products or not."""
+    return any(r.key == SHARING_LABEL and r.operator == "In" and r.values <= _SHARING for r in term)
+
+
+def only_shared(placement: Placement, catalog: Catalog) -> bool:
+    """Whether every node the pod may land on shares its GPUs (time-slicing or MPS)."""
+    if placement.says_nothing:
+        return False
+    if _asks_sharing(placement.selector) or (placement.terms and all(_asks_sharing(t) for t in placement.terms)):
+        return True
+    return _memo(catalog, ("shared", placement), lambda: all(k.shared for k in admitted(placement, catalog)))  # type: ignore[return-value]
 
 
 def families(placement: Placement, catalog: Catalog, offering: tuple[GpuModel, ...]) -> tuple[GpuModel, ...]:

@@ -1,11 +1,15 @@
-"""Pod controllers: their pod template judged as the pods they will create.
+"""Pod controllers and other workloads: their pod templates judged as the pods they will create.
 
-`kubectl apply --dry-run=server` of a Deployment reaches pod webhooks only when the controller
-later creates pods, so judging the template is what gives feedback at apply time.
+`kubectl apply --dry-run=server` of a Deployment, a PyTorchJob or a RayCluster reaches pod
+webhooks only when the controller later creates pods, so judging the templates is what gives
+feedback at apply time. Where templates live in each kind is the workload table
+(policies.model.workloads): built in, and extended by WorkloadKind documents.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policies.containers import mapping
@@ -14,17 +18,29 @@ from policies.judge.quota import UsageSource, dimensions, scope_label, scope_of
 from policies.judge.usage import Usage
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy
+from policies.model.workloads import KSERVE_MODEL_FIELDS, Form, Found, WorkloadKind, WorkloadTable, templates
 from policies.mutate.document import JSON
 
-# kind -> path of the pod template, path of the replica count
-CONTROLLERS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
-    "Deployment": (("spec", "template"), ("spec", "replicas")),
-    "StatefulSet": (("spec", "template"), ("spec", "replicas")),
-    "ReplicaSet": (("spec", "template"), ("spec", "replicas")),
-    "DaemonSet": (("spec", "template"), None),
-    "Job": (("spec", "template"), ("spec", "parallelism")),
-    "CronJob": (("spec", "jobTemplate", "spec", "template"), ("spec", "jobTemplate", "spec", "parallelism")),
-}
+# The fields of a v1 PodSpec: what a `podspec` site keeps (a KServe component carries its own
+# fields beside them: minReplicas, canaryTrafficPercent, logger, ...).
+POD_SPEC_FIELDS = frozenset(
+    {
+        "activeDeadlineSeconds", "affinity", "automountServiceAccountToken", "containers", "dnsConfig",
+        "dnsPolicy", "enableServiceLinks", "ephemeralContainers", "hostAliases", "hostIPC", "hostNetwork",
+        "hostPID", "hostUsers", "hostname", "imagePullSecrets", "initContainers", "nodeName", "nodeSelector",
+        "os", "overhead", "preemptionPolicy", "priority", "priorityClassName", "readinessGates",
+        "resourceClaims", "resources", "restartPolicy", "runtimeClassName", "schedulerName", "schedulingGates",
+        "securityContext", "serviceAccount", "serviceAccountName", "setHostnameAsFQDN", "shareProcessNamespace",
+        "subdomain", "terminationGracePeriodSeconds", "tolerations", "topologySpreadConstraints", "volumes",
+    }
+)  # fmt: skip
+# An Argo Workflows template's pod-level fields besides its one container (or script).
+CONTAINER_SITE_POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "volumes", "initContainers", "securityContext")
+KSERVE_CONTAINER = "kserve-container"
+
+
+def model_field(value: dict[str, object]) -> str | None:
+    return next((f for f in KSERVE_MODEL_FIELDS if isinstance(value.get(f), dict)), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,39 +48,104 @@ class Template:
     pod: JSON
     replicas: int
     path: str
+    found: Found | None = None
 
 
-def _walk(raw: JSON, path: tuple[str, ...]) -> JSON:
-    for key in path:
-        if not isinstance(raw, dict):
-            return None
-        raw = raw.get(key)
-    return raw
+def workload_kind(raw: JSON, table: WorkloadTable) -> WorkloadKind:
+    entry = table.find(raw.get("apiVersion"), raw.get("kind"))
+    if entry is None:
+        known = ", ".join(sorted({k.kind for k in table.kinds}))
+        raise InputError("kind", f"expected a Pod or a workload whose pod templates are known ({known})")
+    return entry
 
 
-def pod_template(raw: JSON, namespace: str = "") -> Template:
-    """The pod a controller will create, as a v1 Pod in the controller's namespace (`namespace`:
-    the request's, which the API server sets; the template's own namespace is never used, since
-    the controller creates its pods where it lives)."""
-    kind = raw.get("kind")
-    if not isinstance(kind, str) or kind not in CONTROLLERS:
-        raise InputError("kind", f"expected a pod controller ({', '.join(sorted(CONTROLLERS))}), got {kind!r}")
-    template_path, replicas_path = CONTROLLERS[kind]
-    dotted = ".".join(template_path)
-    template = _walk(raw, template_path)
-    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
-        raise InputError(dotted, f"a {kind} needs a pod template with a spec")
-    metadata = dict(mapping(template.get("metadata"), f"{dotted}.metadata"))
+def pod_templates(raw: JSON, namespace: str, table: WorkloadTable) -> tuple[Template, ...]:
+    """Every pod a workload will create, each as a v1 Pod in the workload's namespace (`namespace`:
+    the request's, which the API server sets; a template's own namespace is never used, since the
+    controller creates its pods where it lives). Sites absent from the object are skipped; a site
+    present but malformed is an InputError naming its path."""
+    entry = workload_kind(raw, table)
     controller_meta = mapping(raw.get("metadata"), "metadata")
-    metadata["namespace"] = namespace or str(controller_meta.get("namespace") or "")
-    metadata.setdefault("name", str(controller_meta.get("name") or ""))
-    replicas = _walk(raw, replicas_path) if replicas_path else 1
-    if replicas is None:
-        replicas = 1
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-        raise InputError(".".join(replicas_path or ()), "must be a whole number")
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
-    return Template(pod, replicas, dotted)
+    namespace = namespace or str(controller_meta.get("namespace") or "")
+    found = [_template(raw, site, namespace, controller_meta) for site in templates(raw, entry)]
+    return tuple(t for t in found if t is not None)
+
+
+def _template(raw: JSON, found: Found, namespace: str, owner: Mapping[str, object]) -> Template | None:
+    dotted = found.dotted
+    value = found.value
+    if value is None and found.required:
+        raise InputError(dotted, f"a {raw.get('kind')} needs a pod template with a spec")
+    if not isinstance(value, dict):
+        raise InputError(dotted, "must be a mapping (a pod template)")
+    if found.form is Form.TEMPLATE:
+        if not isinstance(value.get("spec"), dict):
+            raise InputError(dotted, f"a {raw.get('kind')} needs a pod template with a spec")
+        metadata, spec = dict(mapping(value.get("metadata"), f"{dotted}.metadata")), value["spec"]
+    elif found.form is Form.PODSPEC:
+        metadata, spec = {}, _component_spec(value)
+    else:
+        container = value.get("container") or value.get("script")
+        if container is None:
+            return None  # steps, a DAG, a resource template: no pod of its own
+        if not isinstance(container, dict):
+            raise InputError(f"{dotted}.container", "must be a mapping (a container)")
+        main = {k: v for k, v in container.items() if k != "source"}
+        main.setdefault("name", "main")
+        spec = {"containers": [main], **{k: value[k] for k in CONTAINER_SITE_POD_FIELDS if k in value}}
+        metadata = dict(mapping(value.get("metadata"), f"{dotted}.metadata"))
+    metadata["namespace"] = namespace
+    metadata.setdefault("name", str(owner.get("name") or owner.get("generateName") or ""))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    return Template(pod, found.replicas, dotted, found)
+
+
+def _component_spec(value: dict[str, object]) -> JSON:
+    """A KServe component as a pod spec: its PodSpec fields, its `model` as kserve-container."""
+    spec = {k: v for k, v in value.items() if k in POD_SPEC_FIELDS}
+    field = model_field(value)
+    model = value[field] if field else None
+    if isinstance(model, dict):
+        container = {k: model[k] for k in ("image", "resources", "env", "args", "command") if k in model}
+        others = spec.get("containers")
+        spec["containers"] = [{"name": KSERVE_CONTAINER, **container}, *(others if isinstance(others, list) else [])]
+    spec.setdefault("containers", [])
+    return spec
+
+
+def put_back(raw: JSON, template: Template, pod: JSON) -> JSON:
+    """`raw` with the template at `template.found` replaced by what a mutation made of its pod."""
+    found = template.found
+    assert found is not None
+    result = copy.deepcopy(raw)
+    parent = result
+    for part in found.path[:-1]:
+        parent = parent[part]
+    site = parent[found.path[-1]]
+    original = site.get("metadata") or {}
+    # The namespace and name were lent to the pod for judging: they go back only if they were there.
+    metadata = {k: v for k, v in pod["metadata"].items() if k not in ("namespace", "name") or k in original}
+    spec = pod["spec"]
+    if found.form is Form.TEMPLATE:
+        site["metadata"], site["spec"] = metadata, spec
+    elif found.form is Form.PODSPEC:
+        containers = list(spec.get("containers") or [])
+        model = model_field(site)
+        if model and containers and containers[0].get("name") == KSERVE_CONTAINER:
+            model_container = containers.pop(0)
+            for field in ("resources", "env"):
+                if field in model_container:
+                    site[model][field] = model_container[field]
+        site.update({k: v for k, v in spec.items() if k != "containers"})
+        if containers or "containers" in site:
+            site["containers"] = containers
+    else:
+        field = "container" if "container" in site else "script"
+        site[field] = {**site[field], **spec["containers"][0]}
+        site.update({k: spec[k] for k in CONTAINER_SITE_POD_FIELDS if k in spec})
+        if metadata:
+            site["metadata"] = metadata
+    return result
 
 
 def replica_warnings(

@@ -15,7 +15,7 @@ from policies.judge.verdict import Verdict
 from policies.model.policy import Action
 from policies.model.policyset import PolicySet
 from policies.mutate.document import JSON
-from policies.mutate.mutation import plan_mig, short
+from policies.mutate.mutation import plan_mig
 from policies.mutate.triton import triton_problem
 from policies.pod import PodView, parse_pod
 from policies.quantity import QuantityParser
@@ -39,7 +39,7 @@ class Decision(NamedTuple):
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        return tuple(short(str(v)) for v in self.verdicts if v.action is Action.WARN)
+        return tuple(str(v) for v in self.verdicts if v.action is Action.WARN)
 
     @property
     def audit_annotations(self) -> dict[str, str]:

@@ -27,8 +27,9 @@ _TOKEN = re.compile(
 _VARIABLE = "object"
 
 
-def _tokens(source: str) -> list[str] | None:
-    tokens: list[str] = []
+def tokens(source: str, keep_literals: bool = False) -> list[str] | None:
+    """CEL tokens without spaces and comments; string literals as '""' unless `keep_literals`."""
+    out: list[str] = []
     position = 0
     while position < len(source):
         match = _TOKEN.match(source, position)
@@ -38,32 +39,32 @@ def _tokens(source: str) -> list[str] | None:
         kind, text = match.lastgroup, match.group()
         if kind == "space":
             continue
-        if kind in ("raw", "string", "quoted"):
+        if kind in ("raw", "string", "quoted") and not keep_literals:
             if _VARIABLE in text:
                 return None  # were the literal misread, what it swallowed could use `object`
             text = '""'  # opaque: a literal never names a variable
-        tokens.append(text)
-    return tokens
+        out.append(text)
+    return out
 
 
 def names_variable(source: str, variable: str) -> bool:
     """Whether the expression may name `variable` (True when its tokens cannot be told)."""
-    tokens = _tokens(source)
-    return tokens is None or variable in tokens
+    found = tokens(source)
+    return found is None or variable in found
 
 
 def object_fields(source: str) -> frozenset[str] | None:
     """The fields of `object` the expression selects, or None when it may read more of it."""
-    tokens = _tokens(source)
-    if tokens is None:
+    found = tokens(source)
+    if found is None:
         return None
     fields: set[str] = set()
-    for i, token in enumerate(tokens):
+    for i, token in enumerate(found):
         if token != _VARIABLE:
             continue
-        if i > 0 and tokens[i - 1] == ".":
+        if i > 0 and found[i - 1] == ".":
             return None  # `x.object` or the root-scoped `.object`: not worth telling apart
-        selected = tokens[i + 1 : i + 4]
+        selected = found[i + 1 : i + 4]
         if len(selected) < 2 or selected[0] != "." or not selected[1].isidentifier():
             return None
         if len(selected) == 3 and selected[2] == "(":

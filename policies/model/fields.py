@@ -20,9 +20,13 @@ class FieldReader:
         self.document = document
         self.policy = policy
         self.problems: list[PolicyProblem] = []
+        self.advice: list[PolicyProblem] = []  # loads anyway; `lint` reports it (policies.model.advice)
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(PolicyProblem(self.document.file, self.document.line_of(path), self.policy, path, message))
+
+    def advise(self, path: str, message: str) -> None:
+        self.advice.append(PolicyProblem(self.document.file, self.document.line_of(path), self.policy, path, message))
 
     def mapping(self, raw: object, path: str, allowed: frozenset[str]) -> Mapping[str, object]:
         if raw is None:

@@ -1,4 +1,5 @@
-"""Policy documents to checked GPUPolicy objects: every problem with file, line and field path.
+"""Policy documents to checked GPUPolicy objects (and WorkloadKind entries, which tell where pod
+templates live in more kinds of object): every problem with file, line and field path.
 
 A document with any problem is left out and reported; the good documents of the same file load.
 """
@@ -12,6 +13,7 @@ import yaml
 
 from policies.errors import PolicyProblem
 from policies.gpu.catalog import CATALOG, Catalog
+from policies.model.fields import FieldReader
 from policies.model.policy import (
     API_VERSION,
     KIND,
@@ -20,7 +22,8 @@ from policies.model.policy import (
     Source,
 )
 from policies.model.sections import SectionReader
-from policies.model.yamldoc import read_documents
+from policies.model.workloads import WILDCARD, Form, Site, WorkloadKind, split
+from policies.model.yamldoc import Document, read_documents
 from policies.quantity import QuantityParser
 
 NO_DOCUMENT = "no policy document in it (empty, or cut off before its first)"
@@ -28,10 +31,17 @@ _SPEC = frozenset({"priority", "match", "mig", "runtime", "triton", "rules", "qu
 _MATCH = frozenset({"namespaces", "podSelector", "namespaceSelector", "condition"})
 
 
+WORKLOAD_KIND = "WorkloadKind"
+_WORKLOAD_SPEC = frozenset({"group", "kind", "resource", "templates"})
+_SITE = frozenset({"path", "form", "replicas"})
+
+
 @dataclass(frozen=True, slots=True)
 class LoadResult:
     policies: tuple[GPUPolicy, ...]
     problems: tuple[PolicyProblem, ...]
+    workloads: tuple[WorkloadKind, ...] = ()
+    advice: tuple[PolicyProblem, ...] = ()  # loads anyway; `lint` reports it
 
 
 def load_texts(
@@ -51,15 +61,17 @@ def load_texts(
     """
     policies: list[GPUPolicy] = []
     problems: list[PolicyProblem] = []
+    workloads: list[WorkloadKind] = []
+    advice: list[PolicyProblem] = []
     seen: dict[str, Source] = {}
     for file, text in files:
         try:
-            _load_file(file, text, parse_quantity, catalog, namespace, seen, policies, problems)
+            _load_file(file, text, parse_quantity, catalog, namespace, seen, policies, problems, workloads, advice)
         except (RecursionError, MemoryError):
             problems.append(PolicyProblem(file, 1, "", "", "nested too deep to read"))
         except Exception as error:  # a reader's gap must cost one file, not the whole set
             problems.append(PolicyProblem(file, 1, "", "", f"could not be read: {type(error).__name__}: {error}"))
-    return LoadResult(tuple(policies), tuple(problems))
+    return LoadResult(tuple(policies), tuple(problems), tuple(workloads), tuple(advice))
 
 
 def _load_file(
@@ -71,6 +83,8 @@ def _load_file(
     seen: dict[str, Source],
     policies: list[GPUPolicy],
     problems: list[PolicyProblem],
+    workloads: list[WorkloadKind],
+    advice: list[PolicyProblem],
 ) -> None:
     try:
         documents = list(read_documents(file, text))
@@ -83,12 +97,20 @@ def _load_file(
         problems.append(PolicyProblem(file, 1, "", "", NO_DOCUMENT))
     found: list[GPUPolicy] = []
     for document in documents:
+        if isinstance(document.data, Mapping) and document.data.get("kind") == WORKLOAD_KIND:
+            workload_reader = WorkloadReader(document, namespace)
+            entry = workload_reader.read()
+            problems.extend(workload_reader.problems)
+            if entry is not None:
+                workloads.append(entry)
+            continue
         reader = PolicyReader(document, parse_quantity, catalog, namespace)
         policy = reader.read()
         if policy is not None and policy.name in seen:
             reader.problem("metadata.name", f"duplicate policy name (first defined at {seen[policy.name]})")
             policy = None
         problems.extend(reader.problems)
+        advice.extend(reader.advice)
         if policy is not None:
             seen[policy.name] = policy.source
             found.append(policy)
@@ -157,3 +179,66 @@ class PolicyReader(SectionReader):
             namespace_selector=self.selector(fields.get("namespaceSelector"), f"{path}.namespaceSelector"),
             condition=self.expression(fields.get("condition"), f"{path}.condition"),
         )
+
+
+class WorkloadReader(FieldReader):
+    """One WorkloadKind document: a kind of object and where its pod templates are."""
+
+    def __init__(self, document: Document, namespace: str | None) -> None:
+        super().__init__(document)
+        self.namespace = namespace
+
+    def read(self) -> WorkloadKind | None:
+        top = self.mapping(self.document.data, "", frozenset({"apiVersion", "kind", "metadata", "spec"}))
+        metadata = top.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        self.policy = name if isinstance(name, str) else ""
+        if top.get("apiVersion") != API_VERSION:
+            self.problem("apiVersion", f"must be {API_VERSION}")
+        if not self.policy:
+            self.problem("metadata.name", "every WorkloadKind needs a name")
+        if self.namespace is not None:
+            self.problem(
+                "kind", "WorkloadKind documents belong in the webhook's namespace: they change every namespace"
+            )
+        spec = self.mapping(top.get("spec"), "spec", _WORKLOAD_SPEC)
+        group = spec.get("group", "")
+        if not isinstance(group, str):
+            self.problem("spec.group", 'must be a string ("" for the core group)')
+        kind = self.string(spec.get("kind"), "spec.kind")
+        if kind is None:
+            self.problem("spec.kind", "the kind of object, e.g. TrainJob")
+        resource = spec.get("resource", "")
+        if not isinstance(resource, str):
+            self.problem("spec.resource", "must be a string (the plural the API server serves)")
+        sites = self.sites(spec.get("templates"), "spec.templates")
+        if self.problems or kind is None:
+            return None
+        where = f"{self.document.file}:{self.document.line}"
+        return WorkloadKind(str(group), kind, sites, str(resource), f"WorkloadKind {self.policy} ({where})")
+
+    def sites(self, raw: object, path: str) -> tuple[Site, ...]:
+        if not isinstance(raw, list) or not raw:
+            self.problem(path, "a list of {path, form, replicas}: where the kind's pod templates are")
+            return ()
+        sites = []
+        for i, item in enumerate(raw):
+            at = f"{path}[{i}]"
+            fields = self.mapping(item, at, _SITE)
+            dotted = self.string(fields.get("path"), f"{at}.path")
+            if dotted is None:
+                self.problem(f"{at}.path", "a dotted path such as spec.workers.*.template")
+                continue
+            form_text = fields.get("form", Form.TEMPLATE.value)
+            try:
+                form = Form(form_text)
+            except ValueError:
+                self.problem(f"{at}.form", f"must be one of: {', '.join(f.value for f in Form)}")
+                continue
+            counted = self.strings(fields.get("replicas"), f"{at}.replicas")
+            wildcards = split(dotted).count(WILDCARD)
+            for j, replicas in enumerate(counted):
+                if split(replicas).count(WILDCARD) > wildcards:
+                    self.problem(f"{at}.replicas[{j}]", f"has more {WILDCARD} than the path it counts")
+            sites.append(Site(split(dotted), form, tuple(split(r) for r in counted)))
+        return tuple(sites)

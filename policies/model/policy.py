@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 API_VERSION = "gpu-admission.io/v1alpha1"
 KIND = "GPUPolicy"
 DEFAULT_TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.08-py3"
+DEFAULT_TRITON_CPU = "1"
+DEFAULT_TRITON_MEMORY = "4Gi"
 
 
 class Strategy(enum.Enum):
@@ -131,6 +133,10 @@ class TritonSpec:
     model_repository: str | None = None
     profile: str | None = None
     native_sidecar: bool = False
+    # What the scheduler reserves for the server beside its GPU: requests, and the memory limit
+    # (a CPU limit would throttle model loading; Triton's own charts set none).
+    cpu: str = DEFAULT_TRITON_CPU
+    memory: str = DEFAULT_TRITON_MEMORY
 
 
 @dataclass(frozen=True, slots=True)

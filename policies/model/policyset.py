@@ -14,6 +14,7 @@ from typing import TypeVar
 from policies.gpu.catalog import CATALOG, Catalog
 from policies.model.cel import CelEvaluationError, CelInput
 from policies.model.policy import GPUPolicy
+from policies.model.workloads import BUILT_IN_TABLE, WorkloadTable
 
 _GLOB_CHARS = "*?["
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -37,6 +38,7 @@ class PolicySet:
     policies: tuple[GPUPolicy, ...] = ()
     generation: int = 0
     catalog: Catalog = CATALOG
+    workloads: WorkloadTable = BUILT_IN_TABLE  # where pod templates live, by kind
     _rank: dict[str, int] = field(init=False, repr=False, compare=False)
     _exact: dict[str, tuple[GPUPolicy, ...]] = field(init=False, repr=False, compare=False)
     _globs: dict[str, tuple[tuple[str, GPUPolicy], ...]] = field(init=False, repr=False, compare=False)

@@ -9,10 +9,13 @@ from fractions import Fraction
 from policies.gpu.catalog import Catalog, CatalogError
 from policies.gpu.devices import DEVICE_ENV, grants_devices
 from policies.gpu.models import GpuModel
+from policies.model.advice import constant_outcome, unguarded_indexes
 from policies.model.cel import CelCompileError, CompiledExpression, compile_expression
 from policies.model.fields import FieldReader
 from policies.model.policy import (
+    DEFAULT_TRITON_CPU,
     DEFAULT_TRITON_IMAGE,
+    DEFAULT_TRITON_MEMORY,
     Action,
     Consistency,
     DeviceCheck,
@@ -36,7 +39,8 @@ _SECURITY = frozenset({"action", "allow"})
 _MIG = frozenset({"strategy", "gpuModels", "defaultProfile", "allowedProfiles", "multiGpu"})
 _RUNTIME = frozenset({"runtimeClassName", "tolerations", "nodeSelector", "env", "shmSize"})
 _TOLERATION = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
-_TRITON = frozenset({"image", "modelRepository", "profile", "nativeSidecar"})
+_TRITON = frozenset({"image", "modelRepository", "profile", "nativeSidecar", "resources"})
+_TRITON_RESOURCES = frozenset({"cpu", "memory"})
 _RULE = frozenset({"name", "expression", "message", "messageExpression", "action"})
 _QUOTA = frozenset({"scope", "limits", "perPod", "action", "consistency", "sharedWeight"})
 _LIMITS = frozenset({"gpuEquivalents", "slices", "gpus", "pods"})
@@ -51,15 +55,25 @@ class SectionReader(FieldReader):
         self.catalog = catalog
         self.namespace = namespace
 
-    def expression(self, raw: object, path: str) -> CompiledExpression | None:
+    def expression(self, raw: object, path: str, verdict: bool = True) -> CompiledExpression | None:
+        """A CEL expression; `verdict`: its value decides (a rule or condition, not a message)."""
         source = self.string(raw, path)
         if source is None:
             return None
         try:
-            return compile_expression(source)
+            compiled = compile_expression(source)
         except CelCompileError as error:
             self.problem(path, f"CEL: {error}")
             return None
+        for index in unguarded_indexes(source):
+            self.advise(
+                path,
+                f"{index} fails on objects without that key, and a failing rule denies; guard it with `in` or has()",
+            )
+        constant = constant_outcome(source) if verdict else None
+        if constant is not None:
+            self.advise(path, f"the same on every pod: {constant}")
+        return compiled
 
     def selector(self, raw: object, path: str) -> LabelSelector | None:
         if raw is None:
@@ -141,11 +155,16 @@ class SectionReader(FieldReader):
         if profile and mig and not mig.allows(profile):
             # The sidecar's slice meets the same gate as the pod's: it would be denied.
             self.problem(f"{path}.profile", f"{profile} is not in spec.mig.allowedProfiles")
+        resources = self.mapping(fields.get("resources") or {}, f"{path}.resources", _TRITON_RESOURCES)
+        cpu = self.quantity(resources.get("cpu"), f"{path}.resources.cpu", self.parse_quantity)
+        memory = self.quantity(resources.get("memory"), f"{path}.resources.memory", self.parse_quantity)
         return TritonSpec(
             image=image or DEFAULT_TRITON_IMAGE,
             model_repository=self.string(fields.get("modelRepository"), f"{path}.modelRepository"),
             profile=profile,
             native_sidecar=self.boolean(fields.get("nativeSidecar"), f"{path}.nativeSidecar", False),
+            cpu=cpu or DEFAULT_TRITON_CPU,
+            memory=memory or DEFAULT_TRITON_MEMORY,
         )
 
     def rules(self, raw: object, path: str) -> tuple[Rule, ...]:
@@ -169,7 +188,9 @@ class SectionReader(FieldReader):
                 self.problem(f"{item_path}.expression", "every rule needs an expression")
             message = self.string(fields.get("message"), f"{item_path}.message")
             action = self.choice(fields.get("action"), f"{item_path}.action", Action, Action.DENY, "deny, warn, audit")
-            message_expression = self.expression(fields.get("messageExpression"), f"{item_path}.messageExpression")
+            message_expression = self.expression(
+                fields.get("messageExpression"), f"{item_path}.messageExpression", verdict=False
+            )
             if name is not None and expression is not None:
                 names.add(name)
                 rules.append(Rule(name, expression, message or f"rule {name} failed", action, message_expression))

@@ -24,12 +24,6 @@ from policies.quantity import QuantityParser
 from policies.request import RequestInfo
 
 MUTATED_ANNOTATION = ANNOTATION_PREFIX + "mutated"
-WARNING_LIMIT = 120
-
-
-def short(text: str) -> str:
-    """kubectl prints warnings on one line each; the API server wants them short."""
-    return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
 
 
 # A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
@@ -98,7 +92,7 @@ def mutate_pod(
         object=doc.root if changes else raw,
         patch=tuple(doc.operations) if changes else (),
         changes=tuple(changes),
-        warnings=tuple(short(w) for w in warnings),
+        warnings=tuple(warnings),
         problems=tuple(problems),
         policies=tuple(p.name for p in matched),
     )

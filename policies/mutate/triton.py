@@ -15,6 +15,16 @@ from policies.pod import PodView
 CONTAINER = "triton"
 PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
 TRITON_USER = 1000
+# Pod Security Standards `restricted`, container level: the sidecar must not be the reason a
+# namespace enforcing it turns the pod away (Triton's image runs fine as its uid 1000).
+RESTRICTED: dict[str, JSON] = {
+    "runAsNonRoot": True,
+    "runAsUser": TRITON_USER,
+    "runAsGroup": TRITON_USER,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 
 
 def _probe(path: str, **timing: int) -> dict[str, JSON]:
@@ -32,11 +42,14 @@ def sidecar(spec: TritonSpec, repository: str, resources: dict[str, str], env: l
         "readinessProbe": _probe("/v2/health/ready", periodSeconds=5),
         # Triton's chart: a 5-minute model-load budget before liveness counts.
         "startupProbe": _probe("/v2/health/ready", periodSeconds=10, failureThreshold=30),
-        "securityContext": {"runAsUser": TRITON_USER, "runAsGroup": TRITON_USER, "allowPrivilegeEscalation": False},
+        "securityContext": RESTRICTED,
         "volumeMounts": [{"name": SHM_VOLUME, "mountPath": SHM_PATH}],
     }
-    if resources:
-        container["resources"] = {"limits": dict(resources), "requests": dict(resources)}
+    # Requests for the scheduler (CPU, memory and the slice), limits for the memory and the slice.
+    container["resources"] = {
+        "limits": {"memory": spec.memory, **resources},
+        "requests": {"cpu": spec.cpu, "memory": spec.memory, **resources},
+    }
     if env:
         container["env"] = env
     if spec.native_sidecar:

@@ -12,14 +12,18 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from policies.cluster import KnownCluster
 from policies.engine import Engine
 from policies.errors import InputError
 from policies.quantity import parse_quantity
-from webhook.cli.offline import cmd_lint, cmd_validate
-from webhook.sources.files import load_policies, read_manifests
+from webhook.cli.inputs import DEFAULT_NAMESPACE, read_inputs, without_lent_namespace
+from webhook.cli.offline import cluster_state, cmd_lint, cmd_validate
+from webhook.cli.policytest import cmd_test
+from webhook.sources.files import load_policies
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -43,20 +47,35 @@ def _dump(objects: list[object], output: str) -> str:
 
 def cmd_mutate(args: argparse.Namespace) -> int:
     engine = _engine(args.policies)
+    _, cluster = cluster_state(args.cluster_state) if args.cluster_state else ([], KnownCluster())
+    inputs = read_inputs(args.file, engine, args.namespace)
     outputs: list[object] = []
-    for label, document in read_manifests(args.file):
+    patches: list[object] = []
+    for label, document, judged in inputs.documents:
+        if not judged or not isinstance(document, dict):
+            outputs.append(document)  # passed through: the output can go on to kubectl apply
+            continue
         try:
-            result = engine.mutate(document)
+            result = engine.mutate_any(document, cluster=cluster)
         except InputError as error:
             raise error.in_document(label) from None
         for warning in result.warnings:
-            print(f"Warning: {warning}", file=sys.stderr)
-        outputs.append(list(result.patch) if args.output == "patch" else result.object)
+            print(f"Warning: {label}: {warning}", file=sys.stderr)
+        outputs.append(without_lent_namespace(result.object) if label in inputs.lent else result.object)
+        patches.append(list(result.patch) if document.get("kind") == "Pod" else _replacements(document, result.object))
     if args.output == "patch":
-        print("\n".join(json.dumps(patch) for patch in outputs))
+        print("\n".join(json.dumps(patch) for patch in patches))
     else:
         print(_dump(outputs, args.output), end="" if args.output == "yaml" else "\n")
+    inputs.say_skipped()
     return EXIT_OK
+
+
+def _replacements(before: dict[str, object], after: object) -> list[dict[str, object]]:
+    """RFC 6902 for a workload: each top-level field the mutation changed, replaced whole."""
+    if not isinstance(after, dict):
+        return []
+    return [{"op": "replace", "path": f"/{key}", "value": after[key]} for key in after if after[key] != before.get(key)]
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -96,9 +115,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _key_directory(out: Path) -> None:
+    """Private keys never go where packaging or an image build would pick them up."""
+    resolved = out.resolve()
+    for directory in (resolved, *resolved.parents):
+        if (directory / "__init__.py").is_file():
+            raise InputError(
+                "--out",
+                f"{directory} is a Python package, so private keys there would ship with it; "
+                "use a directory of their own (e.g. .gpu-admission/certs)",
+            )
+
+
 def cmd_certs(args: argparse.Namespace) -> int:
     from certs.files import generate
 
+    _key_directory(args.out)
     generate(args.out, args.service, args.namespace, args.dns_name or [], args.ip or [])
     print(f"wrote {args.out}/ca.crt, tls.crt, tls.key for {args.service}.{args.namespace}.svc")
     return EXIT_OK
@@ -107,28 +139,101 @@ def cmd_certs(args: argparse.Namespace) -> int:
 def cmd_client_certs(args: argparse.Namespace) -> int:
     from certs.files import generate_client
 
+    _key_directory(args.out)
     generate_client(args.out, args.name)
     print(f"wrote {args.out}/client-ca.crt (for serve --client-ca) and client.crt, client.key (CN {args.name})")
     return EXIT_OK
 
 
+def _command(commands: Any, name: str, summary: str, description: str, exits: str) -> argparse.ArgumentParser:
+    return commands.add_parser(  # type: ignore[no-any-return]
+        name,
+        help=summary,
+        description=description,
+        epilog=f"exit codes: {exits}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _inputs(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "-f",
+        "--file",
+        action="append",
+        required=True,
+        help="a YAML or JSON file (many documents, v1 Lists), a directory of them, or - for stdin; repeatable",
+    )
+    command.add_argument(
+        "--policies", type=Path, action="append", help="a policy file or directory; repeatable (default: bundled)"
+    )
+    command.add_argument(
+        "--cluster-state",
+        help="kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml: existing pods counted against quotas, "
+        "namespace labels, free GPU capacity",
+    )
+    command.add_argument(
+        "-n",
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help=f"namespace of documents that name none (default {DEFAULT_NAMESPACE}, as kubectl)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpu-admission", description="GPU admission webhook and policy engine")
+    parser = argparse.ArgumentParser(
+        prog="gpu-admission",
+        description="GPU admission webhook and policy engine. Every command says its exit codes in its --help.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    mutate = commands.add_parser("mutate", help="what the mutating webhook would do to Pods")
-    mutate.add_argument("-f", "--file", required=True, help="YAML or JSON file, or - for stdin")
-    mutate.add_argument("--policies", type=Path, action="append", help="policy directory (default: bundled)")
-    mutate.add_argument("-o", "--output", choices=("yaml", "json", "patch"), default="yaml")
+    mutate = _command(
+        commands,
+        "mutate",
+        "what the mutating webhook would do",
+        "Prints every document of FILE as the mutating webhook leaves it: Pods mutated, workloads (pod "
+        "controllers, Kubeflow, Ray, LeaderWorkerSet, JobSet, Argo, KServe, Knative and WorkloadKind "
+        "entries) with each pod template mutated as their pods will be, other documents passed through "
+        "unchanged (listed on stderr), so the output can go on to kubectl apply.",
+        "0 done; 2 input or policies that cannot be read",
+    )
+    _inputs(mutate)
+    mutate.add_argument("-o", "--output", choices=("yaml", "json", "patch"), default="yaml", help="default yaml")
     mutate.set_defaults(run=cmd_mutate)
-    validate = commands.add_parser("validate", help="mutation then validation of Pods and pod controllers")
-    validate.add_argument("-f", "--file", required=True, help="YAML or JSON file, or - for stdin")
-    validate.add_argument("--policies", type=Path, action="append", help="policy directory (default: bundled)")
-    validate.add_argument("--cluster-state", help="v1 List of existing pods (kubectl get pods -A -o yaml)")
-    validate.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    validate = _command(
+        commands,
+        "validate",
+        "mutation then validation, as the API server would run them",
+        "Judges every Pod and workload of FILE (each pod template, named by its path) after the mutation "
+        "its pods will get; documents of other kinds are listed on stderr and skipped. Pods of FILE admitted "
+        "earlier count against quotas for later ones.",
+        "0 all allowed; 1 something denied; 2 input or policies that cannot be read",
+    )
+    _inputs(validate)
+    validate.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
     validate.set_defaults(run=_validate)
-    lint = commands.add_parser("lint", help="check policy files: schema, CEL, profiles and models")
-    lint.add_argument("paths", nargs="+", help="policy directories or files")
+    lint = _command(
+        commands,
+        "lint",
+        "check policy files",
+        "Checks policy files and directories: schema, CEL (and unguarded map indexing), profiles and "
+        "models, rules that can never be true or false, policies that decide the same pods differently; "
+        "each problem with file, line, policy and field path.",
+        "0 clean; 1 problems (or no policy file found)",
+    )
+    lint.add_argument("paths", nargs="+", help="policy files or directories")
+    lint.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
     lint.set_defaults(run=cmd_lint)
+    test = _command(
+        commands,
+        "test",
+        "run policy tests (kind: Test files)",
+        "Runs every `kind: Test` document under DIR: its policies judge its resources (with its cluster "
+        "state) and each expected result (allowed, denied or warned, by which policy and rule, patched "
+        "fields) is checked. The format is in webhook/cli/policytest.py and the README.",
+        "0 every result holds; 1 a result does not; 2 a test, policy or resource that cannot be read",
+    )
+    test.add_argument("paths", nargs="+", metavar="DIR", help="directories (or files) holding Test documents")
+    test.add_argument("-o", "--output", choices=("text", "json", "junit"), default="text", help="default text")
+    test.set_defaults(run=cmd_test)
     serve = commands.add_parser("serve", help="the webhook over TLS (embedded default with no flags)")
     serve.add_argument("--policies", type=Path, action="append", help="policy directory (default: bundled)")
     serve.add_argument("--bind", default="127.0.0.1:8443", help="HOST:PORT (default 127.0.0.1:8443)")
@@ -194,6 +299,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # here, not at exit: a reader that went away (| head) is not an error
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to say to it
+        return EXIT_OK
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -202,8 +311,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as stop:
         return int(stop.code or 0)
-    except BrokenPipeError:
-        return EXIT_OK
     return code
 
 

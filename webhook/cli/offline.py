@@ -10,20 +10,21 @@ from pathlib import Path
 from typing import Any
 
 from policies.cluster import NO_CLUSTER, ClusterState, KnownCluster
-from policies.engine import Engine, require_judged
-from policies.errors import InputError
+from policies.engine import Engine
+from policies.errors import InputError, PolicyProblem
 from policies.gpu.capacity import CapacityLedger, node_gpus, node_uses
 from policies.gpu.catalog import CATALOG
-from policies.judge.controllers import CONTROLLERS, pod_template
 from policies.judge.ledger import Ledger
 from policies.judge.usage import counts_against_quota, gpus_held
 from policies.judge.validation import Decision
+from policies.model.advice import overlapping_profiles
 from policies.model.loader import load_texts
 from policies.mutate.mutation import MutationResult
 from policies.pod import PodView, parse_pod
 from policies.quantity import parse_quantity
+from webhook.cli.inputs import read_inputs
 from webhook.cluster.namespaces import GpuQuotaCache, namespace_labels
-from webhook.sources.files import POLICY_SUFFIXES, directory_texts, read_manifests
+from webhook.sources.files import directory_texts, read_manifests
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 CLUSTER_KINDS = "cluster state holds Pods, Namespaces, Nodes and ResourceQuotas only"
@@ -38,13 +39,9 @@ class Judged:
 
 def judge(engine: Engine, label: str, document: Any, ledger: Ledger, cluster: ClusterState = NO_CLUSTER) -> Judged:
     try:
-        kind = require_judged(document)
-        if kind in CONTROLLERS:
-            mutation = engine.mutate(pod_template(document).pod, cluster=cluster)
-            decision = engine.validate(document, ledger, cluster=cluster)
-        else:
-            mutation = engine.mutate(document, cluster=cluster)
-            decision = engine.validate(mutation.object, ledger, cluster=cluster)
+        mutation = engine.mutate_any(document, cluster=cluster)
+        kind = str(document.get("kind"))
+        decision = engine.validate(mutation.object if kind == "Pod" else document, ledger, cluster=cluster)
     except InputError as error:
         raise error.in_document(label) from None
     if decision.allowed and kind == "Pod":
@@ -116,12 +113,25 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
 def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:
     pods, cluster = cluster_state(args.cluster_state) if args.cluster_state else ([], KnownCluster())
     ledger = Ledger.from_pods(pods, engine.policy_set, engine.parse_quantity, cluster)
-    results = [judge(engine, label, document, ledger, cluster) for label, document in read_manifests(args.file)]
+    inputs = read_inputs(args.file, engine, args.namespace)
+    results = [judge(engine, label, document, ledger, cluster) for label, document in inputs.judged]
     if args.output == "json":
         print(json.dumps([_json(r) for r in results], indent=2))
-    else:
+    elif results:
         print("\n".join(_text(r) for r in results))
+    inputs.say_skipped()
     return EXIT_OK if all(r.decision.allowed for r in results) else EXIT_DENIED
+
+
+def _finding(problem: PolicyProblem, severity: str) -> dict[str, object]:
+    return {
+        "severity": severity,
+        "file": problem.file,
+        "line": problem.line,
+        "policy": problem.policy,
+        "path": problem.path,
+        "message": problem.message,
+    }
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -130,19 +140,28 @@ def cmd_lint(args: argparse.Namespace) -> int:
         path = Path(target)
         if path.is_dir():
             texts.extend(directory_texts(path))
-        elif path.suffix in POLICY_SUFFIXES:
+        elif path.is_file():
             texts.append((str(path), path.read_text(encoding="utf-8")))
         else:
             raise FileNotFoundError(f"{target}: not a policy directory or file")
     result = load_texts(texts, parse_quantity)
-    for problem in result.problems:
-        print(problem)
+    advice = [*result.advice, *overlapping_profiles(result.policies)]
+    if args.output == "json":
+        findings = [_finding(p, "error") for p in result.problems] + [_finding(a, "warning") for a in advice]
+        summary = {"files": len(texts), "policies": [p.name for p in result.policies], "findings": findings}
+        print(json.dumps(summary, indent=2))
+    else:
+        for problem in result.problems:
+            print(problem)
+        for found in advice:
+            print(f"{found.file}:{found.line}: warning: {str(found).split(': ', 1)[1]}")
     if not texts:
         print("no policy files found", file=sys.stderr)
         return EXIT_DENIED
     names = ", ".join(p.name for p in result.policies) or "none"
     print(
-        f"{len(texts)} files, {len(result.policies)} policies loaded ({names}), {len(result.problems)} problems",
+        f"{len(texts)} files, {len(result.policies)} policies loaded ({names}), "
+        f"{len(result.problems)} problems, {len(advice)} warnings",
         file=sys.stderr,
     )
-    return EXIT_DENIED if result.problems else EXIT_OK
+    return EXIT_DENIED if result.problems or advice else EXIT_OK

@@ -10,7 +10,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from policies.engine import JUDGED_KINDS
 from policies.errors import InputError
 from policies.model.loader import load_texts
 from policies.quantity import parse_quantity
@@ -94,9 +93,10 @@ def _policy_configmap(holder: EngineHolder, request: AdmissionRequest) -> Admiss
     ):
         return AdmissionResponse(request.uid, True)
     owner = policy_owner(request.namespace, holder.settings.policy_namespace)
-    problems = load_texts(texts, parse_quantity, namespace=owner).problems
-    if not problems:
-        return AdmissionResponse(request.uid, True)
+    loaded = load_texts(texts, parse_quantity, namespace=owner)
+    problems = loaded.problems
+    if not problems:  # what lint would warn about loads, and `kubectl apply` shows it
+        return AdmissionResponse(request.uid, True, warnings=tuple(f"lint: {a}" for a in loaded.advice))
     message = "policy rejected: " + "; ".join(str(p) for p in problems)
     return AdmissionResponse(request.uid, False, message=message, code=422)
 
@@ -107,7 +107,7 @@ def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRespon
     engine = holder.engine
     if (
         engine is None
-        or request.kind.kind not in JUDGED_KINDS
+        or not engine.judges(request.kind.api_version, request.kind.kind)
         or request.operation not in JUDGED_OPERATIONS
         or request.sub_resource not in JUDGED_SUBRESOURCES
     ):

@@ -29,6 +29,11 @@ class GroupVersionKind(NamedTuple):
     def is_core_pod(self) -> bool:
         return self.group == "" and self.kind == "Pod"
 
+    @property
+    def api_version(self) -> str:
+        """As an object of this kind writes it: `group/version`, or `version` in the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
 
 class AdmissionRequest(NamedTuple):
     api_version: str
@@ -67,6 +72,15 @@ class AdmissionRequest(NamedTuple):
         )
 
 
+WARNING_LIMIT = 120
+
+
+def short(text: str) -> str:
+    """kubectl prints warnings on one line each and the API server wants them short; the CLI
+    prints them whole."""
+    return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
+
+
 class AdmissionResponse(NamedTuple):
     uid: str
     allowed: bool
@@ -82,7 +96,7 @@ class AdmissionResponse(NamedTuple):
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(orjson.dumps(self.patch)).decode()
         if self.warnings:
-            response["warnings"] = list(self.warnings)
+            response["warnings"] = [short(w) for w in self.warnings]
         if not self.allowed:
             response["status"] = {
                 "code": self.code,

@@ -12,6 +12,7 @@ import yaml
 from policies.errors import InputError
 from policies.model.loader import LoadResult, load_texts
 from policies.model.policyset import PolicySet
+from policies.model.workloads import BUILT_IN_TABLE
 from policies.model.yamldoc import FAST_LOADER
 from policies.quantity import parse_quantity
 
@@ -38,15 +39,25 @@ def directory_texts(directory: Path) -> list[tuple[str, str]]:
     ]
 
 
-def load_policies(directories: list[Path] | None, generation: int = 1) -> tuple[PolicySet, LoadResult]:
+def policy_texts(path: Path) -> list[tuple[str, str]]:
+    """A policy file, or the policy files of a directory."""
+    if path.is_dir():
+        return directory_texts(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such policy file or directory")
+    return [(str(path), path.read_text(encoding="utf-8"))]
+
+
+def load_policies(paths: list[Path] | None, generation: int = 1) -> tuple[PolicySet, LoadResult]:
+    """Policies of files and directories; the bundled default when none is given."""
     texts: list[tuple[str, str]] = []
-    if directories:
-        for directory in directories:
-            texts.extend(directory_texts(directory))
+    if paths:
+        for path in paths:
+            texts.extend(policy_texts(path))
     else:
         texts = bundled_texts()
     result = load_texts(texts, parse_quantity)
-    return PolicySet(result.policies, generation), result
+    return PolicySet(result.policies, generation, workloads=BUILT_IN_TABLE.with_kinds(result.workloads)), result
 
 
 def read_manifests(name: str) -> Iterator[tuple[str, object]]:

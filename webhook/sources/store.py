@@ -23,6 +23,7 @@ from policies.errors import PolicyProblem
 from policies.model.loader import load_texts
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
+from policies.model.workloads import BUILT_IN_TABLE, WorkloadKind
 from policies.quantity import parse_quantity
 
 log = logging.getLogger("gpu_admission.policies")
@@ -35,6 +36,7 @@ Swap = Callable[[Engine], None]
 class FileVersion:
     text: str
     policies: tuple[GPUPolicy, ...]
+    workloads: tuple[WorkloadKind, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ class PolicyStore:
         good = self._good[source]
         if problems and file in good:
             return False  # the last good version stays in force
-        good[file] = FileVersion(text, tuple(policies))
+        good[file] = FileVersion(text, tuple(policies), loaded.workloads)
         return True
 
     def remove(self, source: str) -> None:
@@ -160,15 +162,12 @@ class PolicyStore:
     def _swap(self) -> None:
         from webhook.metrics import GENERATION, POLICIES
 
-        policies = tuple(
-            policy
-            for source in sorted(self._good)
-            for file in sorted(self._good[source])
-            for policy in self._good[source][file].policies
-        )
+        versions = [self._good[source][file] for source in sorted(self._good) for file in sorted(self._good[source])]
+        policies = tuple(policy for version in versions for policy in version.policies)
+        workloads = BUILT_IN_TABLE.with_kinds(tuple(kind for version in versions for kind in version.workloads))
         with self._swapped:
             self.generation += 1
-            self._swap_in(Engine(PolicySet(policies, self.generation), parse_quantity))
+            self._swap_in(Engine(PolicySet(policies, self.generation, workloads=workloads), parse_quantity))
             self._swapped_once = True
             self._swapped.notify_all()
         GENERATION.set(self.generation)

@@ -1,0 +1,110 @@
+"""The workloads webhook's matchCondition, written from the workload kinds table.
+
+The API server evaluates it before calling the webhook, so objects whose pod templates ask for
+no GPU never leave it: a ConfigMap-sized Workflow with no GPU costs the cluster nothing, and an
+outage of the webhook (failurePolicy Ignore there) delays nothing. It is generated, not written,
+so a kind added to the table is covered the same way; `deploy/base/webhooks.yaml` holds the
+output and a test keeps the two equal.
+
+Webhook match conditions see `object` untyped (one webhook serves many resources), so a `*` in a
+site's path, which may stand for list items or map values, is written for both.
+"""
+
+from __future__ import annotations
+
+from policies.model.workloads import BUILT_IN, KSERVE_MODEL_FIELDS, WILDCARD, Form, Over, WorkloadKind
+
+_ASKS = "r.startsWith('nvidia.com/')"
+
+
+def _is(x: str, kind: str) -> str:
+    # A custom resource may carry an empty YAML key as null (`annotations:`): test the type
+    # before use, since an error in a matchCondition skips the webhook.
+    return f"has({x}) && type({x}) == {kind}"
+
+
+def _container(c: str) -> str:
+    limits, requests = f"{c}.resources.limits", f"{c}.resources.requests"
+    return (
+        f"{_is(f'{c}.resources', 'map')} && (({_is(limits, 'map')} && {limits}.exists(r, {_ASKS})) || "
+        f"({_is(requests, 'map')} && {requests}.exists(r, {_ASKS})))"
+    )
+
+
+def _pod_spec(s: str, depth: int) -> str:
+    c = f"c{depth}"
+    lists = (
+        f"({_is(f'{s}.{field}', 'list')} && {s}.{field}.exists({c}, type({c}) == map && {_container(c)}))"
+        for field in ("containers", "initContainers")
+    )
+    runtime = f"({_is(f'{s}.runtimeClassName', 'string')} && {s}.runtimeClassName.startsWith('nvidia'))"
+    return " || ".join((*lists, runtime))
+
+
+def _at_site(x: str, form: Form, depth: int) -> str:
+    if form is Form.TEMPLATE:
+        annotations = f"{x}.metadata.annotations"
+        triton = (
+            f"({_is(f'{x}.metadata', 'map')} && {_is(annotations, 'map')} && "
+            f"'gpu-admission.io/triton' in {annotations})"
+        )
+        return f"({_is(f'{x}.spec', 'map')} && ({_pod_spec(f'{x}.spec', depth)})) || {triton}"
+    if form is Form.PODSPEC:
+        fields = ", ".join(f"'{m}'" for m in KSERVE_MODEL_FIELDS)
+        m = f"m{depth}"
+        model = f"{m} in {x} && type({x}[{m}]) == map && {_container(f'{x}[{m}]')}"
+        return f"{_pod_spec(x, depth)} || [{fields}].exists({m}, {model})"
+    return " || ".join(f"({_is(f'{x}.{f}', 'map')} && {_container(f'{x}.{f}')})" for f in ("container", "script"))
+
+
+def _path(base: str, path: tuple[str, ...], form: Form, over: Over, depth: int = 0) -> str:
+    if not path:
+        return _at_site(base, form, depth)
+    head, rest = path[0], path[1:]
+    if head == WILDCARD:
+        k, v = f"k{depth}", f"v{depth}"
+        on_map = f"{base}.exists({k}, {_path(f'{base}[{k}]', rest, form, over, depth + 1)})"
+        on_list = f"{base}.exists({v}, {_path(v, rest, form, over, depth + 1)})"
+        if over is Over.MAP:
+            return on_map
+        if over is Over.LIST:
+            return on_list
+        return f"(type({base}) == map ? {on_map} : {on_list})"
+    field = f"{base}.{head}"
+    inner = _path(field, rest, form, over, depth)
+    if rest and rest[0] == WILDCARD:
+        kind = {Over.MAP: "map", Over.LIST: "list"}.get(over)
+        return f"{_is(field, kind) if kind else f'has({field})'} && ({inner})"
+    return f"{_is(field, 'map')} && ({inner})"
+
+
+def kind_condition(entry: WorkloadKind) -> str:
+    sites = " || ".join(f"({_path('object', site.path, site.form, site.over)})" for site in entry.sites)
+    return f"(object.kind == '{entry.kind}' && ({sites}))"
+
+
+def match_condition(kinds: tuple[WorkloadKind, ...] = BUILT_IN) -> str:
+    """One expression over every kind of the table that is not a core pod controller."""
+    return " ||\n".join(kind_condition(entry) for entry in custom_kinds(kinds))
+
+
+def custom_kinds(kinds: tuple[WorkloadKind, ...] = BUILT_IN) -> tuple[WorkloadKind, ...]:
+    """The kinds the workloads webhook serves: the core controllers have their own entry."""
+    return tuple(k for k in kinds if k.group not in ("apps", "batch"))
+
+
+def webhook_rules(kinds: tuple[WorkloadKind, ...] = BUILT_IN) -> list[dict[str, object]]:
+    """The webhook's rules: one per API group, every version, CREATE and UPDATE."""
+    groups: dict[str, list[str]] = {}
+    for entry in custom_kinds(kinds):
+        groups.setdefault(entry.group, []).append(entry.resource)
+    return [
+        {
+            "apiGroups": [group],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": sorted(resources),
+            "scope": "Namespaced",
+        }
+        for group, resources in groups.items()
+    ]

@@ -1,0 +1,64 @@
+"""Other GPU-sharing systems keep their pods: HAMi, time-slicing and MPS pods are not turned
+into MIG slices, yet still count as GPU pods for rules and quotas."""
+
+import pytest
+import yaml
+
+from policies.judge.ledger import Ledger
+from tests.conftest import engine_from, gpu_container, pod, policy
+
+SLICES = policy(
+    "slices",
+    """
+mig:
+  gpuModels: [H100-80GB]
+  defaultProfile: 1g.10gb
+quota:
+  limits: {gpuEquivalents: "1", pods: 5}
+  perPod: {gpuEquivalents: "1"}
+rules:
+  - name: owner
+    expression: "has(object.metadata.labels) && 'owner' in object.metadata.labels"
+    action: deny
+""",
+)
+
+
+def hami(**resources):
+    return {"name": "a", "image": "x", "resources": {"limits": resources}}
+
+
+@pytest.mark.parametrize(
+    "sharing_pod, reason",
+    [
+        pytest.param(pod(hami(**{"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000})), "HAMi", id="hami-gpumem"),
+        pytest.param(pod(hami(**{"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30})), "HAMi", id="hami-gpucores"),
+        pytest.param(pod(hami(**{"nvidia.com/gpu.shared": 1})), "time-sliced", id="renamed-shared-resource"),
+        pytest.param(
+            pod(gpu_container(), nodeSelector={"nvidia.com/gpu.sharing-strategy": "mps"}), "MPS", id="mps-node-selector"
+        ),
+        pytest.param(
+            pod(gpu_container(), nodeSelector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED"}),
+            "time-sliced",
+            id="shared-product-label",
+        ),
+    ],
+)
+def test_pods_of_another_sharing_system_are_not_rewritten_but_warned(sharing_pod, reason):
+    result = engine_from(SLICES).mutate(sharing_pod)
+    assert "nvidia.com/mig-" not in yaml.safe_dump(result.object)
+    if "'nvidia.com/gpu'" in str(sharing_pod):  # a whole GPU the default profile would have taken
+        assert any("not turned into a MIG slice" in w for w in result.warnings), result.warnings
+
+
+def test_they_still_count_for_rules_and_quotas():
+    engine = engine_from(SLICES)
+    shared = engine.mutate(pod(gpu_container(gpus=2), nodeSelector={"nvidia.com/gpu.sharing-strategy": "mps"}))
+    decision = engine.validate(shared.object, Ledger())
+    assert not decision.allowed
+    assert {v.rule for v in decision.verdicts} >= {"owner", "quota.perPod.gpuEquivalents"}
+
+
+def test_a_gpu_pod_with_no_sharing_constraint_is_still_rewritten():
+    result = engine_from(SLICES).mutate(pod(gpu_container()))
+    assert "nvidia.com/mig-1g.10gb" in yaml.safe_dump(result.object)
