@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from policies.model.cel import CelInput
@@ -41,9 +42,19 @@ class RequestInfo(NamedTuple):
         """Sent by a kubelet (the only caller that may make mirror pods of static pods)."""
         return self.username.startswith(NODE_USER_PREFIX) and NODES_GROUP in self.groups
 
-    def cel_input(self, obj: object) -> CelInput:
-        """`object`, `oldObject` and `request` for CEL, built only if an expression is evaluated."""
-        return CelInput(lambda: {"object": obj, "oldObject": self.old_object, "request": self.cel_view()})
+    def cel_input(self, obj: object, namespace_labels: Mapping[str, str] | None = None) -> CelInput:
+        """`object`, `oldObject`, `request` and `namespaceObject` (its name and labels, where known)
+        for CEL, built only if an expression is evaluated."""
+        return CelInput(
+            lambda: {
+                "object": obj,
+                "oldObject": self.old_object,
+                "request": self.cel_view(),
+                "namespaceObject": None
+                if namespace_labels is None
+                else {"metadata": {"name": self.namespace, "labels": dict(namespace_labels)}},
+            }
+        )
 
     def cel_view(self) -> dict[str, object]:
         """`request` as CEL rules see it (the fields ValidatingAdmissionPolicy rules use most)."""

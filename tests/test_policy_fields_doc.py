@@ -27,6 +27,7 @@ def loader_fields() -> set[str]:
         "spec.triton": sections._TRITON,
         "spec.triton.resources": sections._TRITON_RESOURCES,
         "spec.rules": sections._RULE,
+        "spec.variables": sections._VARIABLE,
         "spec.quota": sections._QUOTA,
         "spec.quota.limits": sections._LIMITS,
         "spec.security": sections._SECURITY,

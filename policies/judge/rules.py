@@ -7,14 +7,14 @@ not a policy that passed (fail closed).
 from __future__ import annotations
 
 from policies.judge.verdict import Verdict
-from policies.model.cel import CelEvaluationError, CelInput
+from policies.model.cel import CelEvaluationError, CelInput, Variables
 from policies.model.policy import Action, GPUPolicy, Rule
 
 
-def _message(rule: Rule, data: CelInput) -> str:
+def _message(rule: Rule, data: CelInput, variables: Variables) -> str:
     if rule.message_expression is not None:
         try:
-            text = rule.message_expression.evaluate(data)
+            text = rule.message_expression.evaluate(data, variables)
             if isinstance(text, str) and text:
                 return text
         except CelEvaluationError:
@@ -27,7 +27,7 @@ def check_rules(policy: GPUPolicy, data: CelInput) -> list[Verdict]:
     for i, rule in enumerate(policy.rules):
         path = f"spec.rules[{i}].expression"
         try:
-            passed = rule.expression.evaluate_bool(data)
+            passed = rule.expression.evaluate_bool(data, policy.variables)
         except CelEvaluationError as error:
             verdicts.append(
                 Verdict(
@@ -41,6 +41,12 @@ def check_rules(policy: GPUPolicy, data: CelInput) -> list[Verdict]:
             continue
         if not passed:
             verdicts.append(
-                Verdict(policy.name, rule.name, path, f"{_message(rule, data)} (policy {policy.name})", rule.action)
+                Verdict(
+                    policy.name,
+                    rule.name,
+                    path,
+                    f"{_message(rule, data, policy.variables)} (policy {policy.name})",
+                    rule.action,
+                )
             )
     return verdicts

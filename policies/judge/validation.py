@@ -79,8 +79,9 @@ def validate_pod(
     namespace = request.namespace or view.namespace  # the API server's word, not the object's
     request = request.in_namespace(namespace)
     subject = subject or subject_of(raw, namespace)
-    data = request.cel_input(raw)
-    match = policy_set.matching(namespace, view.labels, data, cluster.namespace_labels(namespace))
+    namespace_labels = cluster.namespace_labels(namespace)
+    data = request.cel_input(raw, namespace_labels)
+    match = policy_set.matching(namespace, view.labels, data, namespace_labels)
     verdicts = [
         Verdict(
             p.name,
@@ -129,8 +130,9 @@ def validate_ephemeral(
     if skipped(view, request):
         return Decision(True)
     namespace = request.namespace or view.namespace
-    data = request.in_namespace(namespace).cel_input(raw)
-    match = policy_set.matching(namespace, view.labels, data, cluster.namespace_labels(namespace))
+    namespace_labels = cluster.namespace_labels(namespace)
+    data = request.in_namespace(namespace).cel_input(raw, namespace_labels)
+    match = policy_set.matching(namespace, view.labels, data, namespace_labels)
     subject = subject_of(raw, namespace)
     verdicts = [v.about(subject) for v in check_security(view, match.policies, only="spec.ephemeralContainers")]
     allowed = not any(v.action is Action.DENY for v in verdicts)

@@ -1,20 +1,33 @@
 """CEL expressions, compiled once at policy load with Google's C++ runtime (cel-expr-python).
 
-Variables follow ValidatingAdmissionPolicy: `object` (the Pod or pod template as JSON) and
-`request` (namespace, operation, userInfo, dryRun).
+Variables follow ValidatingAdmissionPolicy: `object` (the Pod or pod template as JSON),
+`oldObject` (UPDATE), `request` (namespace, operation, userInfo, dryRun), `namespaceObject`
+(the namespace's name and labels where the webhook knows them, else null) and `variables` (the
+policy's `spec.variables`, each computed once per request). The strings and optional extensions
+and the Kubernetes libraries of cel_library are declared.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cel_expr_python import cel
+from cel_expr_python.ext.ext_optional import ExtOptional
+from cel_expr_python.ext.ext_strings import ExtStrings
 
 from policies.model.cel_fields import names_variable, object_fields
+from policies.model.cel_library import functions
 
-_ENV = cel.NewEnv(variables={"object": cel.Type.DYN, "oldObject": cel.Type.DYN, "request": cel.Type.DYN})
+VARIABLES = ("object", "oldObject", "request", "namespaceObject", "variables")
+_ENV = cel.NewEnv(
+    variables={name: cel.Type.DYN for name in VARIABLES},
+    extensions=[ExtStrings(), ExtOptional()],
+    functions=functions(),
+)
+Variables = tuple[tuple[str, "CompiledExpression"], ...]  # a policy's spec.variables, in order
 
 
 class CelCompileError(ValueError):
@@ -33,27 +46,49 @@ class CelInput:
     the expression can read (policies.model.cel_fields), the whole object when that is not known.
     """
 
-    __slots__ = ("_data", "_activations")
+    __slots__ = ("_data", "_activations", "_variables")
 
     def __init__(self, data: Mapping[str, object] | Callable[[], Mapping[str, object]]) -> None:
         self._data = data
         self._activations: dict[tuple[frozenset[str] | None, bool], Any] = {}
+        self._variables: dict[int, dict[str, object]] = {}
 
-    def activation(self, fields: frozenset[str] | None = None, old: bool = False) -> Any:
-        """Variables for an expression reading `fields` of object (all: None), and oldObject if `old`."""
+    def _input(self, fields: frozenset[str] | None, old: bool) -> Mapping[str, object]:
+        data = self._data
+        if not isinstance(data, Mapping):
+            data = self._data = data()
+        obj = data.get("object")
+        if fields is not None and isinstance(obj, Mapping):
+            data = {**data, "object": {k: obj[k] for k in fields if k in obj}}
+        if not old and data.get("oldObject") is not None:
+            # Converting the old pod costs as much as the pod: only for expressions that read it.
+            data = {**data, "oldObject": None}
+        return data
+
+    def activation(
+        self, fields: frozenset[str] | None = None, old: bool = False, variables: Mapping[str, object] | None = None
+    ) -> Any:
+        """Variables for an expression reading `fields` of object (all: None), oldObject if `old`,
+        and the policy's computed `variables` if it reads them (those activations are not kept:
+        their values differ by policy)."""
+        if variables is not None:
+            return _ENV.Activation({**self._input(fields, old), "variables": dict(variables)})
         activation = self._activations.get((fields, old))
         if activation is None:
-            data = self._data
-            if not isinstance(data, Mapping):
-                data = self._data = data()
-            obj = data.get("object")
-            if fields is not None and isinstance(obj, Mapping):
-                data = {**data, "object": {k: obj[k] for k in fields if k in obj}}
-            if not old and data.get("oldObject") is not None:
-                # Converting the old pod costs as much as the pod: only for expressions that read it.
-                data = {**data, "oldObject": None}
-            activation = self._activations[(fields, old)] = _ENV.Activation(data)
+            activation = self._activations[(fields, old)] = _ENV.Activation(self._input(fields, old))
         return activation
+
+    def variable_values(self, variables: Variables) -> Mapping[str, object]:
+        """A policy's variables, each computed once per request, in order (a later one may read
+        an earlier one); one that fails is left out, so an expression reading it fails too."""
+        key = id(variables)
+        values = self._variables.get(key)
+        if values is None:
+            values = self._variables[key] = {}
+            for name, expression in variables:
+                with contextlib.suppress(CelEvaluationError):
+                    values[name] = expression.evaluate_with(self, values if expression.reads_variables else None)
+        return values
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +97,20 @@ class CompiledExpression:
     program: Any
     object_fields: frozenset[str] | None = None  # None: the whole object
     reads_old: bool = False  # names oldObject
+    reads_variables: bool = False  # names variables
 
-    def evaluate(self, data: CelInput) -> object:
-        value = self.program.eval(activation=data.activation(self.object_fields, self.reads_old))
+    def evaluate(self, data: CelInput, variables: Variables = ()) -> object:
+        values = data.variable_values(variables) if self.reads_variables and variables else None
+        return self.evaluate_with(data, values)
+
+    def evaluate_with(self, data: CelInput, values: Mapping[str, object] | None) -> object:
+        value = self.program.eval(activation=data.activation(self.object_fields, self.reads_old, values))
         if value.type() == cel.Type.ERROR:
             raise CelEvaluationError(str(value.plain_value()))
         return value.plain_value()
 
-    def evaluate_bool(self, data: CelInput) -> bool:
-        result = self.evaluate(data)
+    def evaluate_bool(self, data: CelInput, variables: Variables = ()) -> bool:
+        result = self.evaluate(data, variables)
         if not isinstance(result, bool):
             raise CelEvaluationError(f"expected a bool, got {type(result).__name__}")
         return result
@@ -81,7 +121,13 @@ def compile_expression(source: str) -> CompiledExpression:
         program = _ENV.compile(source)
     except RuntimeError as error:
         raise CelCompileError(_first_line(str(error))) from None
-    return CompiledExpression(source, program, object_fields(source), names_variable(source, "oldObject"))
+    return CompiledExpression(
+        source,
+        program,
+        object_fields(source),
+        names_variable(source, "oldObject"),
+        names_variable(source, "variables"),
+    )
 
 
 def _first_line(message: str) -> str:

@@ -27,7 +27,7 @@ from policies.model.yamldoc import Document, read_documents
 from policies.quantity import QuantityParser
 
 NO_DOCUMENT = "no policy document in it (empty, or cut off before its first)"
-_SPEC = frozenset({"priority", "match", "mig", "runtime", "triton", "rules", "quota", "security"})
+_SPEC = frozenset({"priority", "match", "mig", "runtime", "triton", "variables", "rules", "quota", "security"})
 _MATCH = frozenset({"namespaces", "podSelector", "namespaceSelector", "condition"})
 
 
@@ -156,10 +156,12 @@ class PolicyReader(SectionReader):
             mig=mig,
             runtime=self.runtime(spec["runtime"], "spec.runtime") if "runtime" in spec else None,
             triton=self.triton(spec["triton"], "spec.triton", mig) if "triton" in spec else None,
+            variables=self.variables(spec.get("variables"), "spec.variables"),
             rules=self.rules(spec.get("rules"), "spec.rules"),
             quota=self.quota(spec["quota"], "spec.quota", models) if "quota" in spec else None,
             security=self.security(spec["security"], "spec.security") if "security" in spec else None,
         )
+        self.check_variable_use(policy)
         return None if self.problems else policy
 
     def match(self, raw: object, path: str) -> Match:

@@ -12,7 +12,7 @@ from policies.gpu.models import GpuModel
 from policies.model.selectors import LabelSelector
 
 if TYPE_CHECKING:
-    from policies.model.cel import CompiledExpression
+    from policies.model.cel import CompiledExpression, Variables
 
 API_VERSION = "gpu-admission.io/v1alpha1"
 KIND = "GPUPolicy"
@@ -199,6 +199,7 @@ class GPUPolicy:
     mig: MigSpec | None = None
     runtime: RuntimeSpec | None = None
     triton: TritonSpec | None = None
+    variables: Variables = ()  # named CEL expressions the rules read as variables.<name>
     rules: tuple[Rule, ...] = ()
     quota: Quota | None = None
     security: SecuritySpec | None = None

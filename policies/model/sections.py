@@ -4,13 +4,14 @@ CEL expressions, models and profiles they name."""
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 from policies.gpu.catalog import Catalog, CatalogError
 from policies.gpu.devices import DEVICE_ENV, grants_devices
 from policies.gpu.models import GpuModel
 from policies.model.advice import constant_outcome, unguarded_indexes
-from policies.model.cel import CelCompileError, CompiledExpression, compile_expression
+from policies.model.cel import CelCompileError, CompiledExpression, Variables, compile_expression
 from policies.model.fields import FieldReader
 from policies.model.policy import (
     DEFAULT_TRITON_CPU,
@@ -19,6 +20,7 @@ from policies.model.policy import (
     Action,
     Consistency,
     DeviceCheck,
+    GPUPolicy,
     Limits,
     MigSpec,
     MultiGpu,
@@ -42,6 +44,8 @@ _TOLERATION = frozenset({"key", "operator", "value", "effect", "tolerationSecond
 _TRITON = frozenset({"image", "modelRepository", "profile", "nativeSidecar", "resources"})
 _TRITON_RESOURCES = frozenset({"cpu", "memory"})
 _RULE = frozenset({"name", "expression", "message", "messageExpression", "action"})
+_VARIABLE = frozenset({"name", "expression"})
+_VARIABLE_USE = re.compile(r"\bvariables\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
 _QUOTA = frozenset({"scope", "limits", "perPod", "action", "consistency", "sharedWeight"})
 _LIMITS = frozenset({"gpuEquivalents", "slices", "gpus", "pods"})
 
@@ -166,6 +170,46 @@ class SectionReader(FieldReader):
             cpu=cpu or DEFAULT_TRITON_CPU,
             memory=memory or DEFAULT_TRITON_MEMORY,
         )
+
+    def variables(self, raw: object, path: str) -> Variables:
+        """VAP's `variables`: named expressions, each computed once per request, that rules and
+        messages (and later variables) read as `variables.<name>`."""
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            self.problem(path, "must be a list of {name, expression}")
+            return ()
+        found: list[tuple[str, CompiledExpression]] = []
+        for i, item in enumerate(raw):
+            at = f"{path}[{i}]"
+            fields = self.mapping(item, at, _VARIABLE)
+            name = self.string(fields.get("name"), f"{at}.name")
+            if name is None or not name.isidentifier():
+                self.problem(f"{at}.name", "every variable needs a name that is a CEL identifier")
+                continue
+            if any(name == earlier for earlier, _ in found):
+                self.problem(f"{at}.name", f"duplicate variable name {name!r}")
+            expression = self.expression(fields.get("expression"), f"{at}.expression", verdict=False)
+            if expression is not None:
+                self.undeclared(expression, f"{at}.expression", {n for n, _ in found})
+                found.append((name, expression))
+        return tuple(found)
+
+    def undeclared(self, expression: CompiledExpression, path: str, declared: set[str]) -> None:
+        for name in _VARIABLE_USE.findall(expression.source):
+            if name not in declared:
+                known = ", ".join(sorted(declared)) or "none"
+                self.problem(path, f"variables.{name} is not declared before it (spec.variables: {known})")
+
+    def check_variable_use(self, policy: GPUPolicy) -> None:
+        declared = {name for name, _ in policy.variables}
+        for i, rule in enumerate(policy.rules):
+            self.undeclared(rule.expression, f"spec.rules[{i}].expression", declared)
+            if rule.message_expression is not None:
+                self.undeclared(rule.message_expression, f"spec.rules[{i}].messageExpression", declared)
+        condition = policy.match.condition
+        if condition is not None and condition.reads_variables:
+            self.problem("spec.match.condition", "a match condition cannot read variables (as in VAP)")
 
     def rules(self, raw: object, path: str) -> tuple[Rule, ...]:
         if raw is None:

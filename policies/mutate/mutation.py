@@ -70,7 +70,8 @@ def mutate_pod(
         return MutationResult(raw)
     namespace = request.namespace or view.namespace  # the API server's word, not the object's
     request = request.in_namespace(namespace)
-    match = policy_set.matching(namespace, view.labels, request.cel_input(raw), cluster.namespace_labels(namespace))
+    namespace_labels = cluster.namespace_labels(namespace)
+    match = policy_set.matching(namespace, view.labels, request.cel_input(raw, namespace_labels), namespace_labels)
     matched = match.policies
     warnings = [f"policy {p.name} skipped: {why}" for p, why in match.errors]
     plan = plan_mig(view, policy_set, matched, parse_quantity, cluster.capacity)
