@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import TypeVar
@@ -11,6 +12,10 @@ from policies.model.yamldoc import Document
 from policies.quantity import QuantityParser
 
 T = TypeVar("T")
+# Exact amounts: a whole number, a decimal, or a fraction with a denominator above zero (the
+# grammar the JSON Schema states too; Python's Fraction alone would take "1_0", " 2 ", "1e3").
+AMOUNT_PATTERN = r"^(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+|[0-9]+/0*[1-9][0-9]*)$"
+AMOUNT = re.compile(AMOUNT_PATTERN)
 
 
 class FieldReader:
@@ -54,6 +59,9 @@ class FieldReader:
             self.problem(path, "must be a list of strings")
             return ()
         items = [self.string(item, f"{path}[{i}]") for i, item in enumerate(raw)]
+        for i, item in enumerate(raw):
+            if item is None:
+                self.problem(f"{path}[{i}]", "must be a non-empty string")
         return tuple(item for item in items if item is not None)
 
     def string_map(self, raw: object, path: str) -> tuple[tuple[str, str], ...]:
@@ -82,8 +90,8 @@ class FieldReader:
         """An exact amount: an integer or a string such as "2", "1.5" or "3/7" (never a YAML float)."""
         if raw is None:
             return None
-        if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-            self.problem(path, 'must be an integer or a quoted exact amount such as "1.5" or "3/7"')
+        if isinstance(raw, bool) or not isinstance(raw, (int, str)) or (isinstance(raw, str) and not AMOUNT.match(raw)):
+            self.problem(path, f'{raw!r} is not an exact amount: an integer, or quoted such as "2", "1.5" or "3/7"')
             return None
         try:
             value = Fraction(raw)

@@ -159,7 +159,7 @@ class SectionReader(FieldReader):
         if profile and mig and not mig.allows(profile):
             # The sidecar's slice meets the same gate as the pod's: it would be denied.
             self.problem(f"{path}.profile", f"{profile} is not in spec.mig.allowedProfiles")
-        resources = self.mapping(fields.get("resources") or {}, f"{path}.resources", _TRITON_RESOURCES)
+        resources = self.mapping(fields.get("resources"), f"{path}.resources", _TRITON_RESOURCES)
         cpu = self.quantity(resources.get("cpu"), f"{path}.resources.cpu", self.parse_quantity)
         memory = self.quantity(resources.get("memory"), f"{path}.resources.memory", self.parse_quantity)
         return TritonSpec(

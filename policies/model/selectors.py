@@ -67,14 +67,16 @@ def parse_selector(raw: object, path: str) -> LabelSelector:
     if unknown:
         raise SelectorError(f"{path}.{sorted(unknown)[0]}", "unknown field")
     requirements: list[Requirement] = []
-    labels = raw.get("matchLabels") or {}
+    labels = raw.get("matchLabels")
+    labels = {} if labels is None else labels
     if not isinstance(labels, Mapping):
         raise SelectorError(f"{path}.matchLabels", "must be a mapping of label to value")
     for key, value in labels.items():
         if not isinstance(value, str):
             raise SelectorError(f"{path}.matchLabels.{key}", "value must be a string")
         requirements.append(Requirement(str(key), Operator.IN, frozenset([value])))
-    expressions = raw.get("matchExpressions") or []
+    expressions = raw.get("matchExpressions")
+    expressions = [] if expressions is None else expressions
     if not isinstance(expressions, list):
         raise SelectorError(f"{path}.matchExpressions", "must be a list")
     for i, expression in enumerate(expressions):
@@ -89,7 +91,8 @@ def _parse_requirement(raw: object, path: str) -> Requirement:
         operator = Operator(raw.get("operator"))
     except ValueError:
         raise SelectorError(f"{path}.operator", "must be In, NotIn, Exists or DoesNotExist") from None
-    values = raw.get("values") or []
+    values = raw.get("values")
+    values = [] if values is None else values
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise SelectorError(f"{path}.values", "must be a list of strings")
     if operator in (Operator.IN, Operator.NOT_IN) and not values:
