@@ -81,6 +81,7 @@ class Request:
 
 class FakeKube:
     def __init__(self) -> None:
+        self.forbidden: set[str] = set()  # resources whose reads answer 403, as RBAC would
         self.version = 1
         self.objects: dict[Key, dict[str, Any]] = {}
         self.history: list[tuple[int, str, str, dict[str, Any]]] = []  # (version, resource, type, object)
@@ -226,6 +227,9 @@ class FakeKube:
             request.send_error(404)
             return
         self.log(Request.of(request, "GET", route, query))
+        if route.resource in self.forbidden:
+            self._reply(request, 403, self._status(403, "Forbidden", f"{route.resource} is forbidden"))
+            return
         if route.name:
             with self.changed:
                 obj = self.objects.get((route.resource, route.namespace or "", route.name))

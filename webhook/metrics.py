@@ -17,6 +17,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.registry import Collector
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 REVIEWS = Counter("gpu_admission_reviews_total", "Admission reviews answered", ["endpoint", "operation", "decision"])
@@ -99,9 +100,16 @@ def connection_metrics() -> ConnectionMetrics:
     return ConnectionMetrics(OPEN_CONNECTIONS, REFUSED_CONNECTIONS, EVICTED_CONNECTIONS, CUT_REQUESTS)
 
 
-def exposition() -> bytes:
+def exposition(extra: Collector | None = None) -> bytes:
+    """Every metric; `extra`: one computed at scrape time in this process (the replica's quota view)."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry)
-    return generate_latest()
+        base = generate_latest(registry)
+    else:
+        base = generate_latest()
+    if extra is None:
+        return base
+    own = CollectorRegistry()
+    own.register(extra)
+    return base + generate_latest(own)

@@ -13,6 +13,7 @@ from policies.engine import Engine
 from policies.judge.validation import Decision
 from policies.model.policyset import PolicySet
 from webhook.cluster.live import ClusterView
+from webhook.cluster.quota_metrics import QuotaCollector, replica_quota_lines
 from webhook.cluster.reservations import PodRef
 from webhook.cluster.usage import PodUsageTracker
 
@@ -47,6 +48,10 @@ class EngineHolder:
     @property
     def usage(self) -> PodUsageTracker:
         return self.view.usage
+
+    def quota_metrics(self) -> QuotaCollector:
+        """The replica's quota view as metrics, computed when scraped."""
+        return QuotaCollector(lambda: replica_quota_lines(self.view, self._policy_set()))
 
     @property
     def ready(self) -> bool:

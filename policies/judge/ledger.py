@@ -26,6 +26,10 @@ class Ledger:
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
         return self._held.get((policy.name, scope), EMPTY)
 
+    def held(self) -> list[tuple[str, str]]:
+        """The (policy, scope) pairs holding something."""
+        return list(self._held)
+
     def charge(self, charges: Iterable[tuple[str, str]], usage: Usage) -> None:
         for key in charges:
             self._held[key] = self._held.get(key, EMPTY) + usage

@@ -23,6 +23,7 @@ from policies.quantity import parse_quantity
 from webhook.cli.inputs import DEFAULT_NAMESPACE, read_inputs, without_lent_namespace
 from webhook.cli.offline import cluster_state, cmd_lint, cmd_validate
 from webhook.cli.policytest import cmd_test
+from webhook.cli.quota import DEFAULT_POLICY_NAMESPACE, cmd_quota
 from webhook.sources.files import load_policies
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
@@ -234,6 +235,27 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("paths", nargs="+", metavar="DIR", help="directories (or files) holding Test documents")
     test.add_argument("-o", "--output", choices=("text", "json", "junit"), default="text", help="default text")
     test.set_defaults(run=cmd_test)
+    quota = _command(
+        commands,
+        "quota",
+        "what is used, reserved and left of each GPU quota",
+        "Per policy and scope: each limit with what is used (pods counted), reserved (admissions under "
+        "strict quotas not yet seen as pods), left, and a bar; per-pod caps too. From --cluster-state, "
+        "else the live cluster through the kubeconfig (read-only: pods, namespaces, the policy ConfigMaps "
+        "and strict-quota Leases in --policy-namespace; what the kubeconfig may not read is said and left out).",
+        "0 shown; 2 input or policies that cannot be read",
+    )
+    quota.add_argument("-n", "--namespace", help="one namespace (default: every scope holding something)")
+    quota.add_argument("--cluster-state", help="kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml")
+    quota.add_argument(
+        "--policies",
+        type=Path,
+        action="append",
+        help="policy files or directories (default: the cluster's, else bundled)",
+    )
+    quota.add_argument("--policy-namespace", default=DEFAULT_POLICY_NAMESPACE, help="the webhook's namespace")
+    quota.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
+    quota.set_defaults(run=cmd_quota)
     serve = commands.add_parser("serve", help="the webhook over TLS (embedded default with no flags)")
     serve.add_argument("--policies", type=Path, action="append", help="policy directory (default: bundled)")
     serve.add_argument("--bind", default="127.0.0.1:8443", help="HOST:PORT (default 127.0.0.1:8443)")

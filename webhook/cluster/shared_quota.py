@@ -201,7 +201,7 @@ class SharedReservations:
             raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
         except Exception as error:  # refused, reset, timed out
             raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
-        return _parse(orjson.loads(response.data))
+        return parse_lease(orjson.loads(response.data))
 
     def _write(self, key: Key, version: str, entries: list[Entry]) -> LeaseState:
         policy, scope = key
@@ -222,10 +222,10 @@ class SharedReservations:
             response = self.api.replace_namespaced_lease(lease_name(key), self.namespace, body, _preload_content=False)
         else:
             response = self.api.create_namespaced_lease(self.namespace, body, _preload_content=False)
-        return _parse(orjson.loads(response.data))
+        return parse_lease(orjson.loads(response.data))
 
 
-def _parse(lease: dict[str, Any]) -> LeaseState:
+def parse_lease(lease: dict[str, Any]) -> LeaseState:
     metadata = lease.get("metadata") or {}
     text = (metadata.get("annotations") or {}).get(RESERVATIONS) or "[]"
     try:

@@ -23,7 +23,7 @@ from typing import Any
 from policies.errors import InputError
 from policies.gpu.capacity import CapacityLedger, node_gpus, node_uses
 from policies.gpu.catalog import CATALOG
-from policies.judge.ledger import PodCounts
+from policies.judge.ledger import Ledger, PodCounts
 from policies.judge.pod_facts import Charges, Needs, PodFacts, charges_of, facts_of, needs_of
 from policies.judge.usage import Usage
 from policies.judge.validation import Decision
@@ -73,6 +73,18 @@ class PodUsageTracker:
             if self.shared is not None and _strict(policy):
                 return held + self.shared.pending(key, self._seen)
             return held + self._reservations.total(key)
+
+    def counted(self) -> Ledger:
+        """What the pods the watch has shown hold (no reservations): the quota view's `used`."""
+        return self._counts.ledger
+
+    def reserved(self, policy: GPUPolicy, scope: str) -> Usage:
+        """Admitted but not yet seen as pods: the quota view's `reserved`."""
+        key = (policy.name, scope)
+        with self._lock:
+            if self.shared is not None and _strict(policy):
+                return self.shared.pending(key, self._seen)
+            return self._reservations.total(key)
 
     @property
     def reservations(self) -> int:

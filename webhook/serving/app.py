@@ -115,6 +115,6 @@ def create_app(holder: EngineHolder) -> Flask:
 
     @app.get("/metrics")
     def metrics() -> Response:
-        return Response(exposition(), mimetype=CONTENT_TYPE)
+        return Response(exposition(holder.quota_metrics()), mimetype=CONTENT_TYPE)
 
     return app

@@ -1,0 +1,97 @@
+"""`gpu-admission quota`: per policy and scope, each limit with what is used, reserved and left,
+and a bar, from `--cluster-state` or the live cluster (read-only, through the kubeconfig)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from policies.judge.ledger import Ledger
+from policies.judge.quota_view import QuotaLine, amount_text, bar, quota_lines, scopes
+from policies.model.loader import load_texts
+from policies.model.policyset import PolicySet
+from policies.quantity import parse_quantity
+from webhook.cli.offline import cluster_state
+from webhook.sources.files import load_policies
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+DEFAULT_POLICY_NAMESPACE = "gpu-admission"
+
+
+def _policies(paths: list[Path] | None, live_texts: list[tuple[str, str]] | None) -> PolicySet:
+    if paths or live_texts is None:
+        policy_set, result = load_policies(paths)
+        problems = result.problems
+    else:
+        result_live = load_texts(live_texts, parse_quantity)
+        policy_set, problems = PolicySet(result_live.policies), result_live.problems
+    for problem in problems:
+        print(f"warning: {problem} (left out)", file=sys.stderr)
+    return policy_set
+
+
+def _row(line: QuotaLine) -> list[str]:
+    scope = line.scope or "(policy-wide)"
+    if line.per_pod:
+        return [line.policy, scope, line.dimension, "", "", amount_text(line.limit), "", ""]
+    values = (line.used, line.reserved, line.limit, line.left)
+    return [line.policy, scope, line.dimension, *(amount_text(v) for v in values), bar(line)]
+
+
+def text(lines: list[QuotaLine]) -> str:
+    header = ["POLICY", "SCOPE", "LIMIT ON", "USED", "RESERVED", "LIMIT", "LEFT", ""]
+    rows = [header, *(_row(line) for line in lines)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def as_json(line: QuotaLine) -> dict[str, object]:
+    return {
+        "policy": line.policy,
+        "scope": line.scope or None,
+        "dimension": line.dimension,
+        "used": str(line.used),
+        "reserved": str(line.reserved),
+        "limit": str(line.limit),
+        "left": str(line.left),
+    }
+
+
+def cmd_quota(args: argparse.Namespace) -> int:
+    if args.cluster_state:
+        pods, cluster = cluster_state(args.cluster_state)
+        policy_set = _policies(args.policies, None)
+        namespaces: dict[str, Mapping[str, str] | None] = dict(cluster.namespaces)
+        reserved = Ledger()
+        notes: list[str] = []
+    else:
+        from webhook.cluster.quota_reader import Unreachable, read_live  # the client only when used
+
+        try:
+            live = read_live(args.namespace, args.policy_namespace)
+        except Unreachable as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        pods, namespaces, reserved, notes = live.pods, live.namespaces, live.reserved, live.notes
+        policy_set = _policies(args.policies, live.policy_texts)
+        from policies.cluster import KnownCluster
+
+        cluster = KnownCluster({k: v for k, v in namespaces.items() if v is not None})
+    if args.namespace and args.namespace not in namespaces:
+        namespaces[args.namespace] = None
+    used = Ledger.from_pods(pods, policy_set, parse_quantity, cluster)
+    shown = scopes(policy_set, namespaces, used.held() + reserved.held(), args.namespace)
+    lines = quota_lines(shown, used, reserved)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps([as_json(line) for line in lines], indent=2))
+    elif lines:
+        print(text(lines))
+    else:
+        where = f" in {args.namespace}" if args.namespace else ""
+        print(f"no quota{where} holds anything (or no policy sets one)", file=sys.stderr)
+    return EXIT_OK
