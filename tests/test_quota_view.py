@@ -153,6 +153,8 @@ def test_the_grafana_dashboard_plots_the_metrics_the_replica_exports():
     holder.swap(engine_from(TRAINING.read_text()))
     holder.usage.replace_all([gpu_pod("a1")])
     exported = set(re.findall(r"^(gpu_admission_quota_\w+)\{", exposition(holder.quota_metrics()).decode(), re.M))
-    queried = {m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(r"gpu_admission_\w+", t["expr"])}
+    queried = {
+        m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(r"gpu_admission_\w+", t["expr"])
+    }
     assert queried and queried <= exported
     assert {"policy", "namespace", "dimension"} <= {v["name"] for v in dashboard["templating"]["list"]}

@@ -71,7 +71,7 @@ def read_live(namespace: str | None, policy_namespace: str) -> LiveState:
 def _read_all(namespace: str | None, policy_namespace: str) -> LiveState:
     api = api_client()
     core, coordination = client.CoreV1Api(api), client.CoordinationV1Api(api)
-    raw = {"_preload_content": False}  # the JSON as served: no model round trip
+    raw: dict[str, Any] = {"_preload_content": False}  # the JSON as served: no model round trip
     state = LiveState()
 
     def items(what: str, call: Callable[[], Any]) -> list[dict[str, Any]] | None:
