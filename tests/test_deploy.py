@@ -37,6 +37,7 @@ MODELS = {
     "NetworkPolicy": "V1NetworkPolicy",
     "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration": "V1ValidatingWebhookConfiguration",
+    "CustomResourceDefinition": "V1CustomResourceDefinition",
 }
 CRDS = {"Certificate", "Issuer"}
 EXCLUDED = {"kube-system", "kube-node-lease", "gpu-admission"}
@@ -178,8 +179,9 @@ def test_the_deployment_is_hardened_and_highly_available():
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_rbac_is_least_privilege(overlay):
     """Writes are pinned to the webhook's own objects by name, except: Events, the load-errors
-    annotation on policy ConfigMaps (patch only), and strict quota Leases (in its namespace only,
-    named per quota as quotas appear). Nothing is ever deleted; pods are only read."""
+    annotation on policy ConfigMaps (patch only), strict quota Leases (in its namespace only,
+    named per quota as quotas appear) and the audit's PolicyReports. Nothing is ever deleted;
+    pods are only read."""
     objects = render(overlay)
     for role in by_kind(objects, "Role") + by_kind(objects, "ClusterRole"):
         for rule in role["rules"]:
@@ -187,7 +189,14 @@ def test_rbac_is_least_privilege(overlay):
             assert "delete" not in rule["verbs"] and "deletecollection" not in rule["verbs"]
             writes = set(rule["verbs"]) & {"create", "update", "patch"}
             if writes and not rule.get("resourceNames"):
-                assert rule["resources"] in (["events"], ["configmaps"], ["leases"]), rule
+                assert rule["resources"] in (
+                    ["events"],
+                    ["configmaps"],
+                    ["leases"],
+                    ["policyreports", "clusterpolicyreports"],
+                ), rule
+                if "policyreports" in rule["resources"]:
+                    assert rule["apiGroups"] == ["wgpolicyk8s.io"] and writes == {"create", "update"}
                 if rule["resources"] == ["configmaps"]:
                     assert writes == {"patch"}
                 if rule["resources"] == ["leases"]:

@@ -68,6 +68,18 @@ STRICT_CONFLICTS = Counter(
     "gpu_admission_strict_quota_conflicts_total",
     "Strict quota Lease writes refused because another replica wrote first",
 )
+AUDIT_VIOLATIONS = Gauge(
+    "gpu_admission_audit_violations",
+    "Findings of the last background audit (run by the leader), by policy and rule",
+    ["policy", "rule"],
+    multiprocess_mode="livemax",
+)
+AUDIT_RUNS = Counter("gpu_admission_audit_runs_total", "Background audits run by this replica", ["result"])
+AUDIT_SECONDS = Gauge(
+    "gpu_admission_audit_seconds",
+    "How long the last background audit judged (its own process)",
+    multiprocess_mode="livemax",
+)
 STRICT_OUT_OF_TIME = Counter(
     "gpu_admission_strict_quota_out_of_time_total",
     "Strict quota admissions denied because the Leases stayed contended for the whole time budget",

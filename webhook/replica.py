@@ -94,10 +94,10 @@ def _load_kube_config() -> None:
 
 
 def _watch_cluster(holder: EngineHolder, store: PolicyStore, namespace: str, all_namespaces: bool) -> None:
-    from webhook.cluster.watches import connect
+    from webhook.cluster.watches import audit_seconds, connect
 
     _load_kube_config()
-    connect(holder.view, store, namespace, all_namespaces=all_namespaces)
+    connect(holder.view, store, namespace, all_namespaces=all_namespaces, audit_every=audit_seconds())
 
     def stopped() -> None:
         for thread in holder.view.background:

@@ -20,6 +20,7 @@ from policies.cluster import KnownCluster
 from policies.engine import Engine
 from policies.errors import InputError
 from policies.quantity import parse_quantity
+from webhook.cli.audit import EVENTS_PER_RUN, cmd_audit
 from webhook.cli.inputs import DEFAULT_NAMESPACE, read_inputs, without_lent_namespace
 from webhook.cli.offline import cluster_state, cmd_lint, cmd_validate
 from webhook.cli.policytest import cmd_test
@@ -256,6 +257,25 @@ def build_parser() -> argparse.ArgumentParser:
     quota.add_argument("--policy-namespace", default=DEFAULT_POLICY_NAMESPACE, help="the webhook's namespace")
     quota.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
     quota.set_defaults(run=cmd_quota)
+    audit = _command(
+        commands,
+        "audit",
+        "judge existing GPU pods as the background audit does",
+        "Judges the GPU pods of --cluster-state (or of the cluster, --live) against the policies now: rules "
+        "and per-pod caps, budgets now over their limits, requests their node no longer offers (re-split "
+        "into other MIG profiles). -o policyreport prints wgpolicyk8s.io/v1alpha2 PolicyReports.",
+        "0 no violation (warnings aside); 1 violations; 2 input or policies that cannot be read",
+    )
+    audit.add_argument("--cluster-state", help="kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml")
+    audit.add_argument("--policies", type=Path, action="append", help="policy files or directories (default: bundled)")
+    audit.add_argument("--live", action="store_true", help="read the cluster (in-cluster config, else KUBECONFIG)")
+    audit.add_argument("--write-reports", action="store_true", help="with --live: write PolicyReports and Events")
+    audit.add_argument("--events", type=int, default=EVENTS_PER_RUN, help="Events at most a run (default 20)")
+    audit.add_argument("--policy-snapshot", help=argparse.SUPPRESS)  # the leader's policies, for its audit process
+    audit.add_argument(
+        "-o", "--output", choices=("text", "json", "policyreport", "summary"), default="text", help="default text"
+    )
+    audit.set_defaults(run=cmd_audit)
     serve = commands.add_parser("serve", help="the webhook over TLS (embedded default with no flags)")
     serve.add_argument("--policies", type=Path, action="append", help="policy directory (default: bundled)")
     serve.add_argument("--bind", default="127.0.0.1:8443", help="HOST:PORT (default 127.0.0.1:8443)")

@@ -14,6 +14,7 @@ by the policies in force.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from certs.lease import LeaseLock
+from webhook.cluster.background_audit import AUDIT_SECONDS_DEFAULT, BackgroundAudit
 from webhook.cluster.identity import REPLICA
 from webhook.cluster.identity import api_client as identity_api_client
 from webhook.cluster.leadership import Leadership
@@ -42,6 +44,20 @@ STATUS_LEASE_SECONDS = 30.0
 log = logging.getLogger("gpu_admission.watches")
 
 
+def audit_seconds() -> float | None:
+    """GPU_ADMISSION_AUDIT_SECONDS: how often the leader audits (default 600); 0: never."""
+    every = float(os.environ.get("GPU_ADMISSION_AUDIT_SECONDS", AUDIT_SECONDS_DEFAULT))
+    return every if every > 0 else None
+
+
+def _both(first: Callable[[str, JSON], None], second: Callable[[str, JSON], None]) -> Callable[[str, JSON], None]:
+    def observe(kind: str, raw: JSON) -> None:
+        first(kind, raw)
+        second(kind, raw)
+
+    return observe
+
+
 def connect(
     view: ClusterView,
     store: PolicyStore,
@@ -49,10 +65,11 @@ def connect(
     api_client: client.ApiClient | None = None,
     all_namespaces: bool = False,
     identity: str = REPLICA,
+    audit_every: float | None = None,
     **options: Any,
 ) -> list[ListWatch]:
     """Start every watch; returns them (tests stop them, and view.background). `namespace` is
-    the webhook's own."""
+    the webhook's own; `audit_every`: the leader's background audit period (None: no audit)."""
     api_client = api_client or identity_api_client()
     core = client.CoreV1Api(api_client)
     view.usage.shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, identity)
@@ -62,12 +79,19 @@ def connect(
     leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=reporter.reconcile)
     view.background.append(leadership)
     leadership.start()
+    auditor = BackgroundAudit(store.snapshot, leading=lambda: status_lease.held, every=audit_every or 0)
+    if audit_every:
+        view.on_policy_set(auditor.policy_set_changed)
+        view.background.append(auditor)
+        auditor.start()
     view.namespaces.set_fetch(lambda name: _read_namespace(core, name))
     usage, namespaces, quotas = view.usage, view.namespaces, view.quotas
     watches = [
         configmap_watch(core, namespace, store, all_namespaces, **options),
         ListWatch("namespaces", core.list_namespace, (), namespaces.replace_all, namespaces.observe, **options),
-        ListWatch("nodes", core.list_node, (), usage.replace_nodes, usage.observe_node, **options),
+        ListWatch(
+            "nodes", core.list_node, (), usage.replace_nodes, _both(usage.observe_node, auditor.node_seen), **options
+        ),
         ListWatch(
             "resourcequotas",
             core.list_resource_quota_for_all_namespaces,

@@ -37,6 +37,7 @@ class FileVersion:
     text: str
     policies: tuple[GPUPolicy, ...]
     workloads: tuple[WorkloadKind, ...] = ()
+    namespace: str | None = None  # a ConfigMap's outside the webhook's namespace: namespaced policies
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,14 @@ class PolicyStore:
         good = self._good[source]
         if problems and file in good:
             return False  # the last good version stays in force
-        good[file] = FileVersion(text, tuple(policies), loaded.workloads)
+        good[file] = FileVersion(text, tuple(policies), loaded.workloads, namespace)
         return True
+
+    def snapshot(self) -> list[tuple[str, str, str | None]]:
+        """(file, text, namespace) of every version in force: what a background audit process
+        loads to judge with exactly the policies of this replica."""
+        with self._lock:
+            return [(f, v.text, v.namespace) for files in self._good.values() for f, v in sorted(files.items())]
 
     def remove(self, source: str) -> None:
         with self._lock:

@@ -1,0 +1,147 @@
+"""Background audit: existing GPU pods judged again against the current policies and nodes.
+
+Admission judges a pod once, against the policies and the nodes of that moment. Later a policy
+changes, or a node is re-split into other MIG profiles, and pods admitted before are never looked
+at again. The audit looks, as Kyverno's background scan and Gatekeeper's audit do:
+
+- rules and per-pod caps: each pod as the validating webhook would judge it now (deny and audit
+  rules `fail`, warn rules `warn`); a pod alone over a namespace limit fails too;
+- quotas: each budget whose counted pods now hold more than its limit (a tighter policy, pods
+  admitted under `local` consistency) fails, once per scope;
+- servable requests: a pod bound to a node whose allocatable no longer offers a GPU resource it
+  asks for (re-split into other profiles) fails; one on a node being re-split
+  (`nvidia.com/mig.config.state` not `success`) warns.
+
+Pure: the caller lists the pods and nodes, and turns findings into PolicyReports and Events.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.cluster import ClusterState
+from policies.engine import Engine
+from policies.errors import InputError
+from policies.gpu.capacity import SETTLED, NodeGpus
+from policies.gpu.models import CONFIG_STATE_LABEL, MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
+from policies.judge.ledger import Ledger
+from policies.judge.pod_facts import charged
+from policies.judge.quota import NoUsage, dimensions
+from policies.judge.usage import counts_against_quota, effective_gpu_requests
+from policies.model.policy import Action
+from policies.pod import parse_pod
+from policies.request import RequestInfo
+
+NODE_POLICY = "gpu-admission"  # findings about nodes are not any one policy's
+SERVABLE_RULE = "servable-on-node"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    namespace: str  # "" for a policy-wide budget
+    pod: str  # "" for a budget (scope) finding
+    uid: str
+    policy: str
+    rule: str
+    result: str  # fail | warn
+    message: str
+
+
+@dataclass
+class AuditReport:
+    findings: list[Finding] = field(default_factory=list)
+    judged: Counter[str] = field(default_factory=Counter)  # GPU pods judged, per namespace
+    unreadable: int = 0  # pods whose objects the engine could not read (malformed)
+
+    def violations(self) -> Counter[tuple[str, str]]:
+        """(policy, rule) -> findings, for the metric."""
+        return Counter((f.policy, f.rule) for f in self.findings)
+
+
+_RESULTS = {Action.DENY: "fail", Action.AUDIT: "fail", Action.WARN: "warn"}
+
+
+def audit(
+    engine: Engine, pods: Iterable[Mapping[str, Any]], cluster: ClusterState, nodes: Mapping[str, NodeGpus]
+) -> AuditReport:
+    """Judges `pods` one by one (a stream of list pages: none is kept, only what each charges)."""
+    report = AuditReport()
+    ledger = Ledger()
+    for raw in pods:
+        try:
+            view = engine_view(engine, raw)
+        except InputError:
+            report.unreadable += 1
+            continue
+        if view is None:
+            continue
+        namespace, name, uid, pod = view
+        found = charged(dict(raw), engine.policy_set, engine.parse_quantity, cluster)
+        if found is not None:
+            ledger.charge(found[1], found[0].usage)
+        report.judged[namespace] += 1
+        decision = engine.validate(dict(raw), NoUsage(), request=RequestInfo(namespace=namespace), cluster=cluster)
+        for verdict in decision.verdicts:
+            result = _RESULTS[verdict.action]
+            report.findings.append(Finding(namespace, name, uid, verdict.policy, verdict.rule, result, verdict.message))
+        report.findings.extend(_servable(namespace, name, uid, pod, nodes))
+    report.findings.extend(_over_budget(engine, ledger))
+    return report
+
+
+def engine_view(engine: Engine, raw: Mapping[str, Any]) -> tuple[str, str, str, Any] | None:
+    """(namespace, name, uid, PodView) of a pod that counts (holds a GPU, not finished), else None."""
+    pod = parse_pod(raw, engine.parse_quantity)
+    if not pod.holds_gpu or not counts_against_quota(pod):
+        return None
+    metadata = raw.get("metadata") or {}
+    return pod.namespace, str(metadata.get("name") or ""), str(metadata.get("uid") or ""), pod
+
+
+def _servable(namespace: str, name: str, uid: str, pod: Any, nodes: Mapping[str, NodeGpus]) -> list[Finding]:
+    node = nodes.get(pod.node_name) if pod.node_name else None
+    if node is None:
+        return []
+    state = node.labels.get(CONFIG_STATE_LABEL)
+    if state is not None and state != SETTLED:
+        message = f"runs on {node.name}, being re-split into MIG profiles ({CONFIG_STATE_LABEL}={state})"
+        return [Finding(namespace, name, uid, NODE_POLICY, SERVABLE_RULE, "warn", message)]
+    missing = [
+        resource
+        for resource, amount in sorted(effective_gpu_requests(pod).items())
+        if amount > 0 and _device_plugin_resource(resource) and not node.allocatable.get(resource)
+    ]
+    if not missing:
+        return []
+    offered = ", ".join(sorted(r for r, n in node.allocatable.items() if n)) or "no GPU resource"
+    message = f"asks for {', '.join(missing)}, which its node {node.name} no longer offers ({offered})"
+    return [Finding(namespace, name, uid, NODE_POLICY, SERVABLE_RULE, "fail", message)]
+
+
+def _device_plugin_resource(resource: str) -> bool:
+    """Whole GPUs and MIG slices as NVIDIA's device plugin offers them (not its time-sliced
+    replicas, not HAMi's shares: those systems account for their own)."""
+    return (resource == WHOLE_GPU_RESOURCE or resource.startswith(MIG_RESOURCE_PREFIX)) and not resource.endswith(
+        ".shared"
+    )
+
+
+def _over_budget(engine: Engine, ledger: Ledger) -> list[Finding]:
+    by_name = {p.name: p for p in engine.policy_set.policies}
+    findings: list[Finding] = []
+    for policy_name, scope in sorted(ledger.held()):
+        policy = by_name.get(policy_name)
+        if policy is None or policy.quota is None:
+            continue
+        quota = policy.quota
+        usage = ledger.usage(policy, scope)
+        for dimension, path, amount, limit in dimensions(quota.limits, usage, quota.shared_weight):
+            if amount > limit:
+                where = scope or f"policy-wide {policy.name}"
+                message = f"{where}: {dimension} held {amount}, over the limit of {limit} (policy {policy.name})"
+                result = "warn" if quota.action is Action.WARN else "fail"
+                findings.append(Finding(scope, "", "", policy.name, f"quota.{path}", result, message))
+    return findings

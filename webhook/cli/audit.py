@@ -1,0 +1,137 @@
+"""`gpu-admission audit`: existing GPU pods judged against the current policies and nodes, as the
+background audit does (policies.audit.judging); offline from `--cluster-state`, or `--live` from
+the cluster (the leader replica runs `audit --live --write-reports` in a process of its own)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from policies.audit.judging import AuditReport, Finding, audit
+from policies.audit.policyreport import policy_reports
+from policies.cluster import KnownCluster
+from policies.engine import Engine
+from policies.gpu.capacity import NodeGpus, node_gpus
+from policies.model.loader import load_texts
+from policies.model.policy import GPUPolicy
+from policies.model.policyset import PolicySet
+from policies.model.workloads import BUILT_IN_TABLE, WorkloadKind
+from policies.quantity import parse_quantity
+from webhook.cli.offline import cluster_state
+from webhook.sources.files import load_policies, read_manifests
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
+EVENTS_PER_RUN = 20
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    if args.policy_snapshot:
+        entries = json.loads(Path(args.policy_snapshot).read_text())
+        policies: list[GPUPolicy] = []
+        workloads: list[WorkloadKind] = []
+        for file, text, namespace in entries:
+            loaded = load_texts([(file, text)], parse_quantity, namespace=namespace)
+            policies.extend(loaded.policies)
+            workloads.extend(loaded.workloads)
+        table = BUILT_IN_TABLE.with_kinds(tuple(workloads))
+        return Engine(PolicySet(tuple(policies), workloads=table), parse_quantity)
+    policy_set, result = load_policies(args.policies)
+    for problem in result.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if result.problems:
+        raise SystemExit(EXIT_BAD_INPUT)
+    return Engine(policy_set, parse_quantity)
+
+
+def _offline(path: str) -> tuple[list[Any], KnownCluster, dict[str, NodeGpus]]:
+    pods, cluster = cluster_state(path)
+    nodes = {}
+    for _, item in read_manifests(path):
+        if isinstance(item, dict) and item.get("kind") == "Node":
+            gpus = node_gpus(item, parse_quantity)
+            nodes[gpus.name] = gpus
+    return pods, cluster, nodes
+
+
+def _text(report: AuditReport) -> str:
+    lines = []
+    for f in sorted(report.findings, key=lambda f: (f.namespace, f.pod, f.policy, f.rule)):
+        subject = f"Pod {f.namespace}/{f.pod}" if f.pod else f"scope {f.namespace or '(policy-wide)'}"
+        lines.append(f"{f.result.upper()} {subject}: {f.message} [policy {f.policy}, rule {f.rule}]")
+    lines.append(f"{sum(report.judged.values())} GPU pods judged, {len(report.findings)} findings")
+    return "\n".join(lines)
+
+
+def _json(finding: Finding) -> dict[str, str]:
+    return dataclasses.asdict(finding)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    pods: Iterable[Any]
+    if args.live:
+        from webhook.cluster.audit_io import read_cluster  # the kubernetes client only when used
+        from webhook.cluster.identity import api_client
+
+        _load_config()
+        api = api_client()
+        read = read_cluster(api)
+        pods, cluster, nodes = read.pods, KnownCluster(read.namespaces), read.nodes
+    elif args.cluster_state:
+        pods, cluster, nodes = _offline(args.cluster_state)
+        api = None
+    else:
+        print("error: give --cluster-state FILE, or --live to read the cluster", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    started = time.monotonic()
+    report = audit(engine, pods, cluster, nodes)
+    summary: dict[str, Any] = {
+        "judged": sum(report.judged.values()),
+        "findings": len(report.findings),
+        "violations": [{"policy": p, "rule": r, "count": n} for (p, r), n in sorted(report.violations().items())],
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    if args.write_reports and api is not None:
+        summary.update(_write(api, report, args.events))
+    if args.output == "json":
+        print(json.dumps({"summary": summary, "findings": [_json(f) for f in report.findings]}, indent=2))
+    elif args.output == "policyreport":
+        print(yaml.safe_dump_all(policy_reports(report, int(time.time())), sort_keys=False), end="")
+    elif args.output == "summary":
+        print(json.dumps(summary))
+    else:
+        print(_text(report))
+    return EXIT_VIOLATIONS if any(f.result == "fail" for f in report.findings) else EXIT_OK
+
+
+def _load_config() -> None:
+    import os
+
+    from kubernetes import config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+
+
+def _write(api: Any, report: AuditReport, events: int) -> dict[str, int]:
+    from webhook.cluster.audit_io import emit_events, existing_reports, reported, write_reports
+
+    before = existing_reports(api)
+    reports = policy_reports(report, int(time.time()), set(before))
+    written = write_reports(api, reports, before)
+    fresh = [
+        f
+        for f in report.findings
+        if f.pod and f.result == "fail" and (f.uid, f.policy, f.rule) not in reported(before.get(f.namespace))
+    ]
+    return {"reports_written": written, "events": emit_events(api, fresh, events)}
