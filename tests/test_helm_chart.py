@@ -1,0 +1,142 @@
+"""charts/gpu-admission with Helm's own Go library (helm-python-sdk): lint, render, every object
+checked by kubernetes-validate --strict and the kubernetes client's models, and the defaults
+(and the overlays' values) rendering exactly what kustomize renders of deploy/."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.test_deploy import API, MODELS
+
+helm = pytest.importorskip("helm_python")
+ROOT = Path(__file__).parent.parent
+CHART = ROOT / "charts" / "gpu-admission"
+KUBECTL = shutil.which("kubectl")
+K8S = kubernetes_validate.latest_version()
+CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
+
+
+def render(**values) -> list[dict]:
+    chart = helm.Chart.load(str(CHART))
+    manifests = chart.render(values or None, name="gpu-admission", namespace="gpu-admission", is_install=True)
+    return [d for _, text in sorted(manifests.items()) for d in yaml.safe_load_all(text) if d]
+
+
+def kustomize(overlay: str) -> list[dict]:
+    done = subprocess.run([KUBECTL, "kustomize", str(ROOT / overlay)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def normal(node):
+    """What two renderings may differ in without meaning anything: env order (a strategic merge
+    patch puts a patched variable first) and the whitespace of CEL expressions (kustomize
+    re-folds block scalars)."""
+    if isinstance(node, dict):
+        out = {k: normal(v) for k, v in node.items()}
+        if isinstance(out.get("expression"), str):
+            out["expression"] = " ".join(out["expression"].split())
+        if isinstance(out.get("env"), list):
+            out["env"] = sorted(out["env"], key=lambda e: e["name"])
+        return out
+    if isinstance(node, list):
+        return [normal(v) for v in node]
+    return node
+
+
+def keyed(objects) -> dict[tuple[str, str], dict]:
+    return {(o["kind"], o["metadata"]["name"]): normal(o) for o in objects}
+
+
+def test_helm_lints_the_chart_clean():
+    report = helm.lint(str(CHART), strict=True)
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+@pytest.mark.parametrize(
+    "overlay, values",
+    [
+        pytest.param("deploy/base", {}, id="defaults"),
+        pytest.param("deploy/overlays/cert-manager", {"certificates": {"mode": "cert-manager"}}, id="cert-manager"),
+        pytest.param("deploy/overlays/namespaced-policies", {"policies": {"namespaced": True}}, id="namespaced-policies"),
+    ],
+)
+def test_the_chart_renders_what_kustomize_renders(overlay, values):
+    expected = keyed(o for o in kustomize(overlay) if o["kind"] not in ("Namespace", "CustomResourceDefinition"))
+    rendered = keyed(render(**values))
+    assert sorted(rendered) == sorted(expected)
+    for key, obj in expected.items():
+        assert rendered[key] == obj, key
+
+
+def test_the_chart_ships_the_crds_and_the_default_policies_of_the_repository():
+    assert (CHART / "crds/policyreport-crds.yaml").read_text() == (ROOT / "deploy/base/policyreport-crds.yaml").read_text()
+    assert (CHART / "files/default.yaml").read_text() == (ROOT / "policies/bundled/default.yaml").read_text()
+    assert [c["name"] for c in helm.Chart.load(str(CHART)).crds] == ["crds/policyreport-crds.yaml"]
+
+
+VARIANTS = [
+    pytest.param({}, id="defaults"),
+    pytest.param({"certificates": {"mode": "cert-manager", "certManager": {"issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}}}, id="cert-manager-issuer"),
+    pytest.param({"failurePolicy": "Ignore", "excludedNamespaces": ["kube-system", "batch"]}, id="ignore"),
+    pytest.param({"policies": {"default": False, "extra": {"team.yaml": "apiVersion: gpu-admission.io/v1alpha1\n"}}}, id="extra-policies"),
+    pytest.param({"clientAuthentication": {"enabled": True}, "networkPolicy": {"from": [{"ipBlock": {"cidr": "10.0.0.0/28"}}]}}, id="client-auth"),
+    pytest.param({"audit": {"seconds": 0}, "createNamespace": True, "replicas": 5, "image": {"repository": "r.io/g", "tag": "1.2"}}, id="misc"),
+]
+
+
+@pytest.mark.parametrize("values", VARIANTS)
+def test_every_rendered_object_is_valid_to_kubernetes(values):
+    for obj in render(**values):
+        if obj["kind"] in CERT_MANAGER_KINDS:
+            continue
+        kubernetes_validate.validate(obj, K8S, strict=True)
+        model = API._ApiClient__deserialize(obj, MODELS[obj["kind"]])  # type: ignore[attr-defined]
+        assert API.sanitize_for_serialization(model) == obj, obj["kind"]
+
+
+def webhooks(objects, kind):
+    return next(o for o in objects if o["kind"] == kind)["webhooks"]
+
+
+def deployment_env(objects):
+    container = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value") for e in container["env"]}, container
+
+
+def test_values_reach_the_objects():
+    ignore = render(failurePolicy="Ignore", excludedNamespaces=["kube-system", "batch"])
+    pod_hooks = [w for w in webhooks(ignore, "ValidatingWebhookConfiguration") if "pods" in w["rules"][0]["resources"]]
+    assert {w["failurePolicy"] for w in pod_hooks} == {"Ignore"}
+    assert pod_hooks[0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "batch", "gpu-admission"]
+    extra = render(policies={"default": False, "extra": {"team.yaml": "x: 1\n"}})
+    configmaps = [o for o in extra if o["kind"] == "ConfigMap"]
+    assert [(c["metadata"]["name"], c["data"]) for c in configmaps] == [("gpu-admission-policies", {"team.yaml": "x: 1\n"})]
+    auth = render(clientAuthentication={"enabled": True})
+    env, container = deployment_env(auth)
+    assert env["GPU_ADMISSION_CLIENT_CA"] == "/etc/gpu-admission/client/client-ca.crt"
+    assert {"name": "client-ca", "mountPath": "/etc/gpu-admission/client", "readOnly": True} in container["volumeMounts"]
+    env, _ = deployment_env(render(audit={"seconds": 0}))
+    assert env["GPU_ADMISSION_AUDIT_SECONDS"] == "0"
+    namespace = next(o for o in render(createNamespace=True) if o["kind"] == "Namespace")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param({"failurePolicy": "Sometimes"}, id="failure-policy"),
+        pytest.param({"certificates": {"mode": "vault"}}, id="certificate-mode"),
+        pytest.param({"replicas": 0}, id="replicas"),
+        pytest.param({"imagee": {}}, id="unknown-key"),
+    ],
+)
+def test_values_the_schema_refuses(values):
+    with pytest.raises(helm.HelmValuesError):
+        helm.Chart.load(str(CHART)).validate_schema(values)
