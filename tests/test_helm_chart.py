@@ -64,7 +64,7 @@ def test_helm_lints_the_chart_clean():
     [
         pytest.param("deploy/base", {}, id="defaults"),
         pytest.param("deploy/overlays/cert-manager", {"certificates": {"mode": "cert-manager"}}, id="cert-manager"),
-        pytest.param("deploy/overlays/namespaced-policies", {"policies": {"namespaced": True}}, id="namespaced-policies"),
+        pytest.param("deploy/overlays/namespaced-policies", {"policies": {"namespaced": True}}, id="namespaced"),
     ],
 )
 def test_the_chart_renders_what_kustomize_renders(overlay, values):
@@ -76,18 +76,38 @@ def test_the_chart_renders_what_kustomize_renders(overlay, values):
 
 
 def test_the_chart_ships_the_crds_and_the_default_policies_of_the_repository():
-    assert (CHART / "crds/policyreport-crds.yaml").read_text() == (ROOT / "deploy/base/policyreport-crds.yaml").read_text()
+    crds = (ROOT / "deploy/base/policyreport-crds.yaml").read_text()
+    assert (CHART / "crds/policyreport-crds.yaml").read_text() == crds
     assert (CHART / "files/default.yaml").read_text() == (ROOT / "policies/bundled/default.yaml").read_text()
     assert [c["name"] for c in helm.Chart.load(str(CHART)).crds] == ["crds/policyreport-crds.yaml"]
 
 
 VARIANTS = [
     pytest.param({}, id="defaults"),
-    pytest.param({"certificates": {"mode": "cert-manager", "certManager": {"issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}}}, id="cert-manager-issuer"),
+    pytest.param(
+        {
+            "certificates": {
+                "mode": "cert-manager",
+                "certManager": {"issuerRef": {"name": "ca", "kind": "ClusterIssuer"}},
+            }
+        },
+        id="cert-manager-issuer",
+    ),
     pytest.param({"failurePolicy": "Ignore", "excludedNamespaces": ["kube-system", "batch"]}, id="ignore"),
-    pytest.param({"policies": {"default": False, "extra": {"team.yaml": "apiVersion: gpu-admission.io/v1alpha1\n"}}}, id="extra-policies"),
-    pytest.param({"clientAuthentication": {"enabled": True}, "networkPolicy": {"from": [{"ipBlock": {"cidr": "10.0.0.0/28"}}]}}, id="client-auth"),
-    pytest.param({"audit": {"seconds": 0}, "createNamespace": True, "replicas": 5, "image": {"repository": "r.io/g", "tag": "1.2"}}, id="misc"),
+    pytest.param({"policies": {"default": False, "extra": {"team.yaml": "kind: GPUPolicy\n"}}}, id="extra-policies"),
+    pytest.param(
+        {"clientAuthentication": {"enabled": True}, "networkPolicy": {"from": [{"ipBlock": {"cidr": "10.0.0.0/28"}}]}},
+        id="client-auth",
+    ),
+    pytest.param(
+        {
+            "audit": {"seconds": 0},
+            "createNamespace": True,
+            "replicas": 5,
+            "image": {"repository": "r.io/g", "tag": "1.2"},
+        },
+        id="misc",
+    ),
 ]
 
 
@@ -114,14 +134,22 @@ def test_values_reach_the_objects():
     ignore = render(failurePolicy="Ignore", excludedNamespaces=["kube-system", "batch"])
     pod_hooks = [w for w in webhooks(ignore, "ValidatingWebhookConfiguration") if "pods" in w["rules"][0]["resources"]]
     assert {w["failurePolicy"] for w in pod_hooks} == {"Ignore"}
-    assert pod_hooks[0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "batch", "gpu-admission"]
+    assert pod_hooks[0]["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "kube-system",
+        "batch",
+        "gpu-admission",
+    ]
     extra = render(policies={"default": False, "extra": {"team.yaml": "x: 1\n"}})
     configmaps = [o for o in extra if o["kind"] == "ConfigMap"]
-    assert [(c["metadata"]["name"], c["data"]) for c in configmaps] == [("gpu-admission-policies", {"team.yaml": "x: 1\n"})]
+    assert [(c["metadata"]["name"], c["data"]) for c in configmaps] == [
+        ("gpu-admission-policies", {"team.yaml": "x: 1\n"})
+    ]
     auth = render(clientAuthentication={"enabled": True})
     env, container = deployment_env(auth)
     assert env["GPU_ADMISSION_CLIENT_CA"] == "/etc/gpu-admission/client/client-ca.crt"
-    assert {"name": "client-ca", "mountPath": "/etc/gpu-admission/client", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "client-ca", "mountPath": "/etc/gpu-admission/client", "readOnly": True} in container[
+        "volumeMounts"
+    ]
     env, _ = deployment_env(render(audit={"seconds": 0}))
     assert env["GPU_ADMISSION_AUDIT_SECONDS"] == "0"
     namespace = next(o for o in render(createNamespace=True) if o["kind"] == "Namespace")
