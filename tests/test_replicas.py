@@ -53,6 +53,9 @@ class Replica:
             "GPU_ADMISSION_WATCH_NAMESPACE": NS,
             "POD_NAME": name,
             "PROMETHEUS_MULTIPROC_DIR": str(tmp / f"{name}.metrics"),
+            # The leader's background audit writes PolicyReports on its own schedule (tests/test_audit.py);
+            # here every write must come from admission.
+            "GPU_ADMISSION_AUDIT_SECONDS": "0",
             **env,
         }
         environment.pop("KUBERNETES_SERVICE_HOST", None)

@@ -90,8 +90,11 @@ class FieldReader:
         """An exact amount: an integer or a string such as "2", "1.5" or "3/7" (never a YAML float)."""
         if raw is None:
             return None
-        if isinstance(raw, bool) or not isinstance(raw, (int, str)) or (isinstance(raw, str) and not AMOUNT.match(raw)):
-            self.problem(path, f'{raw!r} is not an exact amount: an integer, or quoted such as "2", "1.5" or "3/7"')
+        if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+            self.problem(path, 'must be an integer or a quoted exact amount such as "1.5" or "3/7"')
+            return None
+        if isinstance(raw, str) and not AMOUNT.match(raw):
+            self.problem(path, f'{raw!r} is not an exact amount (e.g. "2", "1.5", "3/7")')
             return None
         try:
             value = Fraction(raw)
