@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from policies.model.schema import Schema
+from policies.model.schema_fields import Schema
 
 HEADER = """# Policy field reference
 

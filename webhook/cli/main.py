@@ -6,145 +6,21 @@ Exit codes: 0 fine, 1 denied or lint problems, 2 bad input or bad policy. Never 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from policies.cluster import KnownCluster
-from policies.engine import Engine
 from policies.errors import InputError
-from policies.quantity import parse_quantity
 from webhook.cli.audit import EVENTS_PER_RUN, cmd_audit
-from webhook.cli.inputs import DEFAULT_NAMESPACE, read_inputs, without_lent_namespace
-from webhook.cli.offline import cluster_state, cmd_lint, cmd_validate
+from webhook.cli.commands import cmd_certs, cmd_client_certs, cmd_mutate, cmd_serve, cmd_validate_inputs
+from webhook.cli.inputs import DEFAULT_NAMESPACE
+from webhook.cli.offline import cmd_lint
 from webhook.cli.policytest import cmd_test
 from webhook.cli.quota import DEFAULT_POLICY_NAMESPACE, cmd_quota
-from webhook.sources.files import load_policies
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
-
-
-def _engine(policies: list[Path] | None) -> Engine:
-    policy_set, result = load_policies(policies)
-    for problem in result.problems:
-        print(f"error: {problem}", file=sys.stderr)
-    if result.problems:
-        raise SystemExit(EXIT_BAD_INPUT)
-    return Engine(policy_set, parse_quantity)
-
-
-def _dump(objects: list[object], output: str) -> str:
-    if output == "yaml":
-        return yaml.safe_dump_all(objects, sort_keys=False)
-    if len(objects) == 1:
-        return json.dumps(objects[0], indent=2)
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2)
-
-
-def cmd_mutate(args: argparse.Namespace) -> int:
-    engine = _engine(args.policies)
-    _, cluster = cluster_state(args.cluster_state) if args.cluster_state else ([], KnownCluster())
-    inputs = read_inputs(args.file, engine, args.namespace)
-    outputs: list[object] = []
-    patches: list[object] = []
-    for label, document, judged in inputs.documents:
-        if not judged or not isinstance(document, dict):
-            outputs.append(document)  # passed through: the output can go on to kubectl apply
-            continue
-        try:
-            result = engine.mutate_any(document, cluster=cluster)
-        except InputError as error:
-            raise error.in_document(label) from None
-        for warning in result.warnings:
-            print(f"Warning: {label}: {warning}", file=sys.stderr)
-        outputs.append(without_lent_namespace(result.object) if label in inputs.lent else result.object)
-        patches.append(list(result.patch) if document.get("kind") == "Pod" else _replacements(document, result.object))
-    if args.output == "patch":
-        print("\n".join(json.dumps(patch) for patch in patches))
-    else:
-        print(_dump(outputs, args.output), end="" if args.output == "yaml" else "\n")
-    inputs.say_skipped()
-    return EXIT_OK
-
-
-def _replacements(before: dict[str, object], after: object) -> list[dict[str, object]]:
-    """RFC 6902 for a workload: each top-level field the mutation changed, replaced whole."""
-    if not isinstance(after, dict):
-        return []
-    return [{"op": "replace", "path": f"/{key}", "value": after[key]} for key in after if after[key] != before.get(key)]
-
-
-def _validate(args: argparse.Namespace) -> int:
-    return cmd_validate(args, _engine(args.policies))
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    if (args.all_namespaces or args.manage_certs) and not args.watch_configmaps:
-        flag = "--all-namespaces" if args.all_namespaces else "--manage-certs"
-        raise InputError(flag, "needs --watch-configmaps NAMESPACE (the webhook's own namespace)")
-    if args.workers != 1:
-        raise InputError(
-            "--workers",
-            "gpu-admission runs one worker per replica (its view of the cluster is one "
-            "process's); use --threads for concurrency and more replicas for more CPU",
-        )
-    if args.client_ca is not None and not args.client_ca.is_file():
-        raise InputError("--client-ca", f"{args.client_ca}: no such file")
-    # The arguments hold: now the process's environment. The master's and the worker's metrics add
-    # up only if prometheus_client sees this before its first import.
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
-    os.environ["GPU_ADMISSION_READ_TIMEOUT"] = str(args.read_timeout)
-    from webhook.replica import ServerConfig, serve
-
-    config = ServerConfig(
-        policy_dirs=tuple(args.policies or ()),
-        fail_open=args.fail_open,
-        watch_namespace=args.watch_configmaps or "",
-        all_namespaces=args.all_namespaces,
-        manage_certs=args.manage_certs,
-        service=args.service,
-        cert_dir=args.cert_dir,
-        client_ca=args.client_ca,
-        threads=args.threads,
-    )
-    serve(config, args.bind)
-    return EXIT_OK
-
-
-def _key_directory(out: Path) -> None:
-    """Private keys never go where packaging or an image build would pick them up."""
-    resolved = out.resolve()
-    for directory in (resolved, *resolved.parents):
-        if (directory / "__init__.py").is_file():
-            raise InputError(
-                "--out",
-                f"{directory} is a Python package, so private keys there would ship with it; "
-                "use a directory of their own (e.g. .gpu-admission/certs)",
-            )
-
-
-def cmd_certs(args: argparse.Namespace) -> int:
-    from certs.files import generate
-
-    _key_directory(args.out)
-    generate(args.out, args.service, args.namespace, args.dns_name or [], args.ip or [])
-    print(f"wrote {args.out}/ca.crt, tls.crt, tls.key for {args.service}.{args.namespace}.svc")
-    return EXIT_OK
-
-
-def cmd_client_certs(args: argparse.Namespace) -> int:
-    from certs.files import generate_client
-
-    _key_directory(args.out)
-    generate_client(args.out, args.name)
-    print(f"wrote {args.out}/client-ca.crt (for serve --client-ca) and client.crt, client.key (CN {args.name})")
-    return EXIT_OK
 
 
 def _command(commands: Any, name: str, summary: str, description: str, exits: str) -> argparse.ArgumentParser:
@@ -211,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _inputs(validate)
     validate.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
-    validate.set_defaults(run=_validate)
+    validate.set_defaults(run=cmd_validate_inputs)
     lint = _command(
         commands,
         "lint",
