@@ -190,6 +190,8 @@ class SectionReader(FieldReader):
             if any(name == earlier for earlier, _ in found):
                 self.problem(f"{at}.name", f"duplicate variable name {name!r}")
             expression = self.expression(fields.get("expression"), f"{at}.expression", verdict=False)
+            if fields.get("expression") is None:
+                self.problem(f"{at}.expression", "every variable needs an expression")
             if expression is not None:
                 self.undeclared(expression, f"{at}.expression", {n for n, _ in found})
                 found.append((name, expression))
@@ -228,7 +230,7 @@ class SectionReader(FieldReader):
             elif name in names:
                 self.problem(f"{item_path}.name", f"duplicate rule name {name!r}")
             expression = self.expression(fields.get("expression"), f"{item_path}.expression")
-            if "expression" not in fields:
+            if fields.get("expression") is None:
                 self.problem(f"{item_path}.expression", "every rule needs an expression")
             message = self.string(fields.get("message"), f"{item_path}.message")
             action = self.choice(fields.get("action"), f"{item_path}.action", Action, Action.DENY, "deny, warn, audit")
