@@ -26,13 +26,11 @@ from policies.cluster import ClusterState
 from policies.engine import Engine
 from policies.errors import InputError
 from policies.gpu.capacity import SETTLED, NodeGpus
-from policies.gpu.models import CONFIG_STATE_LABEL, MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
+from policies.gpu.models import CONFIG_STATE_LABEL, MIG_RESOURCE_PREFIX, SHARED_RESOURCE_SUFFIX, WHOLE_GPU_RESOURCE
 from policies.judge.ledger import Ledger
-from policies.judge.pod_facts import charged
+from policies.judge.pod_facts import PodFacts, charged
 from policies.judge.quota import NoUsage, dimensions
-from policies.judge.usage import counts_against_quota, effective_gpu_requests
 from policies.model.policy import Action
-from policies.pod import parse_pod
 from policies.request import RequestInfo
 
 NODE_POLICY = "gpu-admission"  # findings about nodes are not any one policy's
@@ -72,48 +70,36 @@ def audit(
     ledger = Ledger()
     for raw in pods:
         try:
-            view = engine_view(engine, raw)
+            # What charging reads of the pod: None for one holding no GPU or finished.
+            found = charged(dict(raw), engine.policy_set, engine.parse_quantity, cluster)
         except InputError:
             report.unreadable += 1
             continue
-        if view is None:
+        if found is None:
             continue
-        namespace, name, uid, pod = view
-        found = charged(dict(raw), engine.policy_set, engine.parse_quantity, cluster)
-        if found is not None:
-            ledger.charge(found[1], found[0].usage)
+        facts, charges = found
+        ledger.charge(charges, facts.usage)
+        metadata = raw.get("metadata") or {}
+        namespace, name, uid = facts.namespace, str(metadata.get("name") or ""), str(metadata.get("uid") or "")
         report.judged[namespace] += 1
         decision = engine.validate(dict(raw), NoUsage(), request=RequestInfo(namespace=namespace), cluster=cluster)
         for verdict in decision.verdicts:
             result = _RESULTS[verdict.action]
             report.findings.append(Finding(namespace, name, uid, verdict.policy, verdict.rule, result, verdict.message))
-        report.findings.extend(_servable(namespace, name, uid, pod, nodes))
+        report.findings.extend(_servable(namespace, name, uid, facts, nodes))
     report.findings.extend(_over_budget(engine, ledger))
     return report
 
 
-def engine_view(engine: Engine, raw: Mapping[str, Any]) -> tuple[str, str, str, Any] | None:
-    """(namespace, name, uid, PodView) of a pod that counts (holds a GPU, not finished), else None."""
-    pod = parse_pod(raw, engine.parse_quantity)
-    if not pod.holds_gpu or not counts_against_quota(pod):
-        return None
-    metadata = raw.get("metadata") or {}
-    return pod.namespace, str(metadata.get("name") or ""), str(metadata.get("uid") or ""), pod
-
-
-def _servable(namespace: str, name: str, uid: str, pod: Any, nodes: Mapping[str, NodeGpus]) -> list[Finding]:
-    node = nodes.get(pod.node_name) if pod.node_name else None
+def _servable(namespace: str, name: str, uid: str, facts: PodFacts, nodes: Mapping[str, NodeGpus]) -> list[Finding]:
+    node = nodes.get(facts.node) if facts.node else None
     if node is None:
         return []
     state = node.labels.get(CONFIG_STATE_LABEL)
     if state is not None and state != SETTLED:
         message = f"runs on {node.name}, being re-split into MIG profiles ({CONFIG_STATE_LABEL}={state})"
         return [Finding(namespace, name, uid, NODE_POLICY, SERVABLE_RULE, "warn", message)]
-    missing = [
-        resource
-        for resource, amount in sorted(effective_gpu_requests(pod).items())
-        if amount > 0 and _device_plugin_resource(resource) and not node.allocatable.get(resource)
-    ]
+    missing = [r for r, _ in facts.gpus if _device_plugin_resource(r) and not node.allocatable.get(r)]
     if not missing:
         return []
     offered = ", ".join(sorted(r for r, n in node.allocatable.items() if n)) or "no GPU resource"
@@ -124,9 +110,8 @@ def _servable(namespace: str, name: str, uid: str, pod: Any, nodes: Mapping[str,
 def _device_plugin_resource(resource: str) -> bool:
     """Whole GPUs and MIG slices as NVIDIA's device plugin offers them (not its time-sliced
     replicas, not HAMi's shares: those systems account for their own)."""
-    return (resource == WHOLE_GPU_RESOURCE or resource.startswith(MIG_RESOURCE_PREFIX)) and not resource.endswith(
-        ".shared"
-    )
+    device_plugin = resource == WHOLE_GPU_RESOURCE or resource.startswith(MIG_RESOURCE_PREFIX)
+    return device_plugin and not resource.endswith(SHARED_RESOURCE_SUFFIX)
 
 
 def _over_budget(engine: Engine, ledger: Ledger) -> list[Finding]:
