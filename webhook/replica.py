@@ -18,7 +18,7 @@ from typing import Any
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
 from policies.errors import PolicyProblem
 from webhook import logs
-from webhook.cluster import identity  # noqa: F401  (fixes this replica's name in the master, before the fork)
+from webhook.cluster import identity  # imported here: fixes this replica's name in the master, before the fork
 from webhook.serving import background
 from webhook.serving.server import WebhookServer
 from webhook.sources.directories import DirectoryWatcher
@@ -84,19 +84,10 @@ def build_holder(config: ServerConfig) -> EngineHolder:
     return holder
 
 
-def _load_kube_config() -> None:
-    from kubernetes import config
-
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
-
-
 def _watch_cluster(holder: EngineHolder, store: PolicyStore, namespace: str, all_namespaces: bool) -> None:
     from webhook.cluster.watches import audit_seconds, connect
 
-    _load_kube_config()
+    identity.load_config()
     connect(holder.view, store, namespace, all_namespaces=all_namespaces, audit_every=audit_seconds())
 
     def stopped() -> None:
@@ -115,7 +106,7 @@ def prepare_certificates(config: ServerConfig) -> None:
         return
     if not config.watch_namespace:
         raise SystemExit("self-managed certificates need the webhook's namespace (--watch-configmaps)")
-    _load_kube_config()
+    identity.load_config()
     if not _cert_manager(config).ensure_files():
         raise SystemExit(f"no certificates in {config.cert_dir} after 120 s: see the certificate sync errors above")
     background.register(lambda: _renew_in_background(config))

@@ -79,9 +79,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     pods: Iterable[Any]
     if args.live:
         from webhook.cluster.audit_io import read_cluster  # the kubernetes client only when used
-        from webhook.cluster.identity import api_client
+        from webhook.cluster.identity import api_client, load_config
 
-        _load_config()
+        load_config()
         api = api_client()
         read = read_cluster(api)
         pods, cluster, nodes = read.pods, KnownCluster(read.namespaces), read.nodes
@@ -110,17 +110,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     else:
         print(_text(report))
     return EXIT_VIOLATIONS if any(f.result == "fail" for f in report.findings) else EXIT_OK
-
-
-def _load_config() -> None:
-    import os
-
-    from kubernetes import config
-
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
 
 
 def _write(api: Any, report: AuditReport, events: int) -> dict[str, int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 
-from kubernetes import client
+from kubernetes import client, config
 
 REPLICA = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
 VERSION = "0.1.0"
@@ -23,3 +23,12 @@ def api_client(configuration: client.Configuration | None = None) -> client.ApiC
     api = client.ApiClient(configuration)
     api.user_agent = f"gpu-admission/{VERSION} ({REPLICA})"
     return api
+
+
+def load_config() -> None:
+    """Where the API server is: the pod's service account in a cluster, else KUBECONFIG (read at
+    call time, not at the client's import)."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
