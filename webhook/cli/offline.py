@@ -22,7 +22,7 @@ from policies.model.loader import load_texts
 from policies.mutate.mutation import MutationResult
 from policies.pod import PodView, parse_pod
 from policies.quantity import parse_quantity
-from webhook.cli.inputs import read_inputs
+from webhook.cli.inputs import Inputs, read_inputs
 from webhook.cluster.namespaces import GpuQuotaCache, namespace_labels
 from webhook.sources.files import directory_texts, read_manifests
 
@@ -110,11 +110,18 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
     return pods, KnownCluster(namespaces, capacity, quotas.by_namespace())
 
 
-def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:
-    pods, cluster = cluster_state(args.cluster_state) if args.cluster_state else ([], KnownCluster())
+def judge_all(engine: Engine, files: list[str], namespace: str, state: str | None) -> tuple[Inputs, list[Judged]]:
+    """Every judgeable document of `files`, in order, as the API server would admit them one by
+    one: the pods of the cluster state (a file, or none) counted first, earlier ones of `files`
+    counted for later ones."""
+    pods, cluster = cluster_state(state) if state else ([], KnownCluster())
     ledger = Ledger.from_pods(pods, engine.policy_set, engine.parse_quantity, cluster)
-    inputs = read_inputs(args.file, engine, args.namespace)
-    results = [judge(engine, label, document, ledger, cluster) for label, document in inputs.judged]
+    inputs = read_inputs(files, engine, namespace)
+    return inputs, [judge(engine, label, document, ledger, cluster) for label, document in inputs.judged]
+
+
+def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:
+    inputs, results = judge_all(engine, args.file, args.namespace, args.cluster_state)
     if args.output == "json":
         print(json.dumps([_json(r) for r in results], indent=2))
     elif results:

@@ -34,13 +34,11 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from policies.cluster import KnownCluster
 from policies.engine import Engine
 from policies.errors import InputError
-from policies.judge.ledger import Ledger
 from policies.quantity import parse_quantity
-from webhook.cli.inputs import DEFAULT_NAMESPACE, files_of, read_inputs
-from webhook.cli.offline import Judged, cluster_state, judge
+from webhook.cli.inputs import DEFAULT_NAMESPACE, files_of
+from webhook.cli.offline import Judged, judge_all
 from webhook.sources.files import load_policies, read_manifests
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -139,16 +137,10 @@ def run_test(path: Path, test: dict[str, Any]) -> list[Outcome]:
         raise _bad(where, "; ".join(str(p) for p in loaded.problems))
     engine = Engine(policy_set, parse_quantity)
     state = test.get("clusterState")
-    pods, cluster = cluster_state(str(path.parent / state)) if isinstance(state, str) else ([], KnownCluster())
-    ledger = Ledger.from_pods(pods, policy_set, parse_quantity, cluster)
     namespace = str(test.get("namespace") or DEFAULT_NAMESPACE)
     resources = [str(p) for p in _paths(path.parent, test.get("resources"), f"{where}: resources")]
-    inputs = read_inputs(resources, engine, namespace)
-    judged: dict[str, Judged] = {}
-    for label, document in inputs.judged:
-        metadata_of = document.get("metadata")
-        key = f"{document.get('kind')}/{metadata_of.get('name') if isinstance(metadata_of, dict) else ''}"
-        judged[key] = judge(engine, label, document, ledger, cluster)
+    _, results = judge_all(engine, resources, namespace, str(path.parent / state) if isinstance(state, str) else None)
+    judged = {_resource_key(r.mutation.object): r for r in results}
     outcomes = []
     for i, expected in enumerate(test.get("results") or []):
         if not isinstance(expected, dict) or set(expected) - _RESULT_FIELDS or expected.get("result") not in _OUTCOMES:
@@ -161,6 +153,13 @@ def run_test(path: Path, test: dict[str, Any]) -> list[Outcome]:
         reason = _check(expected, found) if found else f"no judged resource {resource} in {', '.join(resources)}"
         outcomes.append(Outcome(name, resource, str(expected["result"]), not reason, reason))
     return outcomes
+
+
+def _resource_key(document: object) -> str:
+    """`Kind/name`, as a test's results name a resource."""
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    name = metadata.get("name") if isinstance(metadata, dict) else ""
+    return f"{document.get('kind') if isinstance(document, dict) else ''}/{name}"
 
 
 def _junit(report: Report) -> str:
