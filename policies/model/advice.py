@@ -64,11 +64,29 @@ def _path_before(found: list[str], end: int) -> tuple[str, int]:
     return "".join(found[start : end + 1]), start
 
 
-def unguarded_indexes(source: str) -> list[str]:
-    """`x.y['k']` selections with no `'k' in x.y` and no `has(x.y.k)` anywhere in the expression."""
+def expression_advice(source: str, verdict: bool) -> list[str]:
+    """What lint says of one expression (tokenized once); `verdict`: its value decides (a rule or
+    a condition), so a constant one is worth saying."""
     found = _tokens(source)
     if found is None:
         return []
+    said = [
+        f"{index} fails on objects without that key, and a failing rule denies; guard it with `in` or has()"
+        for index in _unguarded(found)
+    ]
+    constant = _constant(found) if verdict else None
+    if constant is not None:
+        said.append(f"the same on every pod: {constant}")
+    return said
+
+
+def unguarded_indexes(source: str) -> list[str]:
+    """`x.y['k']` selections with no `'k' in x.y` and no `has(x.y.k)` anywhere in the expression."""
+    found = _tokens(source)
+    return [] if found is None else _unguarded(found)
+
+
+def _unguarded(found: list[str]) -> list[str]:
     text = "".join(found)
     unguarded: list[str] = []
     for i in range(1, len(found) - 2):
@@ -85,8 +103,10 @@ def unguarded_indexes(source: str) -> list[str]:
 def constant_outcome(source: str) -> str | None:
     """Why the expression has the same value on every pod, if it plainly does."""
     found = _tokens(source)
-    if found is None:
-        return None
+    return None if found is None else _constant(found)
+
+
+def _constant(found: list[str]) -> str | None:
     if not any(token in _VARIABLES for token in found):
         return "it names no variable"
     for i, token in enumerate(found):

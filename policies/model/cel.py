@@ -18,7 +18,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext.ext_optional import ExtOptional
 from cel_expr_python.ext.ext_strings import ExtStrings
 
-from policies.model.cel_fields import names_variable, object_fields
+from policies.model.cel_fields import fields_in, names_in, tokens
 from policies.model.cel_library import functions
 
 VARIABLES = ("object", "oldObject", "request", "namespaceObject", "variables")
@@ -121,12 +121,9 @@ def compile_expression(source: str) -> CompiledExpression:
         program = _ENV.compile(source)
     except RuntimeError as error:
         raise CelCompileError(_first_line(str(error))) from None
+    found = tokens(source)  # once, for the three questions asked of them
     return CompiledExpression(
-        source,
-        program,
-        object_fields(source),
-        names_variable(source, "oldObject"),
-        names_variable(source, "variables"),
+        source, program, fields_in(found), names_in(found, "oldObject"), names_in(found, "variables")
     )
 
 

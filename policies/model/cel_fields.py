@@ -49,13 +49,21 @@ def tokens(source: str, keep_literals: bool = False) -> list[str] | None:
 
 def names_variable(source: str, variable: str) -> bool:
     """Whether the expression may name `variable` (True when its tokens cannot be told)."""
-    found = tokens(source)
+    return names_in(tokens(source), variable)
+
+
+def names_in(found: list[str] | None, variable: str) -> bool:
+    """names_variable over tokens already made."""
     return found is None or variable in found
 
 
 def object_fields(source: str) -> frozenset[str] | None:
     """The fields of `object` the expression selects, or None when it may read more of it."""
-    found = tokens(source)
+    return fields_in(tokens(source))
+
+
+def fields_in(found: list[str] | None) -> frozenset[str] | None:
+    """object_fields over tokens already made."""
     if found is None:
         return None
     fields: set[str] = set()

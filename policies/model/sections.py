@@ -10,7 +10,7 @@ from fractions import Fraction
 from policies.gpu.catalog import Catalog, CatalogError
 from policies.gpu.devices import DEVICE_ENV, grants_devices
 from policies.gpu.models import GpuModel
-from policies.model.advice import constant_outcome, unguarded_indexes
+from policies.model.advice import expression_advice
 from policies.model.cel import CelCompileError, CompiledExpression, Variables, compile_expression
 from policies.model.fields import FieldReader
 from policies.model.policy import (
@@ -69,14 +69,8 @@ class SectionReader(FieldReader):
         except CelCompileError as error:
             self.problem(path, f"CEL: {error}")
             return None
-        for index in unguarded_indexes(source):
-            self.advise(
-                path,
-                f"{index} fails on objects without that key, and a failing rule denies; guard it with `in` or has()",
-            )
-        constant = constant_outcome(source) if verdict else None
-        if constant is not None:
-            self.advise(path, f"the same on every pod: {constant}")
+        for advice in expression_advice(source, verdict):
+            self.advise(path, advice)
         return compiled
 
     def selector(self, raw: object, path: str) -> LabelSelector | None:
