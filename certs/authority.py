@@ -62,32 +62,29 @@ def make_ca(now: dt.datetime, common_name: str = "gpu-admission CA", validity: d
 def make_serving(
     ca: Pair, now: dt.datetime, dns_names: list[str], ips: Sequence[str] = (), validity: dt.timedelta = SERVING_VALIDITY
 ) -> Pair:
-    key = ec.generate_private_key(ec.SECP256R1())
     alt_names: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
-        .issuer_name(ca.certificate.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(min(now + validity, ca.certificate.not_valid_after_utc))
-        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
-        .sign(ca.key, hashes.SHA256())
-    )
-    return Pair(certificate, key)
+    names = x509.SubjectAlternativeName(alt_names)
+    return _leaf(ca, now, dns_names[0], validity, ExtendedKeyUsageOID.SERVER_AUTH, names)
 
 
 def make_client(ca: Pair, now: dt.datetime, common_name: str, validity: dt.timedelta = SERVING_VALIDITY) -> Pair:
     """A client certificate (client-auth key usage): what the API server presents to a webhook
     that requires one (an AdmissionConfiguration's kubeConfigFile names it)."""
+    return _leaf(ca, now, common_name, validity, ExtendedKeyUsageOID.CLIENT_AUTH)
+
+
+def _leaf(
+    ca: Pair,
+    now: dt.datetime,
+    common_name: str,
+    validity: dt.timedelta,
+    usage: x509.ObjectIdentifier,
+    names: x509.SubjectAlternativeName | None = None,
+) -> Pair:
+    """A certificate `ca` signs for one use (server or client auth), never outliving the CA."""
     key = ec.generate_private_key(ec.SECP256R1())
-    certificate = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
         .issuer_name(ca.certificate.subject)
@@ -95,9 +92,13 @@ def make_client(ca: Pair, now: dt.datetime, common_name: str, validity: dt.timed
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - BACKDATE)
         .not_valid_after(min(now + validity, ca.certificate.not_valid_after_utc))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+    )
+    if names is not None:
+        builder = builder.add_extension(names, critical=False)
+    certificate = (
+        builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
         .sign(ca.key, hashes.SHA256())
     )
