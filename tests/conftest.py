@@ -91,3 +91,22 @@ def default_engine() -> Engine:
     policy_set, result = load_policies(None)
     assert not result.problems
     return PatchCheckingEngine(policy_set, parse_quantity)
+
+
+@pytest.fixture
+def kube():
+    """The in-process API server (tests/kube_fake.py), empty; files that need objects in it at
+    the start request this fixture from their own `kube` and add them."""
+    from tests.kube_fake import FakeKube
+
+    fake = FakeKube()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def kube_on_path(kube, tmp_path, monkeypatch):
+    """The fake API server as KUBECONFIG names it, for code that loads its own configuration."""
+    monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig(tmp_path / "kubeconfig")))
+    return kube

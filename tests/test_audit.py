@@ -17,7 +17,6 @@ from policies.cluster import KnownCluster
 from policies.gpu.capacity import node_gpus
 from policies.quantity import parse_quantity
 from tests.conftest import engine_from
-from tests.kube_fake import FakeKube
 from webhook.cli.main import main
 from webhook.cluster.background_audit import BackgroundAudit, run_process
 from webhook.metrics import exposition
@@ -147,16 +146,13 @@ def test_offline_audit_prints_findings_and_exits_1_on_violations(state, capsys):
 
 
 @pytest.fixture
-def kube(tmp_path, monkeypatch):
-    fake = FakeKube()
-    fake.start()
-    monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig(tmp_path / "kubeconfig")))
+def kube(kube_on_path):
+    fake = kube_on_path
     fake.store("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "namespace": ""}})
     fake.store("nodes", {**node(allocatable=SEVEN), "metadata": {**node()["metadata"], "namespace": ""}})
     for raw in (pod("ok", SLICE, TEAM), pod("unlabelled", SLICE), pod("big", {"nvidia.com/mig-3g.40gb": "1"}, TEAM)):
         fake.put_pod(raw)
-    yield fake
-    fake.stop()
+    return fake
 
 
 def snapshot_file(tmp_path):

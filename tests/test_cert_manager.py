@@ -43,9 +43,8 @@ class Clock:
 
 
 @pytest.fixture
-def kube():
-    fake = FakeKube()
-    fake.start()
+def kube(kube):
+    fake = kube
     for name in ("gpu-admission-ca", "gpu-admission-tls"):  # as deploy/base ships them: empty
         fake.store(
             "secrets",
@@ -54,8 +53,7 @@ def kube():
     # The webhook configurations exactly as deploy/base ships them, without a caBundle.
     for configuration in yaml.safe_load_all((ROOT / "deploy/base/webhooks.yaml").read_text()):
         fake.store(configuration["kind"].lower() + "s", configuration)
-    yield fake
-    fake.stop()
+    return fake
 
 
 def manager(kube: FakeKube, directory: Path, identity: str, clock: Clock, **options) -> CertManager:

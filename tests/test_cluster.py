@@ -67,14 +67,6 @@ class Replica:
 
 
 @pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    fake = FakeKube()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
 def replicas(kube: FakeKube) -> Iterator[list[Replica]]:
     started: list[Replica] = []
     yield started

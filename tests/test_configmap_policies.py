@@ -7,7 +7,6 @@ import pytest
 from kubernetes import client
 
 from tests.conftest import policy
-from tests.kube_fake import FakeKube
 from webhook.cluster.watches import configmap_watch
 from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder
@@ -17,14 +16,6 @@ NS = "gpu-admission"
 
 def names(holder: EngineHolder) -> list[str]:
     return [p.name for p in holder.engine.policy_set.policies]
-
-
-@pytest.fixture
-def kube():
-    fake = FakeKube()
-    fake.start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import yaml
 
 from policies.judge.usage import Usage
 from tests.conftest import engine_from
-from tests.kube_fake import FakeKube
 from webhook.cli.main import main
 from webhook.cluster.shared_quota import LEDGER_LABEL, RESERVATIONS, Entry
 from webhook.metrics import exposition
@@ -79,12 +78,8 @@ def test_a_namespace_asked_for_shows_its_budget_even_when_empty(state, capsys):
 
 
 @pytest.fixture
-def kube(tmp_path, monkeypatch):
-    fake = FakeKube()
-    fake.start()
-    monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig(tmp_path / "kubeconfig")))
-    yield fake
-    fake.stop()
+def kube(kube_on_path):
+    return kube_on_path
 
 
 def live_cluster(kube):

@@ -117,14 +117,6 @@ class NamedConnection(http.client.HTTPSConnection):
 
 
 @pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    fake = FakeKube()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
 def launch(kube: FakeKube, tmp_path: Path) -> Iterator[Any]:
     started: list[Replica] = []
     certs = tmp_path / "certs"
