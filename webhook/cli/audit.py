@@ -20,13 +20,9 @@ from policies.audit.policyreport import policy_reports
 from policies.cluster import KnownCluster
 from policies.engine import Engine
 from policies.gpu.capacity import NodeGpus, node_gpus
-from policies.model.loader import load_texts
-from policies.model.policy import GPUPolicy
-from policies.model.policyset import PolicySet
-from policies.model.workloads import BUILT_IN_TABLE, WorkloadKind
 from policies.quantity import parse_quantity
 from webhook.cli.offline import cluster_state
-from webhook.sources.files import load_policies, read_manifests
+from webhook.sources.files import load_policies, policy_set_of, read_manifests
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 EVENTS_PER_RUN = 20
@@ -34,15 +30,10 @@ EVENTS_PER_RUN = 20
 
 def _engine(args: argparse.Namespace) -> Engine:
     if args.policy_snapshot:
+        # The leader's versions in force: loaded there already, so problems cannot arise here.
         entries = json.loads(Path(args.policy_snapshot).read_text())
-        policies: list[GPUPolicy] = []
-        workloads: list[WorkloadKind] = []
-        for file, text, namespace in entries:
-            loaded = load_texts([(file, text)], parse_quantity, namespace=namespace)
-            policies.extend(loaded.policies)
-            workloads.extend(loaded.workloads)
-        table = BUILT_IN_TABLE.with_kinds(tuple(workloads))
-        return Engine(PolicySet(tuple(policies), workloads=table), parse_quantity)
+        snapshot, _ = policy_set_of((file, text, namespace) for file, text, namespace in entries)
+        return Engine(snapshot, parse_quantity)
     policy_set, result = load_policies(args.policies)
     for problem in result.problems:
         print(f"error: {problem}", file=sys.stderr)

@@ -11,11 +11,10 @@ from pathlib import Path
 
 from policies.judge.ledger import Ledger
 from policies.judge.quota_view import QuotaLine, amount_text, bar, quota_lines, scopes
-from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
 from policies.quantity import parse_quantity
 from webhook.cli.offline import cluster_state
-from webhook.sources.files import load_policies
+from webhook.sources.files import load_policies, policy_set_of
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_POLICY_NAMESPACE = "gpu-admission"
@@ -26,8 +25,7 @@ def _policies(paths: list[Path] | None, live_texts: list[tuple[str, str]] | None
         policy_set, result = load_policies(paths)
         problems = result.problems
     else:
-        result_live = load_texts(live_texts, parse_quantity)
-        policy_set, problems = PolicySet(result_live.policies), result_live.problems
+        policy_set, problems = policy_set_of((file, text, None) for file, text in live_texts)
     for problem in problems:
         print(f"warning: {problem} (left out)", file=sys.stderr)
     return policy_set

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
 import yaml
 
-from policies.errors import InputError
+from policies.errors import InputError, PolicyProblem
 from policies.model.loader import LoadResult, load_texts
+from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
-from policies.model.workloads import BUILT_IN_TABLE
+from policies.model.workloads import BUILT_IN_TABLE, WorkloadKind
 from policies.model.yamldoc import FAST_LOADER
 from policies.quantity import parse_quantity
 
@@ -58,6 +59,25 @@ def load_policies(paths: list[Path] | None, generation: int = 1) -> tuple[Policy
         texts = bundled_texts()
     result = load_texts(texts, parse_quantity)
     return PolicySet(result.policies, generation, workloads=BUILT_IN_TABLE.with_kinds(result.workloads)), result
+
+
+def policy_set_of(texts: Iterable[tuple[str, str, str | None]]) -> tuple[PolicySet, tuple[PolicyProblem, ...]]:
+    """The policies of (file, text, namespace) entries (namespace: that of a ConfigMap outside the
+    webhook's, None for cluster-wide ones), with every problem: a replica's versions in force
+    handed to its audit process, a cluster's policy ConfigMaps read by `quota`."""
+    policies: list[GPUPolicy] = []
+    workloads: list[WorkloadKind] = []
+    problems: list[PolicyProblem] = []
+    by_namespace: dict[str | None, list[tuple[str, str]]] = {}
+    for file, text, namespace in texts:
+        by_namespace.setdefault(namespace, []).append((file, text))
+    for namespace, files in by_namespace.items():
+        loaded = load_texts(files, parse_quantity, namespace=namespace)
+        policies.extend(loaded.policies)
+        workloads.extend(loaded.workloads)
+        problems.extend(loaded.problems)
+    table = BUILT_IN_TABLE.with_kinds(tuple(workloads))
+    return PolicySet(tuple(policies), workloads=table), tuple(problems)
 
 
 def read_manifests(name: str) -> Iterator[tuple[str, object]]:
