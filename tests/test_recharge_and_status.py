@@ -8,10 +8,10 @@ import pytest
 
 from tests.conftest import policy
 from tests.kube_fake import FakeKube
-from tests.test_cluster import NS, TEAM_QUOTA, Replica, eventually, kube, namespace, replicas, slice_pod, start
+from tests.test_cluster import NS, TEAM_QUOTA, Replica, eventually, namespace, replicas, slice_pod, start
 from webhook.cluster import watches
 
-__all__ = ["kube", "replicas"]  # fixtures
+__all__ = ["replicas"]  # fixtures (kube comes from conftest)
 
 
 def pod_lists(kube: FakeKube, replica: Replica) -> int:
