@@ -115,10 +115,9 @@ def _device_plugin_resource(resource: str) -> bool:
 
 
 def _over_budget(engine: Engine, ledger: Ledger) -> list[Finding]:
-    by_name = {p.name: p for p in engine.policy_set.policies}
     findings: list[Finding] = []
     for policy_name, scope in sorted(ledger.held()):
-        policy = by_name.get(policy_name)
+        policy = engine.policy_set.by_name(policy_name)
         if policy is None or policy.quota is None:
             continue
         quota = policy.quota

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from fractions import Fraction
 
 from policies.judge.quota import Amount, UsageSource, dimensions, scope_of
 from policies.judge.usage import EMPTY, Usage
 from policies.model.policy import GPUPolicy, QuotaScope
-from policies.model.policyset import NAMESPACE_NAME_LABEL, PolicySet
+from policies.model.policyset import PolicySet
 
 POLICY_WIDE = ""
 
@@ -40,18 +39,6 @@ class QuotaLine:
         return self.dimension.startswith("per pod")
 
 
-def may_match_namespace(policy: GPUPolicy, namespace: str, labels: Mapping[str, str] | None) -> bool:
-    if policy.namespace is not None and policy.namespace != namespace:
-        return False
-    patterns = policy.match.namespaces
-    if patterns and not any(fnmatchcase(namespace, p) for p in patterns):
-        return False
-    selector = policy.match.namespace_selector
-    if selector is not None:
-        return selector.matches({**(labels or {}), NAMESPACE_NAME_LABEL: namespace})
-    return True
-
-
 def scopes(
     policy_set: PolicySet,
     namespaces: Mapping[str, Mapping[str, str] | None],
@@ -60,18 +47,22 @@ def scopes(
 ) -> list[tuple[GPUPolicy, str]]:
     """(policy, scope) pairs to show: `only` a namespace, or every scope holding something."""
     holding = set(held)
+
+    def admits(policy: GPUPolicy, namespace: str) -> bool:
+        return any(p.name == policy.name for p in policy_set.in_namespace(namespace, namespaces.get(namespace)))
+
     found: list[tuple[GPUPolicy, str]] = []
     for policy in policy_set.policies:
         quota = policy.quota
         if quota is None:
             continue
         if quota.scope is QuotaScope.POLICY:
-            if only is None or may_match_namespace(policy, only, namespaces.get(only)):
+            if only is None or admits(policy, only):
                 found.append((policy, POLICY_WIDE))
             continue
         candidates = [only] if only is not None else sorted(s for p, s in holding if p == policy.name)
         for namespace in candidates:
-            if may_match_namespace(policy, namespace, namespaces.get(namespace)):
+            if admits(policy, namespace):
                 found.append((policy, scope_of(quota, namespace)))
     return found
 

@@ -91,6 +91,12 @@ class PolicySet:
         rank = self._rank.get(name)
         return None if rank is None else self.policies[rank]
 
+    def in_namespace(self, namespace: str, namespace_labels: Mapping[str, str] | None) -> tuple[GPUPolicy, ...]:
+        """Policies whose namespace criteria (namespaces, namespaceSelector, a namespaced policy's
+        own) admit `namespace`, whatever its pods: where a policy's budgets may exist."""
+        candidates = self._namespace_candidates(namespace)
+        return tuple(p for p in candidates if _namespace_selects(p, namespace, namespace_labels))
+
     def _namespace_candidates(self, namespace: str) -> tuple[GPUPolicy, ...]:
         return self.memo("namespace:" + namespace, (), lambda _: self._scan_namespace(namespace))
 
@@ -126,12 +132,8 @@ class PolicySet:
             selector = policy.match.pod_selector
             if selector is not None and not selector.matches(labels):
                 continue
-            selector = policy.match.namespace_selector
-            if selector is not None:
-                if namespace_labels is None or NAMESPACE_NAME_LABEL not in namespace_labels:
-                    namespace_labels = {**(namespace_labels or {}), NAMESPACE_NAME_LABEL: namespace}
-                if not selector.matches(namespace_labels):
-                    continue
+            if not _namespace_selects(policy, namespace, namespace_labels):
+                continue
             condition = policy.match.condition
             if condition is not None:
                 if holding is not None:
@@ -148,3 +150,14 @@ class PolicySet:
                         continue
             matched.append(policy)
         return MatchResult(tuple(matched), tuple(errors))
+
+
+def _namespace_selects(policy: GPUPolicy, namespace: str, labels: Mapping[str, str] | None) -> bool:
+    """The policy's namespaceSelector, over the namespace's labels; known or not, the
+    `kubernetes.io/metadata.name` label the API server gives every namespace is there."""
+    selector = policy.match.namespace_selector
+    if selector is None:
+        return True
+    if labels is None or NAMESPACE_NAME_LABEL not in labels:
+        labels = {**(labels or {}), NAMESPACE_NAME_LABEL: namespace}
+    return selector.matches(labels)
