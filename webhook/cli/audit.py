@@ -19,10 +19,9 @@ from policies.audit.judging import AuditReport, Finding, audit
 from policies.audit.policyreport import policy_reports
 from policies.cluster import KnownCluster
 from policies.engine import Engine
-from policies.gpu.capacity import NodeGpus, node_gpus
 from policies.quantity import parse_quantity
-from webhook.cli.offline import cluster_state
-from webhook.sources.files import load_policies, policy_set_of, read_manifests
+from webhook.cli.offline import cluster_state_with_nodes
+from webhook.sources.files import load_policies, policy_set_of
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 EVENTS_PER_RUN = 20
@@ -40,16 +39,6 @@ def _engine(args: argparse.Namespace) -> Engine:
     if result.problems:
         raise SystemExit(EXIT_BAD_INPUT)
     return Engine(policy_set, parse_quantity)
-
-
-def _offline(path: str) -> tuple[list[Any], KnownCluster, dict[str, NodeGpus]]:
-    pods, cluster = cluster_state(path)
-    nodes = {}
-    for _, item in read_manifests(path):
-        if isinstance(item, dict) and item.get("kind") == "Node":
-            gpus = node_gpus(item, parse_quantity)
-            nodes[gpus.name] = gpus
-    return pods, cluster, nodes
 
 
 def _text(report: AuditReport) -> str:
@@ -77,7 +66,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         read = read_cluster(api)
         pods, cluster, nodes = read.pods, KnownCluster(read.namespaces), read.nodes
     elif args.cluster_state:
-        pods, cluster, nodes = _offline(args.cluster_state)
+        pods, cluster, nodes = cluster_state_with_nodes(args.cluster_state)
         api = None
     else:
         print("error: give --cluster-state FILE, or --live to read the cluster", file=sys.stderr)

@@ -12,7 +12,7 @@ from typing import Any
 from policies.cluster import NO_CLUSTER, ClusterState, KnownCluster
 from policies.engine import Engine
 from policies.errors import InputError, PolicyProblem
-from policies.gpu.capacity import CapacityLedger, node_gpus, node_uses
+from policies.gpu.capacity import CapacityLedger, NodeGpus, node_gpus, node_uses
 from policies.gpu.catalog import CATALOG
 from policies.judge.ledger import Ledger
 from policies.judge.usage import counts_against_quota, gpus_held
@@ -79,6 +79,13 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
     """The pods of a `kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml` dump, and what the
     engine may know of the cluster from it: namespace labels, free GPU capacity per model and
     profile, ResourceQuotas on whole GPUs."""
+    pods, cluster, _ = cluster_state_with_nodes(path)
+    return pods, cluster
+
+
+def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[str, NodeGpus]]:
+    """cluster_state, and what each Node says of its GPUs (the audit's servable check), in one read."""
+    nodes: dict[str, NodeGpus] = {}
     pods: list[Any] = []
     views: list[PodView] = []
     namespaces: dict[str, dict[str, str]] = {}
@@ -98,7 +105,9 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
             name, labels = namespace_labels(item)
             namespaces[name] = labels
         elif kind == "Node":
-            capacity.set_node(*node_gpus(item, parse_quantity))
+            gpus = node_gpus(item, parse_quantity)
+            nodes[gpus.name] = gpus
+            capacity.set_node(*gpus)
             capacity.mark_synced()
         elif kind == "ResourceQuota":
             resource_quotas.append(item)
@@ -107,7 +116,7 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
     capacity.replace_uses(node_uses((v.node_name, gpus_held(v)) for v in views if counts_against_quota(v)))
     quotas = GpuQuotaCache()
     quotas.replace_all(resource_quotas)
-    return pods, KnownCluster(namespaces, capacity, quotas.by_namespace())
+    return pods, KnownCluster(namespaces, capacity, quotas.by_namespace()), nodes
 
 
 def judge_all(engine: Engine, files: list[str], namespace: str, state: str | None) -> tuple[Inputs, list[Judged]]:
