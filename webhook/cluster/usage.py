@@ -66,13 +66,8 @@ class PodUsageTracker:
 
     # -- UsageSource -------------------------------------------------------------------------
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
-        key = (policy.name, scope)
         with self._lock:
-            self._expire()
-            held = self._counts.ledger.usage(policy, scope)
-            if self.shared is not None and _strict(policy):
-                return held + self.shared.pending(key, self._seen)
-            return held + self._reservations.total(key)
+            return self._counts.ledger.usage(policy, scope) + self.reserved(policy, scope)
 
     def counted(self) -> Ledger:
         """What the pods the watch has shown hold (no reservations): the quota view's `used`."""
@@ -82,6 +77,7 @@ class PodUsageTracker:
         """Admitted but not yet seen as pods: the quota view's `reserved`."""
         key = (policy.name, scope)
         with self._lock:
+            self._expire()
             if self.shared is not None and _strict(policy):
                 return self.shared.pending(key, self._seen)
             return self._reservations.total(key)
