@@ -20,10 +20,14 @@ from policies.quantity import QuantityParser
 from policies.request import Operation, RequestInfo
 
 
+def _is_pod(api_version: object, kind: object) -> bool:
+    return kind == "Pod" and api_version in ("v1", None)
+
+
 def require_pod(raw: JSON) -> None:
     if not isinstance(raw, dict):
         raise InputError("", "expected a Pod object")
-    if raw.get("kind") != "Pod" or raw.get("apiVersion") not in ("v1", None):
+    if not _is_pod(raw.get("apiVersion"), raw.get("kind")):
         raise InputError("kind", f"expected a v1 Pod, got {raw.get('apiVersion')}/{raw.get('kind')}")
 
 
@@ -32,7 +36,7 @@ def require_judged(raw: JSON, policy_set: PolicySet) -> str:
     if not isinstance(raw, dict):
         raise InputError("", "expected a Kubernetes object")
     kind = raw.get("kind")
-    if kind == "Pod" and raw.get("apiVersion") in ("v1", None):
+    if _is_pod(raw.get("apiVersion"), kind):
         return "Pod"
     workload_kind(raw, policy_set.workloads)
     return str(kind)
@@ -56,9 +60,7 @@ class Engine:
 
     def judges(self, api_version: object, kind: object) -> bool:
         """Whether objects of this kind are judged: Pods, and workloads whose templates are known."""
-        return (kind == "Pod" and api_version in ("v1", None)) or self.policy_set.workloads.find(
-            api_version, kind
-        ) is not None
+        return _is_pod(api_version, kind) or self.policy_set.workloads.find(api_version, kind) is not None
 
     def mutate_any(
         self, raw: JSON, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
