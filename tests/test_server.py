@@ -460,3 +460,15 @@ def test_a_policy_configmap_that_loads_but_lint_warns_about_is_admitted_with_the
     response = body["response"]
     assert response["allowed"] is True
     assert any(w.startswith("lint: configmap/gpu-admission/team-a/p.yaml:7: policy t:") for w in response["warnings"])
+
+
+def test_a_malformed_custom_resource_template_is_a_4xx_naming_its_path(client):
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "ddp", "namespace": "team-a"},
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": "not a template"}}},
+    }
+    status, body = client.review("/validate", review(job, kind="PyTorchJob", group="kubeflow.org"))
+    assert 400 <= status < 500
+    assert "spec.pytorchReplicaSpecs.Worker.template" in json.dumps(body)
