@@ -17,10 +17,8 @@ from policies.engine import Engine
 from policies.errors import InputError
 from policies.quantity import parse_quantity
 from webhook.cli.inputs import read_inputs, without_lent_namespace
-from webhook.cli.offline import cluster_state, cmd_validate
+from webhook.cli.offline import EXIT_BAD_INPUT, EXIT_OK, cluster_state, cmd_validate
 from webhook.sources.files import load_policies
-
-EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def _engine(policies: list[Path] | None) -> Engine:

@@ -16,11 +16,9 @@ from policies.errors import InputError
 from webhook.cli.audit import EVENTS_PER_RUN, cmd_audit
 from webhook.cli.commands import cmd_certs, cmd_client_certs, cmd_mutate, cmd_serve, cmd_validate_inputs
 from webhook.cli.inputs import DEFAULT_NAMESPACE
-from webhook.cli.offline import cmd_lint
+from webhook.cli.offline import EXIT_BAD_INPUT, EXIT_OK, cmd_lint
 from webhook.cli.policytest import cmd_test
 from webhook.cli.quota import DEFAULT_POLICY_NAMESPACE, cmd_quota
-
-EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def _command(commands: Any, name: str, summary: str, description: str, exits: str) -> argparse.ArgumentParser:
