@@ -188,13 +188,6 @@ MALFORMED = [
         "no request",
     ),
     (json.dumps(review(gpu_pod(), uid="")).encode(), "application/json", 400, "uid"),
-    (json.dumps(review({"kind": "Service"})).encode(), "application/json", 400, "request.object is a Service"),
-    (
-        json.dumps(review(pod(gpu_container(gpus="lots"), namespace="team-a"))).encode(),
-        "application/json",
-        400,
-        "spec.containers[0].resources.limits.nvidia.com/gpu",
-    ),
     (b"[" * 10 + b"]" * 10, "application/json", 400, "AdmissionReview object"),
 ]
 
@@ -202,21 +195,43 @@ MALFORMED = [
 @pytest.mark.parametrize(
     "body, content_type, code, message",
     MALFORMED,
-    ids=[
-        "not-json",
-        "content-type",
-        "not-a-review",
-        "no-request",
-        "no-uid",
-        "object-kind-mismatch",
-        "bad-quantity",
-        "a-list",
-    ],
+    ids=["not-json", "content-type", "not-a-review", "no-request", "no-uid", "a-list"],
 )
-def test_malformed_requests_get_a_short_4xx_never_a_traceback(client, body, content_type, code, message):
+def test_a_body_that_is_not_an_admission_review_gets_a_short_4xx_never_a_traceback(
+    client, body, content_type, code, message
+):
     status, answer = client.request("POST", "/mutate", body, content_type)
     assert status == code
     assert message in answer["error"] and "Traceback" not in json.dumps(answer)
+
+
+UNREADABLE_OBJECTS = [
+    (review({"kind": "Service"}), 400, "request.object is a Service"),
+    (review(pod(gpu_container(gpus="lots"), namespace="team-a")), 422, "spec.containers[0].resources.limits.nvidia.com/gpu"),
+    (review(pod(gpu_container(gpus="0.5"), namespace="team-a")), 422, "nvidia.com/gpu"),
+    (review(pod(gpu_container(gpus="-1"), namespace="team-a")), 422, "nvidia.com/gpu"),
+    (review(pod(gpu_container(gpus=1.5), namespace="team-a")), 422, "nvidia.com/gpu"),
+    (review(pod(gpu_container(gpus="1e600000"), namespace="team-a")), 422, "nvidia.com/gpu"),
+]
+
+
+@pytest.mark.parametrize("endpoint", ["/mutate", "/validate"])
+@pytest.mark.parametrize(
+    "body, code, message",
+    UNREADABLE_OBJECTS,
+    ids=["object-kind-mismatch", "word-quantity", "half-gpu", "negative-gpu", "float-gpu", "huge-exponent"],
+)
+def test_a_review_whose_object_cannot_be_read_is_answered_200_with_a_denial_naming_the_field(
+    client, endpoint, body, code, message
+):
+    """A non-200 is a failed call to the API server ("Internal error occurred" under Fail, the
+    object let through under Ignore): the answer a user can read is a denial with the field."""
+    status, answer = client.request("POST", endpoint, json.dumps(body).encode())
+    assert status == 200
+    response = answer["response"]
+    assert response["uid"] == body["request"]["uid"] and response["allowed"] is False
+    assert response["status"]["code"] == code and message in response["status"]["message"]
+    assert "Traceback" not in json.dumps(answer)
 
 
 def test_a_body_over_3_mib_is_refused_with_413(client):
@@ -462,7 +477,7 @@ def test_a_policy_configmap_that_loads_but_lint_warns_about_is_admitted_with_the
     assert any(w.startswith("lint: configmap/gpu-admission/team-a/p.yaml:7: policy t:") for w in response["warnings"])
 
 
-def test_a_malformed_custom_resource_template_is_a_4xx_naming_its_path(client):
+def test_a_malformed_custom_resource_template_is_denied_with_a_422_naming_its_path(client):
     job = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -470,5 +485,6 @@ def test_a_malformed_custom_resource_template_is_a_4xx_naming_its_path(client):
         "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": "not a template"}}},
     }
     status, body = client.review("/validate", review(job, kind="PyTorchJob", group="kubeflow.org"))
-    assert 400 <= status < 500
-    assert "spec.pytorchReplicaSpecs.Worker.template" in json.dumps(body)
+    assert status == 200 and body["response"]["allowed"] is False
+    assert body["response"]["status"]["code"] == 422
+    assert "spec.pytorchReplicaSpecs.Worker.template" in body["response"]["status"]["message"]

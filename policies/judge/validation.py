@@ -43,11 +43,16 @@ class Decision(NamedTuple):
 
     @property
     def audit_annotations(self) -> dict[str, str]:
-        return {
-            _AUDIT_KEY.sub("-", f"{v.policy}.{v.rule}".lower()).strip("-.")[:63]: v.message
-            for v in self.verdicts
-            if v.action is Action.AUDIT
-        }
+        """Keys the API server keeps: it writes `<webhook name>/<key>` and drops the annotation
+        unless that is a qualified name (the key at most 63 characters, alphanumeric at both
+        ends), so the key is cut first and its ends trimmed after. Two rules whose keys meet
+        share one annotation."""
+        annotations: dict[str, str] = {}
+        for v in self.verdicts:
+            if v.action is Action.AUDIT:
+                key = _AUDIT_KEY.sub("-", f"{v.policy}.{v.rule}".lower())[:63].strip("-.") or "audit"
+                annotations[key] = f"{annotations[key]}; {v.message}" if key in annotations else v.message
+        return annotations
 
     @property
     def message(self) -> str:

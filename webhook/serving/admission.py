@@ -40,8 +40,13 @@ def _guarded(
     try:
         return run()
     except (InputError, BadRequest) as error:
-        message = str(error)
-        raise BadRequest(f"{request.kind.kind} {request.namespace}/{request.name}: {message}") from None
+        # A well-formed review whose object is wrong is answered, not failed: HTTP 200 with a
+        # denial kubectl prints ("admission webhook ... denied the request: <field>: ..."). A
+        # non-200 would be a failed call to the API server: "Internal error occurred" under
+        # failurePolicy Fail, the object let through unjudged under Ignore.
+        code = 422 if isinstance(error, InputError) else error.code
+        subject = f"{request.kind.kind} {request.namespace}/{request.display_name}".replace(" /", " ")
+        return AdmissionResponse(request.uid, False, message=f"{subject}: {error}", code=code)
     except Exception:
         ENGINE_ERRORS.labels(endpoint).inc()
         log.exception("engine failed on a review", extra={"fields": {"uid": request.uid, "endpoint": endpoint}})
@@ -103,7 +108,7 @@ def _policy_configmap(holder: EngineHolder, request: AdmissionRequest) -> Admiss
 
 def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
     if request.kind.group == "" and request.kind.kind == "ConfigMap" and request.operation in JUDGED_OPERATIONS:
-        return _policy_configmap(holder, request)
+        return _guarded("validate", holder, request, lambda: _policy_configmap(holder, request))
     engine = holder.engine
     if (
         engine is None

@@ -6,6 +6,7 @@ admission.k8s.io/v1 and v1beta1 are read alike and answered in the apiVersion th
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -72,13 +73,39 @@ class AdmissionRequest(NamedTuple):
         )
 
 
-WARNING_LIMIT = 120
+# What the API server passes on of a webhook's warnings (k8s.io/apiserver endpoints/filters
+# warning.go, apimachinery util/net NewWarningHeader): a warning holding a control character is
+# dropped without a word, each is cut at 256 runes and all of them at 4,096.
+WARNING_RUNES = 256
+WARNINGS_TOTAL_RUNES = 4096
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+_SPACES = re.compile(r"\s{2,}")
 
 
-def short(text: str) -> str:
-    """kubectl prints warnings on one line each and the API server wants them short; the CLI
-    prints them whole."""
-    return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
+def one_line(text: str) -> str:
+    """A warning as kubectl can show it: control characters (line breaks of a multi-line policy
+    message among them) become single spaces, and it is cut at 256 runes."""
+    text = _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip()
+    return text if len(text) <= WARNING_RUNES else text[: WARNING_RUNES - 1] + "…"
+
+
+def shown_warnings(warnings: tuple[str, ...]) -> list[str]:
+    """Each warning on one line, in order, within 4,096 runes in all; what does not fit is
+    counted in a last warning instead of being cut away by the API server unseen."""
+    shown: list[str] = []
+    total = 0
+    lines = [one_line(w) for w in warnings]
+    for index, line in enumerate(lines):
+        room_for_the_count = 0 if index == len(lines) - 1 else 64
+        if total + len(line) + room_for_the_count > WARNINGS_TOTAL_RUNES:
+            shown.append(f"gpu-admission: {len(lines) - index} more warnings not shown")
+            break
+        shown.append(line)
+        total += len(line)
+    return shown
+
+
+_REASONS = {400: "BadRequest", 403: "Forbidden", 422: "Invalid", 500: "InternalError"}
 
 
 class AdmissionResponse(NamedTuple):
@@ -96,12 +123,12 @@ class AdmissionResponse(NamedTuple):
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(orjson.dumps(self.patch)).decode()
         if self.warnings:
-            response["warnings"] = [short(w) for w in self.warnings]
+            response["warnings"] = shown_warnings(self.warnings)
         if not self.allowed:
             response["status"] = {
                 "code": self.code,
                 "message": self.message,
-                "reason": "Forbidden",
+                "reason": _REASONS.get(self.code, "Forbidden"),
                 "status": "Failure",
             }
         if self.audit_annotations:
