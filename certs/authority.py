@@ -40,6 +40,39 @@ def service_names(service: str, namespace: str) -> list[str]:
     return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
 
 
+def serving_names(service: str, namespace: str, extra: Sequence[str] = ()) -> list[str]:
+    """The Service's names, then extra names (DNS names or IP addresses) of a webhook reached by
+    `clientConfig.url`, whose host the certificate must name too."""
+    names = service_names(service, namespace)
+    return names + [name for name in extra if name not in names]
+
+
+def split_names(names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """DNS names and IP addresses, for the two kinds of subject alternative name."""
+    dns: list[str] = []
+    ips: list[str] = []
+    for name in names:
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            dns.append(name)
+        else:
+            ips.append(name)
+    return dns, ips
+
+
+def covers(certificate: x509.Certificate, names: Sequence[str]) -> bool:
+    """Whether the certificate names every one of `names` (a name added later is a reason to renew)."""
+    try:
+        sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return not names
+    dns, ips = split_names(names)
+    return set(dns) <= set(sans.get_values_for_type(x509.DNSName)) and {
+        ipaddress.ip_address(ip) for ip in ips
+    } <= set(sans.get_values_for_type(x509.IPAddress))
+
+
 def make_ca(now: dt.datetime, common_name: str = "gpu-admission CA", validity: dt.timedelta = CA_VALIDITY) -> Pair:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])

@@ -14,7 +14,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from certs.authority import CA_VALIDITY, SERVING_VALIDITY, service_names
+from certs.authority import CA_VALIDITY, SERVING_VALIDITY, covers, serving_names
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, write_atomically
 from certs.lease import LeaseLock
 from certs.material import BUNDLE, TLS_CERT, TLS_KEY, read, step
@@ -53,12 +53,13 @@ class CertManager:
         monotonic: Callable[[], float] = time.monotonic,
         ca_validity: dt.timedelta = CA_VALIDITY,
         serving_validity: dt.timedelta = SERVING_VALIDITY,
+        extra_names: Sequence[str] = (),
     ) -> None:
         # Any: bodies go in and come out as plain JSON, not the client's models.
         self.core: Any = client.CoreV1Api(api_client)
         self.admission: Any = client.AdmissionregistrationV1Api(api_client)
         self.namespace = namespace
-        self.names = service_names(service, namespace)
+        self.names = serving_names(service, namespace, extra_names)
         self.identity = identity
         self.cert_dir = cert_dir
         self.webhook = webhook
@@ -76,6 +77,8 @@ class CertManager:
         material = read(_data(ca_secret), _annotations(ca_secret), _data(tls_secret))
         now = self.clock()
         action = next_action(material.state(), now, self.policy)
+        if action is Action.NOTHING and material.ca and material.serving and not covers(material.serving.certificate, self.names):
+            action = Action.RENEW_SERVING  # a serving name was added (--serving-name): renewed at once
         taken = Action.NOTHING
         if self.lease.try_lead():
             if action is not Action.NOTHING:

@@ -19,7 +19,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from certs.authority import CA_VALIDITY, SERVING_VALIDITY, Pair, make_ca, make_serving
+from certs.authority import CA_VALIDITY, SERVING_VALIDITY, Pair, make_ca, make_serving, split_names
 from certs.rotation import Action, CertState, Validity
 
 CA_CERT, CA_KEY, NEXT_CERT, NEXT_KEY, RETIRED_CERT = "ca.crt", "ca.key", "next-ca.crt", "next-ca.key", "retired-ca.crt"
@@ -93,24 +93,26 @@ def step(
     material: Material,
     action: Action,
     now: dt.datetime,
-    dns_names: list[str],
+    names: list[str],
     ca_validity: dt.timedelta = CA_VALIDITY,
     serving_validity: dt.timedelta = SERVING_VALIDITY,
 ) -> Material:
-    """The material after one rotation step (new keys where the step makes a certificate)."""
+    """The material after one rotation step (new keys where the step makes a certificate); `names`
+    are the serving certificate's DNS names and IP addresses."""
+    dns_names, ips = split_names(names)
     if action is Action.BOOTSTRAP:
         ca = make_ca(now, _ca_name(now), validity=ca_validity)
-        return Material(ca=ca, serving=make_serving(ca, now, dns_names, validity=serving_validity))
+        return Material(ca=ca, serving=make_serving(ca, now, dns_names, ips, validity=serving_validity))
     if action is Action.NOTHING:
         return material
     assert material.ca is not None
     if action is Action.RENEW_SERVING:
-        return replace(material, serving=make_serving(material.ca, now, dns_names, validity=serving_validity))
+        return replace(material, serving=make_serving(material.ca, now, dns_names, ips, validity=serving_validity))
     if action is Action.ADD_NEXT_CA:
         return replace(material, next_ca=make_ca(now, _ca_name(now), validity=ca_validity), next_published=now)
     if action is Action.SWITCH_TO_NEXT_CA:
         assert material.next_ca is not None
-        serving = make_serving(material.next_ca, now, dns_names, validity=serving_validity)
+        serving = make_serving(material.next_ca, now, dns_names, ips, validity=serving_validity)
         return Material(ca=material.next_ca, serving=serving, retired_ca=material.ca.certificate, retired_at=now)
     return replace(material, retired_ca=None, retired_at=None)  # DROP_RETIRED_CA
 

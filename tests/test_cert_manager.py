@@ -119,6 +119,22 @@ def test_the_first_replica_bootstraps_the_secrets_injects_the_bundle_and_writes_
     assert names == [SERVICE, f"{SERVICE}.{NS}", f"{SERVICE}.{NS}.svc", f"{SERVICE}.{NS}.svc.cluster.local"]
 
 
+def test_a_webhook_reached_by_url_gets_its_host_in_the_certificate_and_a_name_added_later_renews_it(
+    kube, tmp_path
+):
+    clock = Clock()
+    assert manager(kube, tmp_path, "a", clock, extra_names=("127.0.0.1",)).sync() is Action.BOOTSTRAP
+    first = x509.load_pem_x509_certificate(secret_data(kube, "gpu-admission-tls")["tls.crt"])
+    sans = first.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert manager(kube, tmp_path, "a", clock, extra_names=("127.0.0.1",)).sync() is Action.NOTHING
+    widened = manager(kube, tmp_path, "a", clock, extra_names=("127.0.0.1", "webhook.example.test"))
+    assert widened.sync() is Action.RENEW_SERVING
+    renewed = x509.load_pem_x509_certificate(secret_data(kube, "gpu-admission-tls")["tls.crt"])
+    sans = renewed.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "webhook.example.test" in sans.get_values_for_type(x509.DNSName)
+
+
 def test_only_the_lease_holder_renews_and_the_others_serve_what_it_wrote(kube, tmp_path):
     clock = Clock()
     leader, follower = manager(kube, tmp_path / "a", "a", clock), manager(kube, tmp_path / "b", "b", clock)

@@ -38,6 +38,9 @@ class ServerConfig:
     all_namespaces: bool = False
     manage_certs: bool = False  # certificates in Secrets of watch_namespace, renewed in the cluster
     service: str = "gpu-admission"
+    # Names a self-managed serving certificate carries besides the Service's: the host of a
+    # webhook reached by clientConfig.url (a DNS name or an IP address).
+    serving_names: tuple[str, ...] = ()
     cert_dir: Path = DEFAULT_CERT_DIR
     client_ca: Path | None = None  # clients must present a certificate this CA signed
     threads: int = 32
@@ -54,6 +57,7 @@ class ServerConfig:
             all_namespaces=env.get("GPU_ADMISSION_ALL_NAMESPACES") == "true",
             manage_certs=env.get("GPU_ADMISSION_MANAGE_CERTS") == "true",
             service=env.get("GPU_ADMISSION_SERVICE", "gpu-admission"),
+            serving_names=tuple(n.strip() for n in env.get("GPU_ADMISSION_SERVING_NAMES", "").split(",") if n.strip()),
             cert_dir=Path(cert).parent,
             client_ca=Path(env["GPU_ADMISSION_CLIENT_CA"]) if env.get("GPU_ADMISSION_CLIENT_CA") else None,
             threads=int(env.get("GPU_ADMISSION_THREADS", "32")),
@@ -118,7 +122,14 @@ def _cert_manager(config: ServerConfig) -> Any:
 
     # One identity for the master's bootstrap and the worker's renewals: the worker keeps the
     # Lease the bootstrap took, and mends an emptied caBundle at its first pass.
-    return CertManager(api_client(), config.watch_namespace, config.service, REPLICA, config.cert_dir)
+    return CertManager(
+        api_client(),
+        config.watch_namespace,
+        config.service,
+        REPLICA,
+        config.cert_dir,
+        extra_names=config.serving_names,
+    )
 
 
 def _renew_in_background(config: ServerConfig) -> None:

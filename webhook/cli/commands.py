@@ -100,6 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         all_namespaces=args.all_namespaces,
         manage_certs=args.manage_certs,
         service=args.service,
+        serving_names=tuple(args.serving_name),
         cert_dir=args.cert_dir,
         client_ca=args.client_ca,
         threads=args.threads,

@@ -187,6 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--service", default="gpu-admission", help="the webhook's Service, for --manage-certs")
     serve.add_argument(
+        "--serving-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --manage-certs, one more DNS name or IP address the serving certificate carries: the host of a "
+        "webhook reached by clientConfig.url (repeatable)",
+    )
+    serve.add_argument(
         "--all-namespaces",
         action="store_true",
         help="also namespaced policies from labelled ConfigMaps in every namespace (each matches only its own)",
