@@ -68,9 +68,9 @@ def covers(certificate: x509.Certificate, names: Sequence[str]) -> bool:
     except x509.ExtensionNotFound:
         return not names
     dns, ips = split_names(names)
-    return set(dns) <= set(sans.get_values_for_type(x509.DNSName)) and {
-        ipaddress.ip_address(ip) for ip in ips
-    } <= set(sans.get_values_for_type(x509.IPAddress))
+    return set(dns) <= set(sans.get_values_for_type(x509.DNSName)) and {ipaddress.ip_address(ip) for ip in ips} <= set(
+        sans.get_values_for_type(x509.IPAddress)
+    )
 
 
 def make_ca(now: dt.datetime, common_name: str = "gpu-admission CA", validity: dt.timedelta = CA_VALIDITY) -> Pair:

@@ -77,7 +77,8 @@ class CertManager:
         material = read(_data(ca_secret), _annotations(ca_secret), _data(tls_secret))
         now = self.clock()
         action = next_action(material.state(), now, self.policy)
-        if action is Action.NOTHING and material.ca and material.serving and not covers(material.serving.certificate, self.names):
+        renamed = material.ca and material.serving and not covers(material.serving.certificate, self.names)
+        if action is Action.NOTHING and renamed:
             action = Action.RENEW_SERVING  # a serving name was added (--serving-name): renewed at once
         taken = Action.NOTHING
         if self.lease.try_lead():

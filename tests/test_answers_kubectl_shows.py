@@ -21,7 +21,8 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def test_a_multi_line_policy_message_becomes_one_line_kubectl_prints():
-    assert one_line("GPU pods need\n  a team label.\r\n\tAsk #platform.") == "GPU pods need a team label. Ask #platform."
+    message = "GPU pods need\n  a team label.\r\n\tAsk #platform."
+    assert one_line(message) == "GPU pods need a team label. Ask #platform."
 
 
 def test_a_long_warning_is_cut_at_256_runes_by_us_not_dropped():

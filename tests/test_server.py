@@ -207,7 +207,7 @@ def test_a_body_that_is_not_an_admission_review_gets_a_short_4xx_never_a_traceba
 
 UNREADABLE_OBJECTS = [
     (review({"kind": "Service"}), 400, "request.object is a Service"),
-    (review(pod(gpu_container(gpus="lots"), namespace="team-a")), 422, "spec.containers[0].resources.limits.nvidia.com/gpu"),
+    (review(pod(gpu_container(gpus="lots"), namespace="team-a")), 422, "containers[0].resources.limits.nvidia.com/gpu"),
     (review(pod(gpu_container(gpus="0.5"), namespace="team-a")), 422, "nvidia.com/gpu"),
     (review(pod(gpu_container(gpus="-1"), namespace="team-a")), 422, "nvidia.com/gpu"),
     (review(pod(gpu_container(gpus=1.5), namespace="team-a")), 422, "nvidia.com/gpu"),
