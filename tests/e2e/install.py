@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.e2e.controlplane.cluster import ControlPlane, free_port, loopback_env
+from tests.e2e.controlplane.cluster import ControlPlane, loopback_env
 from tests.e2e.kubectl import Kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
