@@ -68,6 +68,9 @@ def register_nodes(kubectl: Kubectl) -> None:
         kubectl.run(
             "patch", "node", node["metadata"]["name"], "--subresource=status", "--type=merge", "-p", json.dumps(patch)
         )
+        # The TaintNodesByCondition admission plugin taints a new node not-ready; the node-lifecycle
+        # controller, left out here, would lift it once the node reports Ready.
+        kubectl.run("taint", "node", node["metadata"]["name"], "node.kubernetes.io/not-ready:NoSchedule-")
 
 
 # -- the installation ---------------------------------------------------------------------------------
