@@ -14,6 +14,7 @@ from tests.e2e.install import NAMESPACE
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.policies import BROKEN, QUOTA, TEAMS
 
+GPU = {"limits": {"nvidia.com/gpu": 1}}
 WARNING = "GPU pods should say who owns them. Add the annotation owner=<you>."
 
 
