@@ -146,7 +146,7 @@ def _renew_in_background(config: ServerConfig) -> None:
 
 
 def serve(config: ServerConfig, bind: str) -> None:
-    logs.configure()
+    logs.configure(os.environ.get("GPU_ADMISSION_LOG_LEVEL", "INFO"))  # as the WSGI entry point reads it
     prepare_certificates(config)
     from webhook.serving.app import create_app
 

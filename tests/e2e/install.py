@@ -5,6 +5,7 @@ ServiceAccount's own token (TokenRequest), so the real RBAC authorizer judges ev
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import ssl
@@ -77,6 +78,7 @@ class Replica:
             "KUBECONFIG": str(self.kubeconfig),
             "POD_NAME": self.name,
             "GPU_ADMISSION_CERT_SYNC_SECONDS": "2",
+            "GPU_ADMISSION_LOG_LEVEL": "DEBUG",  # every review, for the reinvocation case
             **self.env_extra,
         }
         command = [
@@ -129,6 +131,14 @@ class Replica:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def reviews(self) -> list[dict[str, object]]:
+        """The server's review log lines (JSON), every review at DEBUG."""
+        entries = []
+        for line in self.log_text().splitlines():
+            if line.startswith("{") and '"message":"review"' in line:
+                entries.append(json.loads(line))
+        return entries
 
     def forbidden_lines(self) -> list[str]:
         return [line for line in self.log_text().splitlines() if FORBIDDEN.search(line) and '"review"' not in line]
