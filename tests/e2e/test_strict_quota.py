@@ -1,0 +1,101 @@
+"""Strict quotas across three server processes behind one webhook address: a budget of N pods,
+20*N concurrent creates, exactly N pods afterwards; deleting one frees exactly one."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.balancer import Balancer
+from tests.e2e.conftest import Installation, pod, policy_configmap, wait_for
+from tests.e2e.controlplane.cluster import free_port
+from tests.e2e.install import Replica
+from tests.e2e.policies import QUOTA
+
+BUDGET = 5
+NAMESPACE = "race-a"
+
+
+@pytest.fixture(scope="module")
+def three_replicas(installation: Installation) -> Iterator[list[Replica]]:
+    """replica-0 gives its address to a balancer in front of three replicas, and gets it back after."""
+    kubectl = installation.kubectl
+    kubectl.apply(
+        policy_configmap(
+            "e2e-race", QUOTA.replace("e2e-quota", "e2e-race").replace("quota-*", "race-*").format(limit=BUDGET)
+        )
+    )
+    kubectl.run("create", "namespace", NAMESPACE)
+    for replica in installation.replicas:
+        replica.stop()
+    replicas = [installation.replica(f"gpu-admission-{i}", port=free_port()) for i in (1, 2, 3)]
+    balancer = Balancer(installation.port, [r.port for r in replicas])
+    try:
+        for replica in replicas:
+            replica.wait_ready()
+        probe = pod("probe", NAMESPACE, gpus=1)
+        wait_for(
+            lambda: "mig-1g.10gb" in kubectl.create(probe, "--dry-run=server", "-o", "json", check=False).stdout,
+            "the quota policy loaded",
+        )
+        yield replicas
+    finally:
+        for replica in replicas:
+            replica.stop()
+        balancer.stop()
+        installation.replica("gpu-admission-0").wait_ready()
+
+
+def core_api(installation: Installation) -> client.CoreV1Api:
+    configuration = client.Configuration()
+    config.load_kube_config(str(installation.control_plane.kubeconfig), client_configuration=configuration)
+    configuration.connection_pool_maxsize = 128
+    return client.CoreV1Api(client.ApiClient(configuration))
+
+
+def create_all(api: client.CoreV1Api, names: list[str]) -> dict[str, int]:
+    """Concurrent creates; the HTTP status of each (201 admitted, 403 denied by the quota)."""
+
+    def create(name: str) -> int:
+        try:
+            api.create_namespaced_pod(NAMESPACE, json.loads(pod(name, NAMESPACE, gpus="1")))
+            return 201
+        except ApiException as error:
+            return int(error.status)
+
+    with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
+        return dict(zip(names, pool.map(create, names), strict=True))
+
+
+def gpu_pods(api: client.CoreV1Api) -> list[str]:
+    return sorted(p.metadata.name for p in api.list_namespaced_pod(NAMESPACE).items)
+
+
+def test_three_replicas_admit_exactly_the_budget_of_twenty_times_as_many_concurrent_creates(
+    installation: Installation, three_replicas: list[Replica]
+):
+    api = core_api(installation)
+    statuses = create_all(api, [f"race-{i}" for i in range(20 * BUDGET)])
+    admitted = sorted(name for name, status in statuses.items() if status == 201)
+    assert len(admitted) == BUDGET, statuses
+    assert set(statuses.values()) <= {201, 403}, statuses
+    assert gpu_pods(api) == admitted
+    served = [sum(1 for r in replica.reviews() if r.get("endpoint") == "validate") for replica in three_replicas]
+    assert all(served), f"every replica judged some of the creates: {served}"
+
+    # Deleting one frees exactly one: once the replicas have seen it go, 20 more creates admit one.
+    api.delete_namespaced_pod(admitted[0], NAMESPACE, grace_period_seconds=0)
+    wait_for(lambda: admitted[0] not in gpu_pods(api), "the deleted pod gone")
+    kubectl = installation.kubectl
+    wait_for(
+        lambda: kubectl.create(pod("probe", NAMESPACE, gpus=1), "--dry-run=server", check=False).code == 0,
+        "the replicas to see the freed pod",
+    )
+    statuses = create_all(api, [f"again-{i}" for i in range(20)])
+    assert sorted(statuses.values()).count(201) == 1, statuses
+    assert len(gpu_pods(api)) == BUDGET
