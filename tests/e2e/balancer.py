@@ -4,6 +4,7 @@ replica in turn."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import socket
 import threading
@@ -51,10 +52,8 @@ class Balancer:
             pass
         finally:
             for end in (source, target):
-                try:
+                with contextlib.suppress(OSError):
                     end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def stop(self) -> None:
         self.stopped.set()
