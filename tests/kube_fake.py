@@ -40,10 +40,12 @@ class Route:
     def __init__(self, path: str) -> None:
         parts = path.strip("/").split("/")
         self.valid = True
+        self.group_version = "v1"
         if parts[:2] == ["api", "v1"]:
             rest = parts[2:]
         elif parts[:1] == ["apis"] and len(parts) >= 3:
             rest = parts[3:]
+            self.group_version = f"{parts[1]}/{parts[2]}"
         else:
             rest, self.valid = [], False
         self.namespace: str | None = None
@@ -255,7 +257,11 @@ class FakeKube:
                 metadata["continue"] = str(start + size)
             items = items[start : start + size]
             self.pages += 1
-        self._reply(request, 200, {"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items})
+        # As the real API server lists: the kind on the list (PodList), none on its items.
+        kind = next((o.get("kind") for o in items if o.get("kind")), "")
+        items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in items]
+        list_body = {"apiVersion": route.group_version, "kind": f"{kind}List", "metadata": metadata, "items": items}
+        self._reply(request, 200, list_body)
 
     def handle_write(self, request: BaseHTTPRequestHandler, method: str) -> None:
         route = Route(urlparse(request.path).path)

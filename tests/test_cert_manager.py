@@ -119,9 +119,7 @@ def test_the_first_replica_bootstraps_the_secrets_injects_the_bundle_and_writes_
     assert names == [SERVICE, f"{SERVICE}.{NS}", f"{SERVICE}.{NS}.svc", f"{SERVICE}.{NS}.svc.cluster.local"]
 
 
-def test_a_webhook_reached_by_url_gets_its_host_in_the_certificate_and_a_name_added_later_renews_it(
-    kube, tmp_path
-):
+def test_a_webhook_reached_by_url_gets_its_host_in_the_certificate_and_a_name_added_later_renews_it(kube, tmp_path):
     clock = Clock()
     assert manager(kube, tmp_path, "a", clock, extra_names=("127.0.0.1",)).sync() is Action.BOOTSTRAP
     first = x509.load_pem_x509_certificate(secret_data(kube, "gpu-admission-tls")["tls.crt"])

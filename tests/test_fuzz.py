@@ -10,8 +10,9 @@ import json
 import os
 from typing import Any
 
+import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from policies.errors import InputError
@@ -177,7 +178,11 @@ def test_every_well_formed_review_is_answered_200_with_a_verdict_never_an_intern
     """A non-200 would be a failed call to the API server: a mangled object is denied, not failed."""
     base, obj = case
     review = admission_review(obj, namespace="ml", kind=base["kind"], api_version=base["apiVersion"])
-    body = json.dumps(review, default=str).encode()
+    try:  # what the API server sends is JSON: no NaN, no lone surrogates (those bodies are a 400)
+        body = json.dumps(review, default=str, allow_nan=False).encode("utf-8")
+        orjson.loads(body)  # a lone surrogate escape is no JSON the API server (Go) would write
+    except (ValueError, UnicodeEncodeError):
+        assume(False)
     status, answer = client.request("POST", path + "?timeout=5s", body)
     assert status == 200, (status, answer)
     response = answer["response"]

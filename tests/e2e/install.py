@@ -79,6 +79,7 @@ class Replica:
             "POD_NAME": self.name,
             "GPU_ADMISSION_CERT_SYNC_SECONDS": "2",
             "GPU_ADMISSION_LOG_LEVEL": "DEBUG",  # every review, for the reinvocation case
+            "GPU_ADMISSION_AUDIT_SECONDS": "5",  # the background audit, often enough for a test to see
             **self.env_extra,
         }
         command = [

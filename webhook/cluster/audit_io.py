@@ -34,10 +34,19 @@ class ClusterRead:
 
 
 def _pages(call: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    """A list's items, page by page, each with the kind and apiVersion the API server writes only
+    on the list itself (a PodList's items carry neither), as the engine judges objects by kind."""
     token = None
     while True:
         body = orjson.loads(call(limit=PAGE, _continue=token, **kwargs, **RAW).data)
-        yield from body.get("items") or []
+        kind = str(body.get("kind") or "").removesuffix("List")
+        api_version = body.get("apiVersion")
+        for item in body.get("items") or []:
+            if kind:
+                item.setdefault("kind", kind)
+            if api_version:
+                item.setdefault("apiVersion", api_version)
+            yield item
         token = (body.get("metadata") or {}).get("continue")
         if not token:
             return

@@ -1,0 +1,54 @@
+"""The background audit's PolicyReports as `kubectl get policyreports -A` lists them, and the
+CLI (`kubectl gpu-admission quota`, `audit --live`) against the same cluster."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.conftest import Installation, pod, policy_configmap, wait_for
+from tests.e2e.kubectl import Kubectl
+from tests.e2e.policies import QUOTA, TEAMS
+
+
+@pytest.fixture(scope="module")
+def teams(installation: Installation) -> Kubectl:
+    kubectl = installation.kubectl
+    kubectl.apply(policy_configmap("e2e-teams", TEAMS))
+    kubectl.apply(
+        policy_configmap(
+            "e2e-views", QUOTA.replace("e2e-quota", "e2e-views").replace("quota-*", "team-view").format(limit=4)
+        )
+    )
+    kubectl.run("create", "namespace", "team-view")
+    wait_for(
+        lambda: kubectl.create(pod("audited", "team-view", gpus=1, labels={"team": "a"}), check=False).code == 0,
+        "the e2e policies loaded",
+    )
+    return kubectl
+
+
+def test_the_background_audit_writes_policy_reports_kubectl_lists(teams: Kubectl):
+    def report() -> dict | None:
+        reports = teams.get("policyreports", "-A")["items"]
+        return next((r for r in reports if r["metadata"]["namespace"] == "team-view" and r.get("results")), None)
+
+    found = wait_for(report, "a PolicyReport for team-view", seconds=90, every=1)
+    rules = {(result["policy"], result["rule"], result["result"]) for result in found["results"]}
+    assert ("e2e-teams", "record-image", "fail") in rules, rules
+    listed = teams.run("get", "policyreports", "-A").stdout
+    assert "team-view" in listed and "gpu-admission" in listed
+
+
+def test_kubectl_gpu_admission_quota_reads_the_live_cluster(installation: Installation, teams: Kubectl):
+    result = teams.run("gpu-admission", "quota", "-n", "team-view", "-o", "json")
+    view = json.loads(result.stdout)
+    assert "e2e-views" in json.dumps(view), view
+
+
+def test_kubectl_gpu_admission_audit_reads_the_live_cluster(teams: Kubectl, tmp_path):
+    (tmp_path / "teams.yaml").write_text(TEAMS)
+    result = teams.run("gpu-admission", "audit", "--live", "--policies", str(tmp_path), "-o", "json", check=False)
+    assert result.code in (0, 1), result.stderr
+    assert "record-image" in result.stdout
