@@ -38,7 +38,8 @@ class BuildError(RuntimeError):
 
 
 def say(message: str) -> None:
-    print(f"[e2e control plane] {message}", file=sys.stderr, flush=True)
+    # The process's own stderr, not pytest's capture: a first build's progress is seen as it goes.
+    print(f"[e2e control plane] {message}", file=sys.__stderr__, flush=True)
 
 
 def cache_root() -> Path:
