@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Installation, pod, policy_configmap, wait_for
+from tests.e2e.harness import Installation, pod, policy_configmap, wait_for
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.policies import TEAMS
 

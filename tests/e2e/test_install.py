@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.e2e.conftest import Installation
+from tests.e2e.harness import Installation
 
 
 def test_before_the_first_replica_is_ready_plain_pods_are_created_and_gpu_pods_are_refused_with_the_reason(
@@ -15,7 +15,7 @@ def test_before_the_first_replica_is_ready_plain_pods_are_created_and_gpu_pods_a
 
 
 def test_once_a_replica_is_ready_a_gpu_pod_is_admitted(installation: Installation):
-    from tests.e2e.conftest import pod
+    from tests.e2e.harness import pod
 
     created = installation.kubectl.create(pod("gpu-after", "install-order", gpus=1))
     assert created.code == 0

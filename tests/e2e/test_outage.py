@@ -3,7 +3,7 @@ keeping every other pod away from it), through the real API server."""
 
 from __future__ import annotations
 
-from tests.e2e.conftest import Installation, pod
+from tests.e2e.harness import Installation, pod
 
 
 def test_with_every_replica_down_plain_pods_are_created_and_gpu_pods_are_refused_until_one_is_back(

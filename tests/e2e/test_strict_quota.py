@@ -12,8 +12,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.balancer import Balancer
-from tests.e2e.conftest import Installation, pod, policy_configmap, wait_for
 from tests.e2e.controlplane.cluster import free_port
+from tests.e2e.harness import Installation, pod, policy_configmap, wait_for
 from tests.e2e.install import Replica
 from tests.e2e.policies import QUOTA
 

@@ -1,0 +1,131 @@
+"""The e2e suite's harness, outside pytest so benchmarks use it too: the nodes, the installation
+(overlay applied, replicas under the ServiceAccount's token), polling, and manifests."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.e2e.controlplane.cluster import ControlPlane, free_port
+from tests.e2e.install import NAMESPACE, Replica, overlay, service_account_kubeconfig
+from tests.e2e.kubectl import Kubectl, Result
+
+HERE = Path(__file__).resolve().parent
+
+
+def register_nodes(kubectl: Kubectl) -> None:
+    """Node objects as NVIDIA's stack leaves them; capacity and Ready through the status subresource."""
+    nodes = yaml.safe_load((HERE / "manifests" / "nodes.yaml").read_text())["items"]
+    for node in nodes:
+        status = node.pop("status")
+        kubectl.create(json.dumps(node))
+        ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e: no kubelet"}
+        patch = {
+            "status": {"capacity": status["allocatable"], "allocatable": status["allocatable"], "conditions": [ready]}
+        }
+        kubectl.run(
+            "patch", "node", node["metadata"]["name"], "--subresource=status", "--type=merge", "-p", json.dumps(patch)
+        )
+        # The TaintNodesByCondition admission plugin taints a new node not-ready; the node-lifecycle
+        # controller, left out here, would lift it once the node reports Ready.
+        kubectl.run("taint", "node", node["metadata"]["name"], "node.kubernetes.io/not-ready:NoSchedule-")
+
+
+# -- the installation ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Installation:
+    kubectl: Kubectl
+    control_plane: ControlPlane
+    port: int
+    workdir: Path
+    replicas: list[Replica] = field(default_factory=list)
+    before_ready: dict[str, Result] = field(default_factory=dict)
+
+    def replica(self, name: str, port: int | None = None, **env: str) -> Replica:
+        kubeconfig = service_account_kubeconfig(self.kubectl, self.control_plane, self.workdir / f"{name}.kubeconfig")
+        replica = Replica(name, port or self.port, self.workdir, kubeconfig, env)
+        replica.start()
+        self.replicas.append(replica)
+        return replica
+
+
+def wait_for(condition: Callable[[], Any], what: str, seconds: float = 60, every: float = 0.25) -> Any:
+    """Poll until `condition()` is truthy (the API server offers no event for most of these)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {seconds:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+def ca_bundle_injected(kubectl: Kubectl) -> bool:
+    hooks = kubectl.get("mutatingwebhookconfiguration", "gpu-admission")["webhooks"]
+    hooks += kubectl.get("validatingwebhookconfiguration", "gpu-admission")["webhooks"]
+    return all(h["clientConfig"].get("caBundle") for h in hooks)
+
+
+def install(kubectl: Kubectl, control_plane: ControlPlane, workdir: Path) -> Installation:
+    """`kubectl apply -k` of the e2e overlay, then what pods get before a replica is ready, then
+    replica gpu-admission-0 started and waited for (ready, caBundle injected)."""
+    port = free_port()
+    kubectl.run("apply", "-k", str(overlay(workdir / "overlay", port)))
+    installed = Installation(kubectl, control_plane, port, workdir)
+    # Between `kubectl apply` and the first ready replica: what pods get (the README says it).
+    kubectl.run("create", "namespace", "install-order")
+    installed.before_ready["plain"] = kubectl.create(pod("plain", "install-order"), check=False)
+    installed.before_ready["gpu"] = kubectl.create(pod("gpu", "install-order", gpus=1), check=False)
+    replica = installed.replica("gpu-admission-0")
+    try:
+        replica.wait_ready()
+        wait_for(lambda: ca_bundle_injected(kubectl), "the caBundle injected into both webhook configurations")
+    except BaseException:
+        replica.stop()
+        raise
+    return installed
+
+
+# -- manifests ----------------------------------------------------------------------------------------
+
+
+def pod(
+    name: str,
+    namespace: str,
+    gpus: int | str | None = None,
+    resources: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> str:
+    limits = dict(resources or {})
+    if gpus is not None:
+        limits["nvidia.com/gpu"] = gpus
+    container: dict[str, Any] = {"name": "main", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"}
+    if limits:
+        container["resources"] = {"limits": limits}
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if annotations:
+        metadata["annotations"] = annotations
+    if labels:
+        metadata["labels"] = labels
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {"containers": [container]}})
+
+
+def policy_configmap(name: str, text: str, namespace: str = NAMESPACE) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"gpu-admission.io/policy": "true"}},
+            "data": {f"{name}.yaml": text},
+        }
+    )
