@@ -2,13 +2,12 @@
 
 Starts the e2e control plane (tests/e2e: built from Go modules on the first run), then:
 
-1. pods created per second through the API server (16 client threads, GPU pods in a namespace
-   labelled gpu-admission.io/mig=default, so our webhook rewrites them) before gpu-admission is
-   installed and after;
+1. GPU pods created through the API server (per second by 16 client threads, and ms a pod one at
+   a time) with no admission webhook or policy, with the team-label rule as a
+   ValidatingAdmissionPolicy, and with gpu-admission installed (MIG rewrite and the same rule);
 2. the API server's own admission latency (`apiserver_admission_webhook_admission_duration_seconds`
-   from its /metrics, p50/p99 from the histogram) for our mutating and validating webhooks, and
-   `apiserver_validating_admission_policy_check_duration_seconds` for the same team-label rule as a
-   ValidatingAdmissionPolicy, over the same pods.
+   from its /metrics: mean, p50 and p99 from the histogram) for our mutating and validating
+   webhooks, and `apiserver_validating_admission_policy_check_duration_seconds` for the VAP.
 
     python bench/control_plane.py [--pods 400]
 """
@@ -23,6 +22,7 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 from kubernetes import client, config
@@ -45,35 +45,38 @@ spec:
       message: "GPU pods need a team label"
       action: deny
 """
-SAMPLE = re.compile(r"^(?P<name>[a-z_]+)_bucket\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$")
+SAMPLE = re.compile(r"^(?P<name>[a-z_]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>[-0-9.e+]+)$")
 
 
-def histograms(plane: ControlPlane, metric: str) -> dict[str, dict[float, float]]:
-    """Cumulative buckets of `metric` by the webhook or policy they are about."""
+def metric_lines(plane: ControlPlane, metric: str) -> Iterator[tuple[str, dict[str, str], float]]:
     _, body = plane.get("/metrics", timeout=30)
-    found: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for line in body.decode().splitlines():
         match = SAMPLE.match(line)
-        if not match or match["name"] != metric:
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
-        who = labels.get("name") or labels.get("policy") or "?"
+        if match and match["name"].startswith(metric):
+            yield match["name"], dict(re.findall(r'(\w+)="([^"]*)"', match["labels"] or "")), float(match["value"])
+
+
+def histograms(plane: ControlPlane, metric: str) -> dict[str, dict[str, float]]:
+    """Per webhook or policy: cumulative buckets ('le' bounds as text), 'sum' and 'count', CREATE only."""
+    found: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for name, labels, value in metric_lines(plane, metric):
         if labels.get("operation", "CREATE") != "CREATE":
             continue
-        bound = float("inf") if labels["le"] == "+Inf" else float(labels["le"])
-        found[who][bound] += float(match["value"])
+        who = labels.get("name") or labels.get("policy") or "?"
+        key = labels["le"] if name.endswith("_bucket") else name.rsplit("_", 1)[-1]
+        found[who][key] += value
     return found
 
 
-def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
+def quantile(before: dict[str, float], after: dict[str, float], q: float) -> float:
     """The q-quantile (s) of what was observed between two readings, interpolated in its bucket."""
-    bounds = sorted(after)
-    counts = [after[b] - before.get(b, 0.0) for b in bounds]
-    total = counts[-1]
+    bounds = sorted((float(k), k) for k in after if k not in ("sum", "count"))
+    counts = [after[k] - before.get(k, 0.0) for _, k in bounds]
+    total = counts[-1] if counts else 0
     if total <= 0:
         return float("nan")
     rank, lower, below = q * total, 0.0, 0.0
-    for bound, cumulative in zip(bounds, counts, strict=True):
+    for (bound, _), cumulative in zip(bounds, counts, strict=True):
         if cumulative >= rank:
             if bound == float("inf"):
                 return lower
@@ -82,16 +85,29 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     return lower
 
 
-def create_pods(api: client.CoreV1Api, namespace: str, count: int, labels: dict[str, str]) -> float:
-    """Pods created per second by 16 threads; every create must succeed."""
+def mean(before: dict[str, float], after: dict[str, float]) -> float:
+    count = after.get("count", 0.0) - before.get("count", 0.0)
+    return (after.get("sum", 0.0) - before.get("sum", 0.0)) / count if count else float("nan")
+
+
+def create_pods(api: client.CoreV1Api, namespace: str, count: int, threads: int, prefix: str) -> float:
+    """Pods created per second by `threads` threads; every create must succeed."""
 
     def create(index: int) -> None:
-        api.create_namespaced_pod(namespace, json.loads(pod(f"p{index}", namespace, gpus="1", labels=labels)))
+        body = json.loads(pod(f"{prefix}{index}", namespace, gpus="1", labels={"team": "a"}))
+        api.create_namespaced_pod(namespace, body)
 
     started = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         list(pool.map(create, range(count)))
     return count / (time.perf_counter() - started)
+
+
+def measure(api: client.CoreV1Api, namespace: str, pods: int) -> tuple[float, float]:
+    """(pods/s with 16 threads, ms a pod one at a time)."""
+    rate = create_pods(api, namespace, pods, 16, "c")
+    sequential = create_pods(api, namespace, pods // 2, 1, "s")
+    return rate, 1000 / sequential
 
 
 def main() -> None:
@@ -102,6 +118,8 @@ def main() -> None:
     plane = ControlPlane(ensure_binaries(), workdir / "control-plane")
     plane.start()
     installed = None
+    webhook_metric = "apiserver_admission_webhook_admission_duration_seconds"
+    vap_metric = "apiserver_validating_admission_policy_check_duration_seconds"
     try:
         kubectl = Kubectl(plane.bin_dir / "kubectl", plane.kubeconfig)
         register_nodes(kubectl)
@@ -112,45 +130,43 @@ def main() -> None:
         for namespace in ("bench-without", "bench-with", "vap-side"):
             kubectl.run("create", "namespace", namespace)
             kubectl.run("label", "namespace", namespace, "gpu-admission.io/mig=default")
-        team = {"team": "a"}
-        without = create_pods(api, "bench-without", args.pods, team)
+        figures = {"no admission webhook or policy": measure(api, "bench-without", args.pods)}
 
-        installed = install(kubectl, plane, workdir / "gpu-admission")
-        kubectl.apply(policy_configmap("bench-team-label", TEAM_RULE))
         kubectl.apply(TEAM_LABEL_VAP)
-        wait_for(
-            lambda: kubectl.create(pod("probe", "bench-with", gpus=1), "--dry-run=server", check=False).code != 0,
-            "the team rule loaded",
-        )
         wait_for(
             lambda: kubectl.create(pod("probe", "vap-side", gpus=1), "--dry-run=server", check=False).code != 0,
             "the ValidatingAdmissionPolicy in force",
         )
-        webhook_metric = "apiserver_admission_webhook_admission_duration_seconds"
-        vap_metric = "apiserver_validating_admission_policy_check_duration_seconds"
-        hooks_before = histograms(plane, webhook_metric)
-        with_ours = create_pods(api, "bench-with", args.pods, team)
-        hooks_after, vap_before = histograms(plane, webhook_metric), histograms(plane, vap_metric)
-        create_pods(api, "vap-side", args.pods, team)
+        vap_before = histograms(plane, vap_metric)
+        figures["the team rule as a ValidatingAdmissionPolicy"] = measure(api, "vap-side", args.pods)
         vap_after = histograms(plane, vap_metric)
 
-        print(f"pods created per second through the API server ({args.pods} GPU pods, 16 threads):")
-        print(f"  without gpu-admission           {without:8.1f}")
-        print(f"  with gpu-admission              {with_ours:8.1f}   ({with_ours / without:.2f}x)")
-        print("admission latency as the API server measures it, same pods (ms):")
+        installed = install(kubectl, plane, workdir / "gpu-admission")
+        kubectl.apply(policy_configmap("bench-team-label", TEAM_RULE))
+        wait_for(
+            lambda: kubectl.create(pod("probe", "bench-with", gpus=1), "--dry-run=server", check=False).code != 0,
+            "the team rule loaded",
+        )
+        hooks_before = histograms(plane, webhook_metric)
+        figures["gpu-admission (MIG rewrite + the team rule)"] = measure(api, "bench-with", args.pods)
+        hooks_after = histograms(plane, webhook_metric)
+
+        base_rate, base_ms = figures["no admission webhook or policy"]
+        print(f"GPU pods through the API server ({args.pods} by 16 threads, {args.pods // 2} one at a time):")
+        print(f"  {'':46s} {'pods/s':>8s} {'ratio':>6s} {'ms a pod':>9s} {'ratio':>6s}")
+        for setup, (rate, ms) in figures.items():
+            print(f"  {setup:46s} {rate:8.1f} {rate / base_rate:5.2f}x {ms:9.2f} {ms / base_ms:5.2f}x")
+        print("admission latency as the API server measures it, CREATE (ms):")
         rows = [
-            (name, hooks_before, hooks_after)
-            for name in sorted(hooks_after)
-            if name.startswith(("mutate.", "validate-pods."))
+            (n, hooks_before, hooks_after) for n in sorted(hooks_after) if n.startswith(("mutate.", "validate-pods."))
         ]
-        rows += [(f"VAP {name}", vap_before, vap_after) for name in sorted(vap_after)]
+        rows += [(n, vap_before, vap_after) for n in sorted(vap_after) if vap_after[n].get("count")]
         for name, before, after in rows:
-            key = name.removeprefix("VAP ")
-            p50 = quantile(before.get(key, {}), after[key], 0.50) * 1000
-            p99 = quantile(before.get(key, {}), after[key], 0.99) * 1000
-            print(f"  {name:34s} p50 {p50:7.3f}   p99 {p99:7.3f}")
-        if not vap_after:
-            print(f"  (no {vap_metric} samples in /metrics)")
+            p50, p99 = (quantile(before.get(name, {}), after[name], q) * 1000 for q in (0.5, 0.99))
+            average = mean(before.get(name, {}), after[name]) * 1000
+            print(f"  {name:34s} mean {average:7.3f}   p50 {p50:7.3f}   p99 {p99:7.3f}")
+        if not any(after.get("count") for after in vap_after.values()):
+            print(f"  the VAP: no {vap_metric} samples in the API server's /metrics")
     finally:
         for replica in installed.replicas if installed else ():
             replica.stop()
