@@ -75,13 +75,12 @@ def quota_leases(kubectl: Kubectl) -> dict[str, str]:
 
 
 def events(kubectl: Kubectl, namespace: str, name: str) -> list[str]:
-    """Events about the object, or written by gpu-admission (the scheduler and controllers write
-    theirs about earlier objects of the namespace at their own pace)."""
+    """Events about the object (the background audit and the scheduler write theirs about earlier
+    objects of the namespace at their own pace)."""
     return [
         event["metadata"]["name"]
         for event in kubectl.get("events", "-n", namespace)["items"]
         if (event.get("involvedObject") or {}).get("name") == name
-        or "gpu-admission" in json.dumps([event.get("source"), event.get("reportingComponent")])
     ]
 
 
@@ -132,3 +131,46 @@ def test_a_server_dry_run_answers_as_the_real_apply_and_writes_nothing(cluster: 
     assert dry.warnings == real.warnings
     strip = lambda text: text.replace(" (server dry run)", "")  # noqa: E731
     assert strip(dry.stderr.replace("dry-run", "")).strip() == strip(real.stderr.replace("dry-run", "")).strip()
+
+
+LONG_NAMED = """\
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: research-org-gpu-quota-policy-for-the-ml-platform-team
+spec:
+  match:
+    namespaces: [audited]
+  rules:
+    - name: per pod cap
+      expression: "false"
+      message: "recorded for the platform team"
+      action: audit
+    - name: in-force
+      expression: "false"
+      message: "the long-named policy is in force"
+      action: warn
+"""
+
+
+def test_an_audit_rule_of_a_long_named_policy_lands_in_the_api_servers_audit_log(
+    installation: Installation, cluster: Kubectl
+):
+    """The API server keeps `<webhook>/<key>` only if it is a qualified name (63 characters, an
+    alphanumeric at each end); the key cut at 63 used to end in '-' and was dropped."""
+    cluster.apply(policy_configmap("e2e-long-named", LONG_NAMED))
+    cluster.run("create", "namespace", "audited")
+    wait_for(
+        lambda: (
+            "is in force" in cluster.create(pod("probe", "audited", gpus=1), "--dry-run=server", check=False).stderr
+        ),
+        "the long-named policy loaded",
+    )
+    cluster.create(pod("recorded", "audited", gpus=1))
+    log = installation.control_plane.audit_log.read_text()
+    events = [json.loads(line) for line in log.splitlines() if '"recorded"' in line]
+    keys = {key for event in events for key in (event.get("annotations") or {})}
+    ours = [key for key in keys if key.startswith("validate-pods.gpu-admission.io/")]
+    assert ours == ["validate-pods.gpu-admission.io/research-org-gpu-quota-policy-for-the-ml-platform-team.per-pod"], (
+        keys
+    )

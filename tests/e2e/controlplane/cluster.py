@@ -92,6 +92,19 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         return self.workdir / "admin.kubeconfig"
 
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+    def _audit_policy(self) -> Path:
+        path = self.workdir / "audit-policy.yaml"
+        path.write_text(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n"
+            "  - level: Metadata\n    resources: [{group: '', resources: [pods]}]\n    verbs: [create]\n"
+            "  - level: None\n"
+        )
+        return path
+
     def binary(self, name: str) -> str:
         return str(self.bin_dir / name)
 
@@ -142,6 +155,11 @@ class ControlPlane:
                 "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
                 "--enable-admission-plugins=MutatingAdmissionPolicy",
                 "--profiling=false",
+                # Pods' audit events, where webhooks' auditAnnotations land (a key the API server
+                # finds malformed is dropped there with only a log line).
+                f"--audit-policy-file={self._audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
             ],
             env,
         )
