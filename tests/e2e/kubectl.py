@@ -25,13 +25,13 @@ class Kubectl:
         env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
         return env
 
-    def run(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60) -> Result:
+    def run(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60, **env: str) -> Result:
         done = subprocess.run(
             [str(self.binary), *args],
             input=stdin,
             capture_output=True,
             text=True,
-            env=self.env(),
+            env=self.env() | env,
             timeout=timeout,
         )
         result = Result(done.returncode, done.stdout, done.stderr)

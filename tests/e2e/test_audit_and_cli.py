@@ -41,14 +41,27 @@ def test_the_background_audit_writes_policy_reports_kubectl_lists(teams: Kubectl
     assert "team-view" in listed and "gpu-admission" in listed
 
 
-def test_kubectl_gpu_admission_quota_reads_the_live_cluster(installation: Installation, teams: Kubectl):
-    result = teams.run("gpu-admission", "quota", "-n", "team-view", "-o", "json")
+def test_kubectl_gpu_admission_quota_reads_the_cluster_named_by_kubeconfig_and_context(
+    installation: Installation, teams: Kubectl
+):
+    kubeconfig = str(installation.control_plane.kubeconfig)
+    flags = ("--kubeconfig", kubeconfig, "--context", "e2e")
+    result = teams.run("gpu-admission", "quota", "-n", "team-view", "-o", "json", *flags, KUBECONFIG="/nonexistent")
     view = json.loads(result.stdout)
     assert "e2e-views" in json.dumps(view), view
+    wrong = teams.run("gpu-admission", "quota", "--kubeconfig", kubeconfig, "--context", "nope", check=False)
+    assert wrong.code == 2 and "error:" in wrong.stderr and "Traceback" not in wrong.stderr
 
 
-def test_kubectl_gpu_admission_audit_reads_the_live_cluster(teams: Kubectl, tmp_path):
+def test_kubectl_gpu_admission_audit_reads_the_live_cluster(installation: Installation, teams: Kubectl, tmp_path):
     (tmp_path / "teams.yaml").write_text(TEAMS)
-    result = teams.run("gpu-admission", "audit", "--live", "--policies", str(tmp_path), "-o", "json", check=False)
-    assert result.code in (0, 1), result.stderr
+    kubeconfig = str(installation.control_plane.kubeconfig)
+    flags = ("--kubeconfig", kubeconfig, "--context", "e2e", "--policies", str(tmp_path))
+    result = teams.run("gpu-admission", "audit", "--live", *flags, "-o", "json", check=False, KUBECONFIG="/nonexistent")
+    assert result.code == 1, result.stderr  # the record-image audit rule fails on these pods
     assert "record-image" in result.stdout
+
+
+def test_audit_live_with_no_cluster_is_bad_input_not_a_traceback(teams: Kubectl, tmp_path):
+    result = teams.run("gpu-admission", "audit", "--live", "--kubeconfig", str(tmp_path / "none"), check=False)
+    assert result.code == 2 and result.stderr.startswith("error:") and "Traceback" not in result.stderr

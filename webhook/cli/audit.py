@@ -55,13 +55,28 @@ def _json(finding: Finding) -> dict[str, str]:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    if not args.live:
+        return _audit(args)
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config import ConfigException
+
+    try:
+        return _audit(args)
+    except (ConfigException, ApiException, OSError, urllib3.exceptions.HTTPError) as error:
+        # No cluster behind the kubeconfig is bad input (exit 2), not a violation, never a traceback.
+        print(f"error: the cluster could not be read ({type(error).__name__}: {error})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _audit(args: argparse.Namespace) -> int:
     engine = _engine(args)
     pods: Iterable[Any]
     if args.live:
         from webhook.cluster.audit_io import read_cluster  # the kubernetes client only when used
         from webhook.cluster.identity import api_client, load_config
 
-        load_config()
+        load_config(args.kubeconfig, args.context)
         api = api_client()
         read = read_cluster(api)
         pods, cluster, nodes = read.pods, KnownCluster(read.namespaces), read.nodes

@@ -21,6 +21,12 @@ from webhook.cli.policytest import cmd_test
 from webhook.cli.quota import DEFAULT_POLICY_NAMESPACE, cmd_quota
 
 
+def _cluster_options(parser: argparse.ArgumentParser) -> None:
+    """kubectl's own flags, so `kubectl gpu-admission quota --context c` reads the cluster kubectl would."""
+    parser.add_argument("--kubeconfig", help="the kubeconfig file (default: KUBECONFIG, else ~/.kube/config)")
+    parser.add_argument("--context", help="the kubeconfig context (default: its current context)")
+
+
 def _command(commands: Any, name: str, summary: str, description: str, exits: str) -> argparse.ArgumentParser:
     return commands.add_parser(  # type: ignore[no-any-return]
         name,
@@ -130,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     quota.add_argument("--policy-namespace", default=DEFAULT_POLICY_NAMESPACE, help="the webhook's namespace")
     quota.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
+    _cluster_options(quota)
     quota.set_defaults(run=cmd_quota)
     audit = _command(
         commands,
@@ -142,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit.add_argument("--cluster-state", help="kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml")
     audit.add_argument("--policies", type=Path, action="append", help="policy files or directories (default: bundled)")
-    audit.add_argument("--live", action="store_true", help="read the cluster (in-cluster config, else KUBECONFIG)")
+    audit.add_argument(
+        "--live", action="store_true", help="read the cluster (--kubeconfig/--context, in-cluster config, KUBECONFIG)"
+    )
+    _cluster_options(audit)
     audit.add_argument("--write-reports", action="store_true", help="with --live: write PolicyReports and Events")
     audit.add_argument("--events", type=int, default=EVENTS_PER_RUN, help="Events at most a run (default 20)")
     audit.add_argument("--policy-snapshot", help=argparse.SUPPRESS)  # the leader's policies, for its audit process

@@ -69,7 +69,7 @@ def cmd_quota(args: argparse.Namespace) -> int:
         from webhook.cluster.quota_reader import Unreachable, read_live  # the client only when used
 
         try:
-            live = read_live(args.namespace, args.policy_namespace)
+            live = read_live(args.namespace, args.policy_namespace, args.kubeconfig, args.context)
         except Unreachable as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT

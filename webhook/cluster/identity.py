@@ -25,9 +25,13 @@ def api_client(configuration: client.Configuration | None = None) -> client.ApiC
     return api
 
 
-def load_config() -> None:
-    """Where the API server is: the pod's service account in a cluster, else KUBECONFIG (read at
-    call time, not at the client's import)."""
+def load_config(kubeconfig: str | None = None, context: str | None = None) -> None:
+    """Where the API server is: a kubeconfig file or context named on the command line (as kubectl's
+    --kubeconfig and --context), else the pod's service account in a cluster, else KUBECONFIG
+    (read at call time, not at the client's import)."""
+    if kubeconfig or context:
+        config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"), context=context)
+        return
     try:
         config.load_incluster_config()
     except config.ConfigException:

@@ -57,9 +57,11 @@ class Unreachable(RuntimeError):
     """No kubeconfig, or no API server behind it."""
 
 
-def read_live(namespace: str | None, policy_namespace: str) -> LiveState:
+def read_live(
+    namespace: str | None, policy_namespace: str, kubeconfig: str | None = None, context: str | None = None
+) -> LiveState:
     try:
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+        config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"), context=context)
     except (config.ConfigException, OSError) as error:
         raise Unreachable(f"no cluster to read ({error}); give --cluster-state FILE to work offline") from None
     try:
