@@ -40,7 +40,15 @@ MODELS = {
     "CustomResourceDefinition": "V1CustomResourceDefinition",
 }
 CRDS = {"Certificate", "Issuer"}
-EXCLUDED = {"kube-system", "kube-node-lease", "gpu-admission"}
+EXCLUDED = {
+    "kube-system",
+    "kube-node-lease",
+    "gpu-operator",
+    "nvidia-gpu-operator",
+    "nvidia-dra-driver-gpu",
+    "nvidia-device-plugin",
+    "gpu-admission",
+}
 
 
 def render(overlay: str) -> list[dict]:

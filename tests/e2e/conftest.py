@@ -1,4 +1,5 @@
-"""One control plane for the whole session, gpu-admission installed into it once.
+"""One control plane for the e2e package, gpu-admission installed into it once; both stop when the
+package's last test is done, so the rest of the suite never runs beside a busy cluster.
 
 The control plane is built from Go modules on the first run (cached by version outside the
 repository) and started on loopback; if it cannot be built or started here, every e2e test fails
@@ -26,7 +27,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     try:
         binaries = ensure_binaries()
@@ -45,12 +46,12 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         plane.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kubectl(control_plane: ControlPlane) -> Kubectl:
     return Kubectl(control_plane.bin_dir / "kubectl", control_plane.kubeconfig)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def installation(
     control_plane: ControlPlane, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Installation]:

@@ -9,3 +9,13 @@ app.kubernetes.io/part-of: gpu-admission
 {{- $all := concat .Values.excludedNamespaces (list .Release.Namespace) | uniq -}}
 [{{ join ", " $all }}]
 {{- end }}
+
+{{/* Where the API server calls the webhook: its Service, or webhookURL (a webhook served outside
+the cluster) with the endpoint's path. */}}
+{{- define "gpu-admission.clientConfig" -}}
+{{- if .root.Values.webhookURL -}}
+url: {{ printf "%s%s" (trimSuffix "/" .root.Values.webhookURL) .path }}
+{{- else -}}
+service: {name: gpu-admission, namespace: {{ .root.Release.Namespace }}, path: {{ .path }}, port: 443}
+{{- end -}}
+{{- end -}}
