@@ -191,8 +191,7 @@ def test_piping_into_head_ends_quietly():
 
 @pytest.mark.parametrize("command", ["mutate", "validate", "lint", "test"])
 def test_help_describes_the_command_and_its_exit_codes(command, capsys):
-    with pytest.raises(SystemExit):
-        main([command, "--help"])
+    assert main([command, "--help"]) == 0
     out = capsys.readouterr().out
     assert "exit codes:" in out and len(out.splitlines()) > 8
 

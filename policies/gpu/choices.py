@@ -129,6 +129,9 @@ class ProfileChoice:
 
     def by_memory(self, text: str, models: tuple[GpuModel, ...]) -> Choice | Refusal:
         """Every allowed profile that covers the need: the preferred model's smallest first."""
+        if text.strip().replace(".", "", 1).isdigit():
+            # A quantity without a unit is bytes: "15" would quietly get the smallest slice.
+            return Refusal(f"gpu-memory {text!r} has no unit, which is {text.strip()} bytes: write {text.strip()}Gi?")
         try:
             need = self.parse_quantity(text)
         except (ValueError, TypeError, ArithmeticError):

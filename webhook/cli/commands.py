@@ -87,6 +87,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     if args.client_ca is not None and not args.client_ca.is_file():
         raise InputError("--client-ca", f"{args.client_ca}: no such file")
+    for directory in args.policies or ():
+        if not directory.exists():  # a typo would otherwise serve nothing, unready for ever
+            raise InputError("--policies", f"{directory}: no such file or directory")
+
     # The arguments hold: now the process's environment. The master's and the worker's metrics add
     # up only if prometheus_client sees this before its first import.
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
@@ -125,6 +129,8 @@ def cmd_certs(args: argparse.Namespace) -> int:
     from certs.files import generate
 
     _key_directory(args.out)
+    if (args.out / "ca.key").exists() and not args.force:
+        raise InputError("--out", f"{args.out} holds a CA already (ca.key): give --force to replace it")
     generate(args.out, args.service, args.namespace, args.dns_name or [], args.ip or [])
     print(f"wrote {args.out}/ca.crt, tls.crt, tls.key for {args.service}.{args.namespace}.svc")
     return EXIT_OK

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from policies.engine import Engine
+from policies.errors import InputError
 from webhook.sources.files import POLICY_SUFFIXES, read_manifests
 
 DEFAULT_NAMESPACE = "default"  # where kubectl puts an object that names none
@@ -59,6 +60,9 @@ def read_inputs(names: list[str], engine: Engine, namespace: str) -> Inputs:
                         inputs.lent.add(label)
                     document = placed
                 inputs.documents.append((label, document, judged))
+    if not inputs.documents:
+        # An empty file or a directory of no manifests passing in silence is a CI false green.
+        raise InputError("-f", f"no documents in {', '.join(names)}")
     return inputs
 
 

@@ -27,6 +27,20 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="the kubeconfig context (default: its current context)")
 
 
+def _program() -> str:
+    """How the user called it: `kubectl gpu-admission` when kubectl ran it as its plugin."""
+    return "kubectl gpu-admission" if Path(sys.argv[0]).name.startswith("kubectl-") else "gpu-admission"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpu-admission")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _command(commands: Any, name: str, summary: str, description: str, exits: str) -> argparse.ArgumentParser:
     return commands.add_parser(  # type: ignore[no-any-return]
         name,
@@ -63,10 +77,11 @@ def _inputs(command: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gpu-admission",
+        prog=_program(),
         description="GPU admission webhook and policy engine. Every command says its exit codes in its --help.",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"gpu-admission {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     mutate = _command(
         commands,
         "mutate",
@@ -160,7 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", choices=("text", "json", "policyreport", "summary"), default="text", help="default text"
     )
     audit.set_defaults(run=cmd_audit)
-    serve = commands.add_parser("serve", help="the webhook over TLS (embedded default with no flags)")
+    serve = _command(
+        commands,
+        "serve",
+        "the webhook over TLS (embedded default with no flags)",
+        "Serves POST /mutate and /validate (AdmissionReview v1), /healthz, /readyz and /metrics over TLS.",
+        "0 stopped (SIGTERM); 2 a flag, the environment or --policies that cannot be used",
+    )
     serve.add_argument("--policies", type=Path, action="append", help="policy directory (default: bundled)")
     serve.add_argument("--bind", default="127.0.0.1:8443", help="HOST:PORT (default 127.0.0.1:8443)")
     serve.add_argument(
@@ -210,17 +231,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="also namespaced policies from labelled ConfigMaps in every namespace (each matches only its own)",
     )
     serve.set_defaults(run=cmd_serve)
-    certs = commands.add_parser("certs", help="TLS material")
-    certs_commands = certs.add_subparsers(dest="certs_command", required=True)
-    generate = certs_commands.add_parser("generate", help="a CA and a serving certificate for the Service")
+    certs = commands.add_parser("certs", help="TLS material", description="TLS material: generate or client.")
+    certs_commands = certs.add_subparsers(dest="certs_command", required=True, metavar="{generate,client}")
+    generate = _command(
+        certs_commands,
+        "generate",
+        "a CA and a serving certificate for the Service",
+        "Writes ca.crt, ca.key, tls.crt and tls.key to --out (keys 0600); refuses to replace a CA already there "
+        "unless --force (every webhook configuration trusting the old one would break).",
+        "0 written; 2 --out holds a CA already, or cannot be written",
+    )
+    generate.add_argument("--force", action="store_true", help="replace a CA already in --out")
     generate.add_argument("--service", required=True)
     generate.add_argument("--namespace", required=True)
     generate.add_argument("--out", type=Path, required=True)
     generate.add_argument("--dns-name", action="append", help="an extra DNS SAN")
     generate.add_argument("--ip", action="append", help="an IP SAN")
     generate.set_defaults(run=cmd_certs)
-    client = certs_commands.add_parser(
-        "client", help="a client CA and a client certificate for the API server (serve --client-ca)"
+    client = _command(
+        certs_commands,
+        "client",
+        "a client CA and a client certificate for the API server (serve --client-ca)",
+        "Writes client-ca.crt (for serve --client-ca), client.crt and client.key to --out.",
+        "0 written; 2 --out cannot be written",
     )
     client.add_argument("--out", type=Path, required=True)
     client.add_argument("--name", default="kube-apiserver", help="the certificate's common name")
@@ -230,7 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+        if getattr(args, "write_reports", False) and not getattr(args, "live", False):
+            parser.error("--write-reports needs --live (reports are written to the cluster the audit reads)")
+    except SystemExit as stop:  # --help, --version, a usage error: argparse's code, from main as from the shell
+        return int(stop.code or 0)
     try:
         code: int = args.run(args)
         sys.stdout.flush()  # here, not at exit: a reader that went away (| head) is not an error

@@ -1,0 +1,76 @@
+"""The CLI where a platform engineer would trip: every wrong input is one line and exit 2, never
+a silent success or a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from webhook.cli.main import main
+
+GPU_ADMISSION = str(Path(sys.executable).parent / "gpu-admission")
+
+
+@pytest.mark.parametrize("make", [lambda p: p / "empty.yaml", lambda p: p / "no-manifests"], ids=["file", "directory"])
+def test_validate_and_mutate_of_nothing_are_bad_input_not_a_green(tmp_path, capsys, make):
+    target = make(tmp_path)
+    if target.suffix:
+        target.write_text("")
+    else:
+        target.mkdir()
+    for command in ("validate", "mutate"):
+        assert main([command, "-f", str(target)]) == 2
+        assert "no documents in" in capsys.readouterr().err
+
+
+def test_version_says_the_package_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("gpu-admission ")
+
+
+def test_certs_alone_names_its_commands(capsys):
+    assert main(["certs"]) == 2
+    assert "{generate,client}" in capsys.readouterr().err
+
+
+def test_certs_generate_refuses_to_replace_a_ca_unless_forced(tmp_path, capsys):
+    arguments = ["certs", "generate", "--service", "s", "--namespace", "n", "--out", str(tmp_path / "c")]
+    assert main(arguments) == 0
+    first = (tmp_path / "c" / "ca.key").read_bytes()
+    assert main(arguments) == 2 and "--force" in capsys.readouterr().err
+    assert (tmp_path / "c" / "ca.key").read_bytes() == first
+    assert main([*arguments, "--force"]) == 0 and (tmp_path / "c" / "ca.key").read_bytes() != first
+
+
+@pytest.mark.parametrize("command", ["serve", "certs generate", "certs client", "quota", "audit", "validate"])
+def test_every_command_shows_its_exit_codes_in_its_help(command, capsys):
+    assert main([*command.split(), "--help"]) == 0
+    assert "exit codes:" in capsys.readouterr().out
+
+
+def test_write_reports_without_live_is_refused(capsys):
+    assert main(["audit", "--cluster-state", "x.yaml", "--write-reports"]) == 2
+    assert "--write-reports needs --live" in capsys.readouterr().err
+
+
+def test_serve_with_a_policies_path_that_does_not_exist_exits_at_once(tmp_path, capsys):
+    assert main(["serve", "--policies", str(tmp_path / "nope"), "--cert-dir", str(tmp_path / "c")]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, value", [("GPU_ADMISSION_THREADS", "abc"), ("GPU_ADMISSION_CONNECTIONS", "-3")])
+def test_a_bad_number_in_the_environment_is_one_line_and_exit_2(tmp_path, name, value):
+    env = {**os.environ, name: value}
+    done = subprocess.run(
+        [GPU_ADMISSION, "serve", "--cert-dir", str(tmp_path), "--bind", "127.0.0.1:0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {name}={value!r} is not a positive whole number"
