@@ -39,7 +39,7 @@ def test_warnings_never_hold_control_characters_and_fit_the_api_servers_limits(w
 
 def test_warnings_past_4096_runes_are_counted_in_a_last_warning():
     shown = shown_warnings(tuple(f"w{i} " + "x" * 250 for i in range(30)))
-    assert shown[-1].startswith("gpu-admission: ") and shown[-1].endswith("more warnings not shown")
+    assert shown[-1].startswith("gpu-admission: ") and shown[-1].endswith("more warnings")
     assert str(30 - (len(shown) - 1)) in shown[-1]
 
 
@@ -67,6 +67,20 @@ def test_audit_annotation_keys_are_qualified_names_under_the_webhook_name(policy
     assert QUALIFIED_NAME_PART.match(key) and len(key) <= 63, key
 
 
-def test_two_audit_rules_whose_keys_meet_share_one_annotation():
+def test_two_audit_rules_whose_keys_would_meet_get_keys_of_their_own():
     decision = Decision(True, (audit("p" * 70, "a", "first"), audit("p" * 70, "b", "second")))
-    assert list(decision.audit_annotations.values()) == ["first; second"]
+    annotations = decision.audit_annotations
+    assert sorted(annotations.values()) == ["first", "second"]
+    assert all(QUALIFIED_NAME_PART.match(key) and len(key) <= 63 for key in annotations)
+
+
+NAMES = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=90)
+
+
+@given(st.lists(st.tuples(NAMES, NAMES), min_size=1, max_size=8, unique=True))
+def test_audit_annotation_keys_are_qualified_and_distinct_for_any_policy_and_rule_names(pairs):
+    decision = Decision(True, tuple(audit(policy, rule, f"{policy}.{rule}") for policy, rule in pairs))
+    annotations = decision.audit_annotations
+    assert all(QUALIFIED_NAME_PART.match(key) and len(key) <= 63 for key in annotations), annotations
+    distinct_names = {f"{policy}.{rule}" for policy, rule in pairs}
+    assert len(annotations) == len(distinct_names)

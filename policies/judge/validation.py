@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import replace
 from typing import NamedTuple
@@ -26,6 +27,16 @@ _AUDIT_KEY = re.compile(r"[^a-z0-9.-]+")
 
 # A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
 # the cost (a frozen dataclass sets each field through object.__setattr__).
+def audit_key(name: str, digest: bool = False) -> str:
+    """An audit annotation key: lower-case letters, digits, '-' and '.', at most 63 characters,
+    alphanumeric at both ends; with `digest`, ending in 8 hex digits of the whole name."""
+    key = _AUDIT_KEY.sub("-", name.lower())
+    if digest:
+        tail = hashlib.sha256(name.encode()).hexdigest()[:8]
+        return f"{key[:54].strip('-.')}-{tail}".lstrip("-.")
+    return key[:63].strip("-.") or "audit"
+
+
 class Decision(NamedTuple):
     allowed: bool
     verdicts: tuple[Verdict, ...] = ()
@@ -45,13 +56,19 @@ class Decision(NamedTuple):
     def audit_annotations(self) -> dict[str, str]:
         """Keys the API server keeps: it writes `<webhook name>/<key>` and drops the annotation
         unless that is a qualified name (the key at most 63 characters, alphanumeric at both
-        ends), so the key is cut first and its ends trimmed after. Two rules whose keys meet
-        share one annotation."""
+        ends), so the key is cut first and its ends trimmed after. Each (policy, rule) has a key
+        of its own: where two would meet, the later one ends in a digest of its full name."""
         annotations: dict[str, str] = {}
+        owners: dict[str, str] = {}
         for v in self.verdicts:
-            if v.action is Action.AUDIT:
-                key = _AUDIT_KEY.sub("-", f"{v.policy}.{v.rule}".lower())[:63].strip("-.") or "audit"
-                annotations[key] = f"{annotations[key]}; {v.message}" if key in annotations else v.message
+            if v.action is not Action.AUDIT:
+                continue
+            full = f"{v.policy}.{v.rule}"
+            key = audit_key(full)
+            if owners.get(key, full) != full:
+                key = audit_key(full, digest=True)
+            owners[key] = full
+            annotations[key] = f"{annotations[key]}; {v.message}" if key in annotations else v.message
         return annotations
 
     @property

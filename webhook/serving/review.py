@@ -98,7 +98,7 @@ def shown_warnings(warnings: tuple[str, ...]) -> list[str]:
     for index, line in enumerate(lines):
         room_for_the_count = 0 if index == len(lines) - 1 else 64
         if total + len(line) + room_for_the_count > WARNINGS_TOTAL_RUNES:
-            shown.append(f"gpu-admission: {len(lines) - index} more warnings not shown")
+            shown.append(f"gpu-admission: and {len(lines) - index} more warnings")
             break
         shown.append(line)
         total += len(line)
