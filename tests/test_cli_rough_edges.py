@@ -3,6 +3,7 @@ a silent success or a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -74,3 +75,42 @@ def test_a_bad_number_in_the_environment_is_one_line_and_exit_2(tmp_path, name, 
     )
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {name}={value!r} is not a positive whole number"
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+MIXED = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c, namespace: ml}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ml, annotations: {gpu-admission.io/mig-profile: 1g.10gb}}
+spec:
+  containers: [{name: c, image: cuda, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 3000}}}]
+"""
+
+
+def test_mutate_patch_prints_one_patch_per_document_passed_through_ones_included(tmp_path, capsys):
+    (tmp_path / "mixed.yaml").write_text(MIXED)
+    assert main(["mutate", "-f", str(tmp_path / "mixed.yaml"), "-o", "patch"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0] == "[]" and lines[1].startswith("[{")
+
+
+def test_validate_json_carries_the_mutation_warnings_text_prints_and_a_summary_follows(tmp_path, capsys):
+    (tmp_path / "mixed.yaml").write_text(MIXED)
+    assert main(["validate", "-f", str(tmp_path / "mixed.yaml")]) == 0
+    text = capsys.readouterr()
+    assert main(["validate", "-f", str(tmp_path / "mixed.yaml"), "-o", "json"]) == 0
+    (judged,) = json.loads(capsys.readouterr().out)
+    printed = [line.strip() for line in text.out.splitlines() if line.strip().startswith("warning:")]
+    assert judged["warnings"] and all(any(w in line for line in printed) for w in judged["warnings"])
+    assert "1 judged: 0 allowed, 1 allowed with warnings, 0 denied; 1 skipped" in text.err
+
+
+def test_policy_tests_run_only_what_run_selects(capsys):
+    assert main(["test", str(EXAMPLES / "policies" / "tests"), "--run", "quota"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out and all("quota" in line for line in out)
+    assert main(["test", str(EXAMPLES / "policies" / "tests"), "--run", "no-such-test"]) == 2

@@ -47,6 +47,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     for label, document, judged in inputs.documents:
         if not judged or not isinstance(document, dict):
             outputs.append(document)  # passed through: the output can go on to kubectl apply
+            patches.append([])  # -o patch: one line per document, in order
             continue
         try:
             result = engine.mutate_any(document, cluster=cluster)

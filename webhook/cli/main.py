@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,14 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
     """kubectl's own flags, so `kubectl gpu-admission quota --context c` reads the cluster kubectl would."""
     parser.add_argument("--kubeconfig", help="the kubeconfig file (default: KUBECONFIG, else ~/.kube/config)")
     parser.add_argument("--context", help="the kubeconfig context (default: its current context)")
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as error:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {error}") from None
+    return text
 
 
 def _program() -> str:
@@ -130,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     test.add_argument("paths", nargs="+", metavar="DIR", help="directories (or files) holding Test documents")
     test.add_argument("-o", "--output", choices=("text", "json", "junit"), default="text", help="default text")
+    test.add_argument(
+        "--run",
+        dest="selected",
+        metavar="REGEX",
+        type=_regex,
+        help="only the results whose test or resource name this finds",
+    )
     test.set_defaults(run=cmd_test)
     quota = _command(
         commands,

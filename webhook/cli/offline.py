@@ -70,7 +70,7 @@ def _json(judged: Judged) -> dict[str, object]:
             {"action": v.action.value, "policy": v.policy, "rule": v.rule, "path": v.path, "message": v.message}
             for v in judged.decision.verdicts
         ],
-        "warnings": list(judged.decision.warnings),
+        "warnings": [*judged.mutation.warnings, *judged.decision.warnings],  # as -o text prints them
         "auditAnnotations": judged.decision.audit_annotations,
     }
 
@@ -136,7 +136,15 @@ def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:
     elif results:
         print("\n".join(_text(r) for r in results))
     inputs.say_skipped()
-    return EXIT_OK if all(r.decision.allowed for r in results) else EXIT_DENIED
+    denied = sum(not r.decision.allowed for r in results)
+    warned = sum(r.decision.allowed and bool(r.mutation.warnings or r.decision.warnings) for r in results)
+    skipped = len(inputs.documents) - len(results)
+    print(
+        f"{len(results)} judged: {len(results) - denied - warned} allowed, {warned} allowed with warnings, "
+        f"{denied} denied; {skipped} skipped",
+        file=sys.stderr,
+    )
+    return EXIT_OK if not denied else EXIT_DENIED
 
 
 def _finding(problem: PolicyProblem, severity: str) -> dict[str, object]:

@@ -183,6 +183,12 @@ def cmd_test(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     for path, test in tests:
         report.outcomes.extend(run_test(path, test))
+    if args.selected:  # --run, as gator verify's: only the results whose test or resource it finds
+        pattern = re.compile(args.selected)
+        report.outcomes = [o for o in report.outcomes if pattern.search(o.test) or pattern.search(o.resource)]
+        if not report.outcomes:
+            print(f"no test or resource matches --run {args.selected!r}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if args.output == "json":
         print(json.dumps([outcome.__dict__ for outcome in report.outcomes], indent=2))
     elif args.output == "junit":
