@@ -114,3 +114,12 @@ def test_policy_tests_run_only_what_run_selects(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out and all("quota" in line for line in out)
     assert main(["test", str(EXAMPLES / "policies" / "tests"), "--run", "no-such-test"]) == 2
+
+
+def test_lint_accepts_an_intended_overlap_named_by_its_two_policies(capsys):
+    policies = str(EXAMPLES / "policies")
+    assert main(["lint", policies]) == 1
+    accepted = ["--allow-overlap", "inference,team-a-training", "--allow-overlap", "team-a-training,slices-everywhere"]
+    assert main(["lint", policies, *accepted]) == 0
+    assert "0 warnings" in capsys.readouterr().err
+    assert main(["lint", policies, "--allow-overlap", "only-one"]) == 2

@@ -171,13 +171,18 @@ def _precedence(policy: GPUPolicy) -> tuple[bool, int, str]:
     return (policy.namespace is not None, -policy.priority, policy.name)
 
 
-def overlapping_profiles(policies: Iterable[GPUPolicy]) -> list[PolicyProblem]:
-    """Pairs of policies that may decide the same pod with different default profiles."""
+def overlapping_profiles(
+    policies: Iterable[GPUPolicy], accepted: frozenset[frozenset[str]] = frozenset()
+) -> list[PolicyProblem]:
+    """Pairs of policies that may decide the same pod with different default profiles, but for
+    the pairs whose overlap was `accepted` (by name) as intended."""
     with_defaults = [p for p in policies if p.mig is not None and p.mig.default_profile]
     advice: list[PolicyProblem] = []
     for a, b in combinations(sorted(with_defaults, key=_precedence), 2):
         assert a.mig is not None and b.mig is not None
         if a.mig.default_profile == b.mig.default_profile or not _may_meet(a.match, b.match, a.namespace, b.namespace):
+            continue
+        if frozenset((a.name, b.name)) in accepted:
             continue
         why = "a higher priority" if a.priority != b.priority else "precedence (same priority: by name)"
         message = (

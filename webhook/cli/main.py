@@ -28,6 +28,13 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="the kubeconfig context (default: its current context)")
 
 
+def _policy_pair(text: str) -> tuple[str, str]:
+    names = [name.strip() for name in text.split(",")]
+    if len(names) != 2 or not all(names) or names[0] == names[1]:
+        raise argparse.ArgumentTypeError(f"{text!r}: give two policy names, e.g. team-a,slices-everywhere")
+    return names[0], names[1]
+
+
 def _regex(text: str) -> str:
     try:
         re.compile(text)
@@ -127,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lint.add_argument("paths", nargs="+", help="policy files or directories")
     lint.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
+    lint.add_argument(
+        "--allow-overlap",
+        action="append",
+        type=_policy_pair,
+        metavar="POLICY,POLICY",
+        help="two policies meant to decide the same pods differently (each setup of its own): not a warning; "
+        "repeatable",
+    )
     lint.set_defaults(run=cmd_lint)
     test = _command(
         commands,

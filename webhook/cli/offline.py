@@ -169,7 +169,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
         else:
             raise FileNotFoundError(f"{target}: not a policy directory or file")
     result = load_texts(texts, parse_quantity)
-    advice = [*result.advice, *overlapping_profiles(result.policies)]
+    accepted = frozenset(frozenset(pair) for pair in args.allow_overlap or ())
+    advice = [*result.advice, *overlapping_profiles(result.policies, accepted)]
     if args.output == "json":
         findings = [_finding(p, "error") for p in result.problems] + [_finding(a, "warning") for a in advice]
         summary = {"files": len(texts), "policies": [p.name for p in result.policies], "findings": findings}
