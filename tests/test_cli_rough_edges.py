@@ -123,3 +123,27 @@ def test_lint_accepts_an_intended_overlap_named_by_its_two_policies(capsys):
     assert main(["lint", policies, *accepted]) == 0
     assert "0 warnings" in capsys.readouterr().err
     assert main(["lint", policies, "--allow-overlap", "only-one"]) == 2
+
+
+def test_every_bad_setting_of_the_environment_is_named_on_a_line_of_its_own(tmp_path):
+    env = {
+        **os.environ,
+        "GPU_ADMISSION_FAIL_OPEN": "True",
+        "GPU_ADMISSION_AUDIT_SECONDS": "-1",
+        "GPU_ADMISSION_LOG_LEVEL": "loud",
+        "GPU_ADMISSION_READ_TIMEOUT": "nan",
+    }
+    done = subprocess.run(
+        [GPU_ADMISSION, "serve", "--cert-dir", str(tmp_path)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 4 and all(line.startswith("error: GPU_ADMISSION_") for line in lines)
+
+
+def test_the_containers_gunicorn_refuses_a_bad_environment_in_one_line_per_setting(tmp_path):
+    env = {**os.environ, "GPU_ADMISSION_THREADS": "many", "GPU_ADMISSION_CERT": str(tmp_path / "tls.crt")}
+    command = [sys.executable, "-m", "gunicorn", "-c", "python:webhook.serving.gunicorn_conf", "webhook.wsgi:app"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode != 0 and "error: GPU_ADMISSION_THREADS='many' is not a positive whole number" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -52,7 +52,7 @@ def configure(level: str = "INFO") -> None:
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger("gpu_admission")
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(level.upper())
     root.propagate = False
 
 

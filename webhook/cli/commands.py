@@ -92,6 +92,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not directory.exists():  # a typo would otherwise serve nothing, unready for ever
             raise InputError("--policies", f"{directory}: no such file or directory")
 
+    from webhook.environment import require_valid_environment
+
+    require_valid_environment(os.environ)
     # The arguments hold: now the process's environment. The master's and the worker's metrics add
     # up only if prometheus_client sees this before its first import.
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
