@@ -147,3 +147,21 @@ def test_the_containers_gunicorn_refuses_a_bad_environment_in_one_line_per_setti
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode != 0 and "error: GPU_ADMISSION_THREADS='many' is not a positive whole number" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_shell_completion_completes_commands_and_their_flags(shell, capsys, tmp_path):
+    assert main(["completion", shell]) == 0
+    completion = tmp_path / "completion.sh"
+    completion.write_text(capsys.readouterr().out)
+    if shell == "zsh":
+        assert completion.read_text().startswith("autoload -U +X bashcompinit")
+        return
+    probe = (
+        f"source {completion}; "
+        "COMP_WORDS=(gpu-admission va); COMP_CWORD=1; _gpu_admission; echo ${COMPREPLY[@]}; "
+        "COMP_WORDS=(gpu-admission certs generate --fo); COMP_CWORD=3; _gpu_admission; echo ${COMPREPLY[@]}"
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.stdout.split("\n")[:2] == ["validate", "--force"]
+    assert "--policy-snapshot" not in completion.read_text()

@@ -28,6 +28,13 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="the kubeconfig context (default: its current context)")
 
 
+def _print_completion(parser: argparse.ArgumentParser, shell: str) -> int:
+    from webhook.cli.completion import script
+
+    print(script(parser, shell), end="")
+    return 0
+
+
 def _policy_pair(text: str) -> tuple[str, str]:
     names = [name.strip() for name in text.split(",")]
     if len(names) != 2 or not all(names) or names[0] == names[1]:
@@ -262,6 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="also namespaced policies from labelled ConfigMaps in every namespace (each matches only its own)",
     )
     serve.set_defaults(run=cmd_serve)
+    completion = _command(
+        commands,
+        "completion",
+        "a shell completion script",
+        'Prints a completion script for bash or zsh: eval "$(gpu-admission completion bash)" in ~/.bashrc.',
+        "0 printed",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion.set_defaults(run=lambda args: _print_completion(parser, args.shell))
     certs = commands.add_parser("certs", help="TLS material", description="TLS material: generate or client.")
     certs_commands = certs.add_subparsers(dest="certs_command", required=True, metavar="{generate,client}")
     generate = _command(
