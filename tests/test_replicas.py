@@ -28,6 +28,7 @@ from tests.kube_fake import FakeKube
 from tests.test_serve_gunicorn import free_port
 from tests.test_serve_in_cluster import SERVICE_NAME
 from tests.test_server import review
+from webhook.cluster.shared_quota import parse_lease
 
 ROOT = Path(__file__).resolve().parent.parent
 NS = "gpu-admission"
@@ -195,7 +196,7 @@ def test_a_thousand_concurrent_creates_over_three_replicas_admit_exactly_the_lim
     )
     ledgers = [lease for lease in kube.items("leases") if lease["metadata"]["name"].startswith("gpu-admission-quota-")]
     (ledger,) = ledgers
-    assert len(json.loads(ledger["metadata"]["annotations"]["gpu-admission.io/reservations"])) == 5
+    assert len(parse_lease(ledger).entries) == 5
 
 
 def test_dry_run_over_every_replica_writes_nothing_and_reserves_nothing(kube, launch):

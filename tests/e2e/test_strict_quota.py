@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import time
+import uuid
 from collections.abc import Iterator
+from fractions import Fraction
 
 import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from policies.judge.usage import Usage
 from tests.e2e.balancer import Balancer
 from tests.e2e.controlplane.cluster import free_port
 from tests.e2e.harness import Installation, pod, policy_configmap, wait_for
 from tests.e2e.install import Replica
 from tests.e2e.policies import QUOTA
+from webhook.cluster.shared_quota import LEDGER_LABEL, RESERVATIONS, Entry, encode_entries, lease_name, parse_lease
 
 BUDGET = 5
 NAMESPACE = "race-a"
@@ -99,3 +104,51 @@ def test_three_replicas_admit_exactly_the_budget_of_twenty_times_as_many_concurr
     statuses = create_all(api, [f"again-{i}" for i in range(20)])
     assert sorted(statuses.values()).count(201) == 1, statuses
     assert len(gpu_pods(api)) == BUDGET
+
+
+BIG = """\
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: e2e-big-ledger
+spec:
+  match:
+    namespaces: [big-ledger]
+  quota:
+    scope: namespace
+    limits:
+      pods: 6000
+    action: deny
+    consistency: strict
+"""
+
+
+def test_a_ledger_of_five_thousand_reservations_stays_within_the_api_servers_limits(installation: Installation):
+    """An object's annotations may hold 256 KiB in all: the API server answers 422 past that. The
+    ledger of 4,999 live reservations is written, then a real admission adds the 5,000th."""
+    kubectl = installation.kubectl
+    kubectl.apply(policy_configmap("e2e-big-ledger", BIG))
+    kubectl.run("create", "namespace", "big-ledger")
+    wait_for(
+        lambda: kubectl.create(pod("probe", "big-ledger", gpus=1), "--dry-run=server", check=False).code == 0,
+        "the big-ledger policy loaded",
+    )
+    usage = Usage(Fraction(1), {}, 1, 1)
+    expires = time.time() + 3600
+    entries = [Entry(str(uuid.uuid4()), expires, usage) for _ in range(4999)]
+    name = lease_name(("e2e-big-ledger", "big-ledger"))
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": name,
+            "namespace": "gpu-admission",
+            "labels": {LEDGER_LABEL: "true"},
+            "annotations": {RESERVATIONS: encode_entries(entries)},
+        },
+        "spec": {"holderIdentity": "e2e"},
+    }
+    kubectl.run("apply", "--server-side", "-f", "-", stdin=json.dumps(lease))
+    assert kubectl.create(pod("five-thousandth", "big-ledger", gpus=1)).code == 0
+    stored = kubectl.get("lease", name, "-n", "gpu-admission")
+    assert len(parse_lease(stored).entries) == 5000
