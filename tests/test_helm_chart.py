@@ -168,3 +168,20 @@ def test_values_reach_the_objects():
 def test_values_the_schema_refuses(values):
     with pytest.raises(helm.HelmValuesError):
         helm.Chart.load(str(CHART)).validate_schema(values)
+
+
+def test_the_chart_with_webhook_url_renders_the_webhook_configurations_of_the_e2e_overlay(tmp_path):
+    """The e2e suite installs deploy/base with each webhook's clientConfig a url on loopback; the
+    chart with webhookURL on the same address must give the API server the same configurations."""
+    from tests.e2e.install import overlay
+
+    kinds = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    rendered = keyed(o for o in render(webhookURL="https://127.0.0.1:18443") if o["kind"] in kinds)
+    done = subprocess.run(
+        [KUBECTL, "kustomize", str(overlay(tmp_path / "overlay", 18443))], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    applied = keyed(o for o in yaml.safe_load_all(done.stdout) if o and o["kind"] in kinds)
+    for configuration in (*rendered.values(), *applied.values()):
+        configuration["metadata"].pop("labels", None)
+    assert rendered == applied
