@@ -101,10 +101,17 @@ def make_serving(
     return _leaf(ca, now, dns_names[0], validity, ExtendedKeyUsageOID.SERVER_AUTH, names)
 
 
-def make_client(ca: Pair, now: dt.datetime, common_name: str, validity: dt.timedelta = SERVING_VALIDITY) -> Pair:
+def make_client(
+    ca: Pair,
+    now: dt.datetime,
+    common_name: str,
+    validity: dt.timedelta = SERVING_VALIDITY,
+    organization: str = "",
+) -> Pair:
     """A client certificate (client-auth key usage): what the API server presents to a webhook
-    that requires one (an AdmissionConfiguration's kubeConfigFile names it)."""
-    return _leaf(ca, now, common_name, validity, ExtendedKeyUsageOID.CLIENT_AUTH)
+    that requires one (an AdmissionConfiguration's kubeConfigFile names it). The organization is
+    the group Kubernetes reads from it (`system:masters` for an administrator)."""
+    return _leaf(ca, now, common_name, validity, ExtendedKeyUsageOID.CLIENT_AUTH, organization=organization)
 
 
 def _leaf(
@@ -114,12 +121,16 @@ def _leaf(
     validity: dt.timedelta,
     usage: x509.ObjectIdentifier,
     names: x509.SubjectAlternativeName | None = None,
+    organization: str = "",
 ) -> Pair:
     """A certificate `ca` signs for one use (server or client auth), never outliving the CA."""
     key = ec.generate_private_key(ec.SECP256R1())
+    subject = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if organization:
+        subject.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
     builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .subject_name(x509.Name(subject))
         .issuer_name(ca.certificate.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
