@@ -1,25 +1,11 @@
-"""Numbers the process reads from its environment (GPU_ADMISSION_*), checked where they are read:
-a bad value is one clear line and exit 2 at start, never a traceback from deep inside gunicorn."""
+"""The GPU_ADMISSION_* settings the process reads from its environment, and what each must be (one
+table): a bad value is one clear line and exit 2 at start, never a traceback from deep inside
+gunicorn."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-
-
-def positive_setting(env: Mapping[str, str], name: str, default: str, whole: bool = False) -> float:
-    """A number from the environment, or one clear line and exit 2 (never a traceback at start)."""
-    text = env.get(name, default)
-    try:
-        value = int(text) if whole else float(text)
-    except ValueError:
-        value = 0
-    if not value > 0:
-        kind = "a positive whole number" if whole else "a positive number"
-        print(f"error: {name}={text!r} is not {kind}", file=sys.stderr)
-        raise SystemExit(2)
-    return value
-
 
 # What each setting must be; read where it is used, checked here all at once at start.
 WHOLE = ("GPU_ADMISSION_THREADS", "GPU_ADMISSION_CONNECTIONS")
@@ -66,3 +52,9 @@ def require_valid_environment(env: Mapping[str, str]) -> None:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
         raise SystemExit(2)
+
+
+def number(env: Mapping[str, str], name: str, default: str) -> float:
+    """A numeric setting, held to its rule in the table above (one line and exit 2 if it breaks it)."""
+    require_valid_environment({name: env[name]} if name in env else {})
+    return float(env.get(name, default))

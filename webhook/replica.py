@@ -19,7 +19,7 @@ from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
 from policies.errors import PolicyProblem
 from webhook import logs
 from webhook.cluster import identity  # imported here: fixes this replica's name in the master, before the fork
-from webhook.environment import positive_setting
+from webhook.environment import number
 from webhook.serving import background
 from webhook.serving.server import WebhookServer
 from webhook.sources.directories import DirectoryWatcher
@@ -61,8 +61,8 @@ class ServerConfig:
             serving_names=tuple(n.strip() for n in env.get("GPU_ADMISSION_SERVING_NAMES", "").split(",") if n.strip()),
             cert_dir=Path(cert).parent,
             client_ca=Path(env["GPU_ADMISSION_CLIENT_CA"]) if env.get("GPU_ADMISSION_CLIENT_CA") else None,
-            threads=int(positive_setting(env, "GPU_ADMISSION_THREADS", "32", whole=True)),
-            cert_sync_seconds=positive_setting(env, "GPU_ADMISSION_CERT_SYNC_SECONDS", "30"),
+            threads=int(number(env, "GPU_ADMISSION_THREADS", "32")),
+            cert_sync_seconds=number(env, "GPU_ADMISSION_CERT_SYNC_SECONDS", "30"),
         )
 
 

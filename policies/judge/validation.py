@@ -25,8 +25,6 @@ from policies.request import Operation, RequestInfo
 _AUDIT_KEY = re.compile(r"[^a-z0-9.-]+")
 
 
-# A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
-# the cost (a frozen dataclass sets each field through object.__setattr__).
 def audit_key(name: str, digest: bool = False) -> str:
     """An audit annotation key: lower-case letters, digits, '-' and '.', at most 63 characters,
     alphanumeric at both ends; with `digest`, ending in 8 hex digits of the whole name."""
@@ -37,6 +35,8 @@ def audit_key(name: str, digest: bool = False) -> str:
     return key[:63].strip("-.") or "audit"
 
 
+# A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
+# the cost (a frozen dataclass sets each field through object.__setattr__).
 class Decision(NamedTuple):
     allowed: bool
     verdicts: tuple[Verdict, ...] = ()

@@ -30,9 +30,14 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> No
     --kubeconfig and --context), else the pod's service account in a cluster, else KUBECONFIG
     (read at call time, not at the client's import)."""
     if kubeconfig or context:
-        config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"), context=context)
+        load_kubeconfig(kubeconfig, context)
         return
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+        load_kubeconfig()
+
+
+def load_kubeconfig(kubeconfig: str | None = None, context: str | None = None) -> None:
+    """A kubeconfig as kubectl finds it: the file named, else KUBECONFIG, else ~/.kube/config."""
+    config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"), context=context)

@@ -11,7 +11,6 @@ for a view; the webhook itself never compares clocks).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from policies.judge.ledger import Ledger
-from webhook.cluster.identity import api_client
+from webhook.cluster.identity import api_client, load_kubeconfig
 from webhook.cluster.shared_quota import LEDGER_LABEL, parse_lease
 from webhook.sources.configmaps import POLICY_LABEL, texts_of
 
@@ -61,7 +60,7 @@ def read_live(
     namespace: str | None, policy_namespace: str, kubeconfig: str | None = None, context: str | None = None
 ) -> LiveState:
     try:
-        config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"), context=context)
+        load_kubeconfig(kubeconfig, context)
     except (config.ConfigException, OSError) as error:
         raise Unreachable(f"no cluster to read ({error}); give --cluster-state FILE to work offline") from None
     try:

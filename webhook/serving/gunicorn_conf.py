@@ -33,17 +33,15 @@ def _empty_multiprocess_directory() -> None:
 
 _empty_multiprocess_directory()
 
-from webhook.environment import positive_setting, require_valid_environment  # noqa: E402
+from webhook.environment import number, require_valid_environment  # noqa: E402
 from webhook.serving.tls import ReloadingContext  # noqa: E402  (after the emptying, which must come first)
 
 require_valid_environment(os.environ)  # one line per bad setting and exit 2, before gunicorn starts
 bind = os.environ.get("GPU_ADMISSION_BIND", "0.0.0.0:8443")
 workers = 1
-threads = int(positive_setting(os.environ, "GPU_ADMISSION_THREADS", "32", whole=True))
+threads = int(number(os.environ, "GPU_ADMISSION_THREADS", "32"))
 worker_class = "webhook.serving.worker.ConnectionWorker"
-worker_connections = int(
-    positive_setting(os.environ, "GPU_ADMISSION_CONNECTIONS", "512", whole=True)
-)  # open connections, then refused
+worker_connections = int(number(os.environ, "GPU_ADMISSION_CONNECTIONS", "512"))  # open, then refused
 keepalive = 120
 timeout = 30
 graceful_timeout = 20
