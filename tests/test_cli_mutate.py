@@ -16,7 +16,7 @@ kind: Pod
 metadata:
   name: train
   namespace: ml
-  annotations: {gpu-admission.io/gpu-memory: 15Gi}
+  annotations: {gpu-admission.io/gpu-memory: 15Gi, gpu-admission.io/gpu-model: H100-80GB}
 spec:
   containers:
     - name: main

@@ -90,7 +90,7 @@ def test_single_strategy_steers_only_to_the_models_with_free_slices_of_the_profi
     terms = result.object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     values = terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
     names = ("H100-80GB-HBM3", "H100-PCIe", "H800", "H800-PCIe")
-    exclusive = [f"NVIDIA-{name}-MIG-1g.10gb" for name in names]
+    exclusive = [f"NVIDIA-{name}-MIG-1g.10gb" for name in names] + [f"{name}-MIG-1g.10gb" for name in names]
     assert values == exclusive + [f"{label}-SHARED" for label in exclusive]  # time-sliced nodes too
 
 

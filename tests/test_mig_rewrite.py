@@ -259,8 +259,9 @@ def test_single_strategy_keeps_nvidia_gpu_and_steers_to_mig_nodes(model, profile
     spec = result.object["spec"]
     required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     expression = required["nodeSelectorTerms"][0]["matchExpressions"][0]
-    shared = [f"{label}-SHARED" for label in labels]  # time-sliced nodes of the same split
-    assert expression == {"key": "nvidia.com/gpu.product", "operator": "In", "values": labels + shared}
+    exclusive = labels + [label.removeprefix("NVIDIA-") for label in labels]  # drivers before R470 too
+    shared = [f"{label}-SHARED" for label in exclusive]  # time-sliced nodes of the same split
+    assert expression == {"key": "nvidia.com/gpu.product", "operator": "In", "values": exclusive + shared}
 
 
 def test_single_strategy_adds_the_product_requirement_to_every_existing_affinity_term():
@@ -287,7 +288,12 @@ def test_single_strategy_keeps_the_pods_own_node_selector_and_adds_the_products_
         {
             "key": "nvidia.com/gpu.product",
             "operator": "In",
-            "values": ["NVIDIA-B200-MIG-3g.90gb", "NVIDIA-B200-MIG-3g.90gb-SHARED"],
+            "values": [
+                "NVIDIA-B200-MIG-3g.90gb",
+                "B200-MIG-3g.90gb",
+                "NVIDIA-B200-MIG-3g.90gb-SHARED",
+                "B200-MIG-3g.90gb-SHARED",
+            ],
         }
     ]
 

@@ -13,7 +13,7 @@ is about to change, so it offers nothing until it is done."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from policies.gpu.catalog import Catalog
 from policies.gpu.models import (
@@ -46,6 +46,10 @@ class Capacity(Protocol):
         """The least real memory GFD reports for `profile` on nodes of `model` (MiB), if any does."""
         ...
 
+    def has_model(self, model: str) -> bool:
+        """Whether some node of the GPU model `model` is known (free or not, settled or not)."""
+        ...
+
 
 class NoCapacity:
     known = False
@@ -55,6 +59,9 @@ class NoCapacity:
 
     def memory_mib(self, model: str, profile: str) -> int | None:
         return None
+
+    def has_model(self, model: str) -> bool:
+        return False
 
 
 class NodeGpus(NamedTuple):
@@ -67,6 +74,7 @@ class NodeGpus(NamedTuple):
     labels: Mapping[str, str] = {}
 
 
+K = TypeVar("K")
 Slot = tuple[str, str | None, str]  # (GPU model key, profile name or None for whole GPUs, resource)
 
 
@@ -90,6 +98,8 @@ class CapacityLedger:
         self._memory_on: dict[str, dict[tuple[str, str], int]] = {}  # node -> (model, profile) -> MiB
         self._memory: dict[tuple[str, str], dict[int, int]] = {}  # (model, profile) -> MiB -> nodes
         self._unsettled: set[str] = set()  # nodes being split anew (mig.config.state not success)
+        self._model_of: dict[str, str] = {}  # node -> GPU model key
+        self._model_nodes: dict[str, int] = {}  # GPU model key -> nodes
 
     def free(self, model: str, profile: str | None, resource: str) -> int:
         slot = (model, profile, resource)
@@ -98,6 +108,9 @@ class CapacityLedger:
     def memory_mib(self, model: str, profile: str) -> int | None:
         figures = self._memory.get((model, profile))
         return min(figures) if figures else None
+
+    def has_model(self, model: str) -> bool:
+        return model in self._model_nodes
 
     @property
     def unsettled(self) -> int:
@@ -123,6 +136,8 @@ class CapacityLedger:
         found = self.catalog.from_product_label(product) if product else None
         if found is None:
             return
+        self._model_of[name] = found[0].key
+        _add(self._model_nodes, found[0].key, 1)
         state = labels.get(CONFIG_STATE_LABEL)
         if state is not None and state != SETTLED:
             self._unsettled.add(name)
@@ -173,6 +188,7 @@ class CapacityLedger:
         slots = self._slots.pop(name, None)
         if slots is None:
             return
+        _add(self._model_nodes, self._model_of.pop(name), -1)
         self._unsettled.discard(name)
         for resource, amount in self._allocatable.pop(name).items():
             if resource in slots:
@@ -237,9 +253,9 @@ def node_gpus(raw: Mapping[str, Any], parse_quantity: QuantityParser) -> NodeGpu
     return NodeGpus(str(metadata.get("name", "")), product, gpus, nvidia)
 
 
-def _add(sums: dict[Slot, int], slot: Slot, amount: int) -> None:
-    total = sums.get(slot, 0) + amount
+def _add(sums: dict[K, int], key: K, amount: int) -> None:
+    total = sums.get(key, 0) + amount
     if total:
-        sums[slot] = total
+        sums[key] = total
     else:
-        sums.pop(slot, None)
+        sums.pop(key, None)

@@ -6,9 +6,10 @@ covers `gpu-memory`, the policy's `defaultProfile`. A `gpu-memory` need keeps he
 whose *named* memory covers it (real memory is never more); which of them really hold it is
 settled per request against the real figures (`sized`): GFD's node labels where the cluster is
 known, NVIDIA's observed sizes otherwise. Models come from `gpu-model` or the policy's
-`gpuModels` (in order of preference). One MIG device per container: N > 1 whole GPUs are never
-turned into N slices. It depends only on the policy and those texts, so the planner keeps each
-answer for the policy set's life (policies.gpu.mig).
+`gpuModels` (in order of preference), else every model the catalog knows (least of a GPU first).
+One MIG device per container: N > 1 whole GPUs are never turned into N slices. It depends only
+on the policy and those texts, so the planner keeps each answer for the policy set's life
+(policies.gpu.mig).
 """
 
 from __future__ import annotations
@@ -136,8 +137,9 @@ class ProfileChoice:
             need = self.parse_quantity(text)
         except (ValueError, TypeError, ArithmeticError):
             return Refusal(f"gpu-memory {text!r} is not a Kubernetes quantity (e.g. 15Gi)")
-        if not models:
-            return Refusal("gpu-memory needs a GPU model to size against: set gpu-model or the policy's mig.gpuModels")
+        # No gpuModels: every catalog model is sized; which of them the cluster has is settled
+        # per request against its nodes (MigPlanner.pick), as free capacity is.
+        models = models or self.catalog.models
         fitting = [
             sorted(
                 (p for p in m.profiles if p.chosen_unasked and self.spec.allows(p.name) and p.memory_gb * GIB >= need),
@@ -154,7 +156,11 @@ class ProfileChoice:
         if not options:
             where = ", ".join(m.key for m in models)
             return Refusal(f"no allowed MIG profile of {where} has {_gib(need)} of memory")
-        return Choice(tuple(Option(p, tuple(ms)) for p, ms in options.values()), f"gpu-memory {text}", need)
+        found = [Option(p, tuple(ms)) for p, ms in options.values()]
+        if not self.spec.gpu_models:
+            # No preference of the policy's: the least of a GPU that holds the need comes first.
+            found.sort(key=lambda o: (min(m.weight(o.profile) for m in o.models), o.profile.memory_gb))
+        return Choice(tuple(found), f"gpu-memory {text}", need)
 
 
 def sized(choice: Choice, memory_of: MemoryOf) -> Choice | Refusal:

@@ -9,7 +9,7 @@ part runs every request; every GPU resource then meets the gate (policies.gpu.ga
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from policies.containers import ContainerView
@@ -189,9 +189,16 @@ class MigPlanner:
 
     def pick(self, container: ContainerView, choice: Choice, warnings: list[str]) -> Rewrite:
         """The first option with free capacity on one of its models; the best one if none has any."""
-        best = choice.options[0]
         if not self.capacity.known:
+            best = choice.options[0]
+            if choice.need is not None and not self.spec.gpu_models:
+                warnings.append(
+                    f"{container.name}: sized against every MIG-capable model (no GPU nodes known and no "
+                    f"mig.gpuModels): {best.profile.name} of {best.models[0].key}"
+                )
             return Rewrite(container, best.profile, best.models, _why(choice, best))
+        choice = self.in_cluster(choice)
+        best = choice.options[0]
         single = self.spec.strategy is Strategy.SINGLE
         for option in choice.options:
             resource = WHOLE_GPU_RESOURCE if single else option.profile.resource
@@ -203,6 +210,18 @@ class MigPlanner:
                 return Rewrite(container, option.profile, option.models, _why(choice, option))
         warnings.append(f"{container.name}: no free {best.profile.name} slice in the cluster now; the pod will wait")
         return Rewrite(container, best.profile, best.models, _why(choice, best))
+
+    def in_cluster(self, choice: Choice) -> Choice:
+        """Without the policy's own gpuModels every catalog model was sized: only those the
+        cluster has nodes of are offered (all of them where it has none of any)."""
+        if self.spec.gpu_models:
+            return choice
+        kept = []
+        for option in choice.options:
+            models = tuple(m for m in option.models if self.capacity.has_model(m.key))
+            if models:
+                kept.append(replace(option, models=models))
+        return replace(choice, options=tuple(kept)) if kept else choice
 
     def single_strategy_conflicts(self, pod: PodView, rewrites: tuple[Rewrite, ...]) -> list[Problem]:
         """Node constraints of the pod's own that reach none of the MIG nodes needed."""
@@ -240,5 +259,5 @@ def single_strategy_labels(rewrites: tuple[Rewrite, ...]) -> tuple[str, ...]:
     labels: dict[str, None] = {}
     for rewrite in rewrites:
         for model in rewrite.models:
-            labels.update(dict.fromkeys(model.single_strategy_labels(rewrite.profile)))
+            labels.update(dict.fromkeys(model.single_strategy_labels(rewrite.profile, legacy=True)))
     return tuple(labels)

@@ -107,7 +107,8 @@ class GpuModel:
 
     def base_labels(self, legacy: bool = False) -> tuple[str, ...]:
         """The product names GFD writes for this model: NVML's, and with `legacy` the same without
-        `NVIDIA-` (drivers before R470 reported names so: recognised, never steered to)."""
+        `NVIDIA-` (drivers before R470 reported names so: recognised, and steered to under the single
+        strategy)."""
         if not legacy:
             return self.product_labels
         old = tuple(label.removeprefix(NVIDIA_PREFIX) for label in self.product_labels if label[:7] == NVIDIA_PREFIX)
