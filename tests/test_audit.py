@@ -242,3 +242,31 @@ def test_the_real_audit_process_runs_against_the_cluster(kube, tmp_path):
     summary = auditor.run_once("test")
     assert summary is not None and summary["judged"] == 3
     assert kube.get("policyreports", "team-a", "gpu-admission")["summary"]["fail"] == 2
+
+
+class _ReportsApi:
+    """CustomObjectsApi as the API server answers while namespace `ending` is being deleted."""
+
+    seen: list[str] = []
+
+    def __init__(self, api: object) -> None:
+        pass
+
+    def create_namespaced_custom_object(self, group, version, namespace, plural, body, **kwargs):
+        from kubernetes.client.exceptions import ApiException
+
+        if namespace == "ending":
+            error = ApiException(status=403, reason="Forbidden")
+            error.body = '{"reason":"Forbidden","details":{"causes":[{"reason":"NamespaceTerminating"}]}}'
+            raise error
+        _ReportsApi.seen.append(namespace)
+
+
+def test_a_namespace_being_deleted_does_not_fail_the_audit_of_the_others(monkeypatch):
+    from webhook.cluster import audit_io
+
+    monkeypatch.setattr(audit_io.client, "CustomObjectsApi", _ReportsApi)
+    _ReportsApi.seen = []
+    reports = [{"metadata": {"namespace": ns, "name": "gpu-admission"}} for ns in ("a", "ending", "b")]
+    assert audit_io.write_reports(object(), reports, {}) == 2
+    assert _ReportsApi.seen == ["a", "b"]

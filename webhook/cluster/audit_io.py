@@ -94,16 +94,32 @@ def write_reports(api: client.ApiClient, reports: list[dict[str, Any]], before: 
         if old is not None:
             body["metadata"] = {**report["metadata"], "resourceVersion": old["metadata"].get("resourceVersion")}
         plural = "policyreports" if namespace else "clusterpolicyreports"
-        if namespace and old is None:
-            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, body, **RAW)
-        elif namespace:
-            custom.replace_namespaced_custom_object(GROUP, VERSION, namespace, plural, NAME, body, **RAW)
+        if namespace:
+            try:
+                if old is None:
+                    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, body, **RAW)
+                else:
+                    custom.replace_namespaced_custom_object(GROUP, VERSION, namespace, plural, NAME, body, **RAW)
+            except ApiException as error:
+                if not _passing(error):
+                    raise
+                log.info("audit report of %s not written this pass: %s %s", namespace, error.status, error.reason)
+                continue
         elif old is None:
             custom.create_cluster_custom_object(GROUP, VERSION, plural, body, **RAW)
         else:
             custom.replace_cluster_custom_object(GROUP, VERSION, plural, NAME, body, **RAW)
         written += 1
     return written
+
+
+def _passing(error: ApiException) -> bool:
+    """A namespace's report that one pass cannot write and the next settles: the namespace is
+    being deleted (403 NamespaceTerminating) or gone (404), or the report changed meanwhile
+    (409). One namespace never fails the whole audit."""
+    if error.status in (404, 409):
+        return True
+    return error.status == 403 and "NamespaceTerminating" in str(error.body or "")
 
 
 def _same(old: dict[str, Any], new: dict[str, Any]) -> bool:
