@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policies.gpu import cloud
 from policies.gpu.catalog import CATALOG
 from policies.gpu.models import GpuModel
 from policies.judge.usage import effective_gpu_requests, pod_usage
@@ -44,6 +45,30 @@ def _nodes() -> list[Node]:
     for strategy in ("none", "mixed", "single"):
         nodes.append(Node({PRODUCT: "NVIDIA-GPU-FROM-THE-FUTURE", STRATEGY: strategy, "zone": "a"}, None, None, False))
     nodes.append(Node({"zone": "a"}, None, None, False))
+    return nodes + _cloud_nodes()
+
+
+def _cloud_nodes() -> list[Node]:
+    """Nodes as the providers label them (policies.gpu.cloud's sources): GKE pools whole or split
+    into one partition, with no GFD label; EKS, AKS and CoreWeave nodes with GFD's labels beside
+    the provider's, or without them; GPUs without MIG."""
+    nodes: list[Node] = []
+    for key, table in cloud.ACCELERATOR_LABELS.items():
+        for value, keys in table.items():
+            nodes.append(
+                Node({key: value, "zone": "a"}, CATALOG.model(keys[0]) if len(keys) == 1 else None, None, False)
+            )
+            for model in map(CATALOG.model, keys):
+                if key == cloud.GKE_ACCELERATOR:
+                    for profile in model.profiles:
+                        labels = {key: value, cloud.GKE_PARTITION: profile.name.replace("+", "."), "zone": "a"}
+                        nodes.append(Node(labels, model, profile.name, False))
+                    continue
+                product = model.product_labels[0]
+                nodes.append(Node({key: value, PRODUCT: product, STRATEGY: "mixed", "zone": "a"}, model, None, False))
+                profile = model.profiles[0]
+                split = {key: value, PRODUCT: f"{product}-MIG-{profile.name}", STRATEGY: "single", "zone": "a"}
+                nodes.append(Node(split, model, profile.name, False))
     return nodes
 
 
@@ -123,19 +148,23 @@ def held_on(raw: dict[str, Any], node: Node) -> tuple[Fraction, Fraction, int] |
     return owned, shared, gpus
 
 
+CLOUD_KEYS = [cloud.GKE_ACCELERATOR, cloud.GKE_PARTITION, cloud.KARPENTER_AWS_GPU, cloud.COREWEAVE_CLASS]
 LABELS = sorted({n.labels[PRODUCT] for n in NODES if PRODUCT in n.labels})
+CLOUD_VALUES = sorted({v for n in NODES for k, v in n.labels.items() if k in CLOUD_KEYS} | {"nvidia-future"})
 requirement = st.fixed_dictionaries(
     {
-        "key": st.sampled_from([PRODUCT, PRODUCT, STRATEGY, "zone"]),
+        "key": st.sampled_from([PRODUCT, PRODUCT, STRATEGY, "zone", *CLOUD_KEYS]),
         "operator": st.sampled_from(["In", "In", "In", "NotIn", "Exists", "DoesNotExist", "Gt"]),
     }
 ).flatmap(
     lambda r: (
         st.just(r)
         if r["operator"] in ("Exists", "DoesNotExist")
-        else st.lists(st.sampled_from([*LABELS, "single", "mixed", "none", "a", "3"]), min_size=1, max_size=4).map(
-            lambda values: {**r, "values": values[:1] if r["operator"] == "Gt" else values}
-        )
+        else st.lists(
+            st.sampled_from(CLOUD_VALUES if r["key"] in CLOUD_KEYS else [*LABELS, "single", "mixed", "none", "a", "3"]),
+            min_size=1,
+            max_size=4,
+        ).map(lambda values: {**r, "values": values[:1] if r["operator"] == "Gt" else values})
     )
 )
 RESOURCES = [
@@ -164,9 +193,8 @@ def gpu_pods(draw):
     if inits:
         spec["initContainers"] = [container(f"i{i}", sidecar) for i, sidecar in enumerate(inits)]
     if draw(st.booleans()):
-        spec["nodeSelector"] = {
-            draw(st.sampled_from([PRODUCT, STRATEGY, "zone"])): draw(st.sampled_from([*LABELS, "single", "a"]))
-        }
+        key = draw(st.sampled_from([PRODUCT, STRATEGY, "zone", *CLOUD_KEYS]))
+        spec["nodeSelector"] = {key: draw(st.sampled_from(CLOUD_VALUES if key in CLOUD_KEYS else [*LABELS, "single"]))}
     if draw(st.booleans()):
         terms = draw(st.lists(st.lists(requirement, min_size=1, max_size=3), min_size=1, max_size=3))
         spec["affinity"] = {

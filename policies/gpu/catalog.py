@@ -9,6 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from policies.gpu.cloud import gke_accelerators
 from policies.gpu.models import (
     ALIASES,
     HAMI_RESOURCES,
@@ -46,6 +47,7 @@ class NodeKind:
     profile: Profile | None = None  # single strategy: every GPU of the node split into this profile
     shared: bool = False  # time-sliced or MPS (`-SHARED`): each replica is a share of a device
     invalid: bool = False  # single strategy split unevenly (`-MIG-INVALID`): never a target
+    partitioned: bool = False  # a GKE node pool split into `profile` (policies.gpu.cloud), no GFD label
 
     @property
     def split(self) -> bool:
@@ -91,6 +93,7 @@ class Catalog:
     models: tuple[GpuModel, ...] = MODELS
     _by_key: dict[str, GpuModel] = field(init=False, repr=False, compare=False)
     _by_label: dict[str, NodeKind] = field(init=False, repr=False, compare=False)
+    _kinds: tuple[NodeKind, ...] = field(init=False, repr=False, compare=False)
     _profile_names: list[str] = field(init=False, repr=False, compare=False)
     _resource_names: dict[str, str] = field(init=False, repr=False, compare=False)
     _resources: dict[str, GpuResource] = field(init=False, repr=False, compare=False)
@@ -111,8 +114,15 @@ class Catalog:
                 for label in model.single_strategy_labels(profile, legacy=True):
                     by_label[label] = NodeKind(label, model, profile, shared=label.endswith(SHARED_SUFFIX))
                 by_resource.setdefault(profile.resource, []).append(profile)
+        partitions = tuple(
+            NodeKind(None, by_key[key], profile, partitioned=True)
+            for key in dict.fromkeys(k for keys in gke_accelerators().values() for k in keys)
+            if key in by_key
+            for profile in by_key[key].profiles
+        )
         object.__setattr__(self, "_by_key", by_key)
         object.__setattr__(self, "_by_label", by_label)
+        object.__setattr__(self, "_kinds", (*by_label.values(), *partitions, UNKNOWN_NODE))
         object.__setattr__(self, "_profile_names", sorted({p.name for m in self.models for p in m.profiles}))
         object.__setattr__(self, "_resource_names", {r: ps[0].name for r, ps in by_resource.items()})
         object.__setattr__(self, "_resources", {})
@@ -129,8 +139,9 @@ class Catalog:
 
     @property
     def node_kinds(self) -> tuple[NodeKind, ...]:
-        """Every kind of node the catalog knows, and a node of a label it does not (UNKNOWN_NODE)."""
-        return (*self._by_label.values(), UNKNOWN_NODE)
+        """Every kind of node the catalog knows (by GFD's label, and GKE's partitioned pools), and
+        a node of a label it does not (UNKNOWN_NODE)."""
+        return self._kinds
 
     def resource(self, name: str) -> GpuResource:
         """What an extended resource under nvidia.com/ is (names are few: each is worked out once)."""

@@ -76,7 +76,9 @@ class ProfileChoice:
         model_key: str | None,
         requests: Decimal | None,
         limits: Decimal | None,
+        pinned: tuple[GpuModel, ...] = (),
     ) -> Outcome:
+        """`pinned`: the models a cloud label pins the pod to (policies.gpu.cloud), if any."""
         if requests is not None and limits is not None and requests != limits:
             return Refusal(f"nvidia.com/gpu requests ({requests}) must equal limits ({limits})")
         count = limits if limits is not None else requests
@@ -86,6 +88,10 @@ class ProfileChoice:
         models = self.candidate_models(model_key)
         if isinstance(models, Refusal):
             return models
+        if pinned:
+            models = self.within_pin(models, pinned)
+            if isinstance(models, Refusal):
+                return models
         if count != 1:
             if explicit or memory_text:
                 return Refusal(
@@ -114,6 +120,15 @@ class ProfileChoice:
             allowed = ", ".join(m.key for m in self.spec.gpu_models)
             return Refusal(f"gpu-model {key} is not allowed here (allowed: {allowed})")
         return (model,)
+
+    def within_pin(self, models: tuple[GpuModel, ...], pinned: tuple[GpuModel, ...]) -> tuple[GpuModel, ...] | Refusal:
+        """The candidate models the pod's own pin reaches (all it pins, where the policy names none)."""
+        kept = tuple(m for m in models if m in pinned) if models else pinned
+        if not kept:
+            where = ", ".join(m.key for m in pinned)
+            allowed = ", ".join(m.key for m in models)
+            return Refusal(f"the pod is pinned to {where} nodes, which this policy's models ({allowed}) do not include")
+        return kept
 
     def named(self, name: str, models: tuple[GpuModel, ...], why: str) -> Choice | Refusal:
         if not self.spec.allows(name):

@@ -16,6 +16,7 @@ from policies.containers import ContainerView
 from policies.gpu.capacity import Capacity, NoCapacity
 from policies.gpu.catalog import Catalog
 from policies.gpu.choices import Choice, KeepWhole, Option, Outcome, ProfileChoice, Refusal, sized
+from policies.gpu.cloud import GKE_ACCELERATOR, GKE_PARTITION
 from policies.gpu.gate import Device, Gated, named_devices, one_device_each, pin_for
 from policies.gpu.models import (
     HAMI_RESOURCES,
@@ -25,7 +26,7 @@ from policies.gpu.models import (
     GpuModel,
     Profile,
 )
-from policies.gpu.placement import admits, only_shared
+from policies.gpu.placement import CloudPin, admits, cloud_pin, only_shared
 from policies.model.policy import GPUPolicy, MigSpec, Strategy
 from policies.pod import PodView
 from policies.quantity import QuantityParser
@@ -62,6 +63,7 @@ class MigPlan:
     warnings: tuple[str, ...] = ()
     pin: tuple[str, ...] = ()  # mixed strategy: product labels the pod must land on (policies.gpu.gate)
     pin_why: str = ""
+    gke: bool = False  # pinned to a GKE accelerator: slices are GKE's partitions (policies.gpu.cloud)
 
     @property
     def models(self) -> tuple[GpuModel, ...]:
@@ -100,13 +102,19 @@ class MigPlanner:
         problems: list[Problem] = []
         warnings: list[str] = []
         sharing = shares_devices(pod, self.catalog)
+        pin = cloud_pin(pod.placement)
+        unsplittable = _unsplittable(pin)
+        pinned = tuple(self.catalog.model(k) for k in pin.models) if pin and not unsplittable else ()
         for container in pod.all_containers:
             if not container.wants_whole_gpu:
                 continue
             if sharing:
                 warnings.append(f"{container.name}: not turned into a MIG slice: {sharing}")
                 continue
-            outcome = self.outcome(pod, container)
+            outcome = self.outcome(pod, container, pinned)
+            if outcome is not None and unsplittable:
+                warnings.append(f"{container.name}: not turned into a MIG slice: {unsplittable}")
+                continue
             if isinstance(outcome, Refusal):
                 problems.append(Problem(self.policy.name, f"{container.path}.resources", outcome.reason))
             elif isinstance(outcome, KeepWhole):
@@ -116,25 +124,23 @@ class MigPlanner:
                 if isinstance(fitting, Refusal):
                     problems.append(Problem(self.policy.name, f"{container.path}.resources", fitting.reason))
                 else:
-                    rewrites.append(self.pick(container, fitting, warnings))
-        if self.spec.strategy is Strategy.SINGLE and rewrites:
+                    rewrites.append(self.pick(container, fitting, warnings, bool(pinned)))
+        gke = bool(pin and pin.key == GKE_ACCELERATOR and pinned)  # GKE's own partitions, not GFD's resources
+        if self.spec.strategy is Strategy.SINGLE and rewrites and not gke:
             problems.extend(self.single_strategy_conflicts(pod, tuple(rewrites)))
-        gated = self.gate(pod, rewrites, added)
+        gated = self.gate(pod, rewrites, added, gke)
         problems.extend(Problem(self.policy.name, path, reason) for path, reason in gated.problems)
-        if self.spec.strategy is Strategy.SINGLE and len({r.profile.name for r in rewrites}) > 1:
+        if (self.spec.strategy is Strategy.SINGLE or gke) and len({r.profile.name for r in rewrites}) > 1:
             names = ", ".join(sorted({f"{r.container.name}={r.profile.name}" for r in rewrites}))
-            problems.append(
-                Problem(
-                    self.policy.name,
-                    "spec",
-                    f"single strategy splits every GPU of a node the same way; containers ask for {names}",
-                )
-            )
+            how = "a GKE node pool" if gke else "single strategy"
+            split = f"{how} splits every GPU of a node the same way; containers ask for {names}"
+            problems.append(Problem(self.policy.name, "spec", split))
             rewrites = []
         why = ", ".join(m.key for m in gated.pin_models)
-        return MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings), gated.pin, f"slices of {why}")
+        plan = MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings), gated.pin, f"slices of {why}")
+        return replace(plan, gke=gke)
 
-    def gate(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...] = ()) -> Gated:
+    def gate(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...] = (), gke: bool = False) -> Gated:
         """Every GPU resource the pod names, under this policy's profiles and models, and the pin
         that makes the mixed-strategy slices land (and weigh) where the policy picked. It depends
         on a few names per container only: worked out once per policy set and shape (cached)."""
@@ -146,10 +152,11 @@ class MigPlanner:
             pod.annotation("gpu-model"),
             pod.placement,
             added,
+            gke,
         )
-        return self.cache(key, lambda: self.gated(pod, rewrites, added))  # type: ignore[arg-type, return-value]
+        return self.cache(key, lambda: self.gated(pod, rewrites, added, gke))  # type: ignore[arg-type, return-value]
 
-    def gated(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...]) -> Gated:
+    def gated(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...], gke: bool = False) -> Gated:
         key = pod.annotation("gpu-model")
         picked = self.choice.candidate_models(key) if key else ()
         picked = () if isinstance(picked, Refusal) else picked
@@ -160,7 +167,7 @@ class MigPlanner:
             devices.extend(named)
             problems.extend(refused)
         problems.extend(one_device_each(pod.all_containers, frozenset(id(r.container) for r in rewrites)))
-        if self.spec.strategy is Strategy.SINGLE:
+        if self.spec.strategy is Strategy.SINGLE or gke:
             return Gated(tuple(problems))
         devices.extend(Device(r.container, r.profile.name, r.models) for r in rewrites)
         for profile in added:
@@ -169,14 +176,14 @@ class MigPlanner:
         pinned = pin_for(devices, pod.placement, self.catalog)
         return Gated((*problems, *pinned.problems), pinned.pin, pinned.pin_models)
 
-    def outcome(self, pod: PodView, container: ContainerView) -> Outcome:
+    def outcome(self, pod: PodView, container: ContainerView, pinned: tuple[GpuModel, ...] = ()) -> Outcome:
         explicit = pod.annotation(f"mig-profile.{container.name}") or pod.annotation("mig-profile")
         memory_text = pod.annotation("gpu-memory")
         model_key = pod.annotation("gpu-model")
         requests = container.requests.get(WHOLE_GPU_RESOURCE)
         limits = container.limits.get(WHOLE_GPU_RESOURCE)
-        key = ("mig", self.policy.name, explicit, memory_text, model_key, requests, limits)
-        return self.cache(key, lambda: self.choice.decide(explicit, memory_text, model_key, requests, limits))
+        key = ("mig", self.policy.name, explicit, memory_text, model_key, requests, limits, pinned)
+        return self.cache(key, lambda: self.choice.decide(explicit, memory_text, model_key, requests, limits, pinned))
 
     def memory_of(self, model: GpuModel, profile: Profile) -> tuple[int, str]:
         """Real memory of a profile: GFD's node label where the cluster says, else the catalog's."""
@@ -187,11 +194,12 @@ class MigPlanner:
         mib, source = profile.real_memory_mib()
         return mib, f"{source} by NVIDIA" if source == "observed" else "estimated"
 
-    def pick(self, container: ContainerView, choice: Choice, warnings: list[str]) -> Rewrite:
-        """The first option with free capacity on one of its models; the best one if none has any."""
+    def pick(self, container: ContainerView, choice: Choice, warnings: list[str], pinned: bool = False) -> Rewrite:
+        """The first option with free capacity on one of its models; the best one if none has any.
+        `pinned`: the pod's own cloud label chose the models."""
         if not self.capacity.known:
             best = choice.options[0]
-            if choice.need is not None and not self.spec.gpu_models:
+            if choice.need is not None and not self.spec.gpu_models and not pinned:
                 warnings.append(
                     f"{container.name}: sized against every MIG-capable model (no GPU nodes known and no "
                     f"mig.gpuModels): {best.profile.name} of {best.models[0].key}"
@@ -247,6 +255,17 @@ def shares_devices(pod: PodView, catalog: Catalog) -> str:
         return "it asks for time-sliced replicas"
     if only_shared(pod.placement, catalog):
         return "it may run only on time-sliced or MPS nodes"
+    return ""
+
+
+def _unsplittable(pin: CloudPin | None) -> str:
+    """Why a cloud label's pin leaves no MIG slice to turn a whole GPU into ("" if it does not)."""
+    if pin is None:
+        return ""
+    if pin.partition is not None:
+        return f"it asks for GKE's {pin.partition} partitions ({GKE_PARTITION}), each one nvidia.com/gpu"
+    if not pin.models:
+        return f"it is pinned to {', '.join(pin.values)} ({pin.key}), a GPU without MIG"
     return ""
 
 

@@ -29,10 +29,12 @@ import orjson
 
 from policies.errors import InputError
 from policies.gpu.catalog import UNKNOWN_NODE, Catalog, GpuResource, NodeKind, ResourceKind
-from policies.gpu.models import PRODUCT_LABEL, SHARING_LABEL, STRATEGY_LABEL, GpuModel
+from policies.gpu.cloud import ACCELERATOR_LABELS, CLOUD_LABELS, GKE_ACCELERATOR, GKE_PARTITION, named_by, naming
+from policies.gpu.models import PRODUCT_LABEL, SHARING_LABEL, STRATEGY_LABEL, GpuModel, label_name
 
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
-_READ = frozenset({PRODUCT_LABEL, STRATEGY_LABEL, SHARING_LABEL})  # the labels that tell GPU nodes apart
+# The labels that tell GPU nodes apart: GFD's, and the cloud providers' (policies.gpu.cloud).
+_READ = frozenset({PRODUCT_LABEL, STRATEGY_LABEL, SHARING_LABEL, *CLOUD_LABELS})
 _SHARING = frozenset({"time-slicing", "mps"})
 _MEMO_LIMIT = 4096
 _PLACEMENTS: dict[tuple[bytes, tuple[Requirement, ...]], Placement] = {}
@@ -73,8 +75,39 @@ def _strategies(kind: NodeKind, key: str) -> frozenset[str] | None:
     return frozenset({"single"}) if kind.split or kind.invalid else frozenset({"none", "mixed"})
 
 
+def _on(held: frozenset[str], op: str, values: frozenset[str]) -> bool:
+    """Whether a label known to hold exactly `held` (empty: absent) satisfies one requirement."""
+    if op == "In":
+        return bool(held & values)
+    if op == "NotIn":
+        return not held or bool(held - values)
+    if op == "Exists":
+        return bool(held)
+    return op == "DoesNotExist" and not held
+
+
+def _may_hold_cloud(requirement: Requirement, kind: NodeKind) -> bool:
+    """A provider's label on a kind of node. A GKE partitioned pool carries its profile, and of
+    the accelerator labels only GKE's; no other node carries a partition label (GKE writes it on
+    the pools it splits, and tenants label no node). A node of an unknown label may carry any
+    accelerator value; one of a known model, any value that may name it or that is unknown here."""
+    op, values, key = requirement.operator, requirement.values, requirement.key
+    if key == GKE_PARTITION:
+        held = frozenset({label_name(kind.profile.name)}) if kind.partitioned and kind.profile else frozenset()
+        return _on(held, op, values)
+    if kind.model is None:
+        return True
+    if kind.partitioned and key != GKE_ACCELERATOR:
+        return _on(frozenset(), op, values)
+    if op == "In":
+        return any(named_by(key, v) is None for v in values) or bool(values & naming(key, kind.model.key))
+    return op != "DoesNotExist" or not kind.partitioned
+
+
 def _may_hold(requirement: Requirement, kind: NodeKind, catalog: Catalog) -> bool:
     op, values = requirement.operator, requirement.values
+    if requirement.key in CLOUD_LABELS:
+        return _may_hold_cloud(requirement, kind)
     if requirement.key == PRODUCT_LABEL:
         if kind.label is None:  # an unknown label, or none: any of them
             return op != "In" or any(catalog.node_kind(v) is None for v in values)
@@ -148,6 +181,46 @@ def families(placement: Placement, catalog: Catalog, offering: tuple[GpuModel, .
         return tuple(m for m in offering if m in reachable) or offering
 
     return _memo(catalog, ("families", placement, offering), build)  # type: ignore[return-value]
+
+
+class CloudPin(NamedTuple):
+    """The provider's GPU a pod is pinned to by a cloud label (policies.gpu.cloud)."""
+
+    key: str
+    values: tuple[str, ...]
+    models: tuple[str, ...]  # the catalog (MIG-capable) models the values name; () for GPUs without MIG
+    partition: str | None = None  # the GKE partition (a profile as labels write it) the pod asks for
+
+
+def cloud_pin(placement: Placement) -> CloudPin | None:
+    """The GPU a pod's own constraints pin it to by a provider's label: every way it may be
+    scheduled (each affinity term, with the nodeSelector) requires one, by values all known here.
+    None where some way names none (the pod may land on any GPU there)."""
+    terms = [placement.selector] if placement.terms is None else [placement.selector + t for t in placement.terms]
+    if not terms or placement.says_nothing:
+        return None
+    partitions: set[str] = set()
+    partitioned = 0  # terms that require a GKE partition
+    pins: list[Requirement] = []
+    for term in terms:
+        parts = [r for r in term if r.key == GKE_PARTITION and r.operator == "In"]
+        accelerators = [r for r in term if r.key in ACCELERATOR_LABELS and r.operator == "In"]
+        if not accelerators and not parts:
+            return None
+        if parts:
+            partitioned += 1
+            partitions.update(parts[0].values)
+        pins.extend(accelerators[:1])
+    if partitioned == len(terms) and len(partitions) == 1:
+        values = tuple(sorted({v for r in pins for v in r.values}))
+        return CloudPin(pins[0].key if pins else GKE_PARTITION, values, (), partitions.pop())
+    if len(pins) != len(terms):
+        return None
+    named = [(r.key, v, named_by(r.key, v)) for r in pins for v in sorted(r.values)]
+    if any(models is None for _, _, models in named):
+        return None
+    models = tuple(dict.fromkeys(m for _, _, found in named for m in found or ()))
+    return CloudPin(pins[0].key, tuple(dict.fromkeys(v for _, v, _ in named)), models)
 
 
 class Charge(NamedTuple):

@@ -3,8 +3,9 @@ for its slices where it could land elsewhere), single steers to MIG nodes."""
 
 from __future__ import annotations
 
+from policies.gpu.cloud import GKE_PARTITION
 from policies.gpu.mig import MigPlan, Rewrite, single_strategy_labels
-from policies.gpu.models import PRODUCT_LABEL, WHOLE_GPU_RESOURCE
+from policies.gpu.models import PRODUCT_LABEL, WHOLE_GPU_RESOURCE, label_name
 from policies.model.policy import Strategy
 from policies.mutate.document import Change, Draft, format_count
 
@@ -12,7 +13,10 @@ from policies.mutate.document import Change, Draft, format_count
 def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
     if plan.policy is None:
         return
-    if plan.strategy is Strategy.MIXED:
+    if plan.gke and plan.rewrites:  # GKE's partitions: nvidia.com/gpu stays, the pool is chosen by its label
+        profile = label_name(plan.rewrites[0].profile.name)
+        steer(doc, (profile,), plan.rewrites[0].why, plan.policy.name, changes, GKE_PARTITION)
+    elif plan.strategy is Strategy.MIXED:
         for rewrite in plan.rewrites:
             _rename(doc, rewrite, plan.policy.name, changes)
         if plan.pin:  # the slices land, and weigh, where the policy picked (policies.gpu.gate)
@@ -39,17 +43,19 @@ def _steer(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
     steer(doc, single_strategy_labels(plan.rewrites), plan.rewrites[0].why, plan.policy.name, changes)
 
 
-def steer(doc: Draft, labels: tuple[str, ...], why: str, policy: str, changes: list[Change]) -> None:
-    """Pin the pod to nodes whose nvidia.com/gpu.product is one of `labels` (single strategy)."""
+def steer(
+    doc: Draft, labels: tuple[str, ...], why: str, policy: str, changes: list[Change], key: str = PRODUCT_LABEL
+) -> None:
+    """Pin the pod to nodes whose label `key` (nvidia.com/gpu.product) is one of `labels`."""
     spec = doc.spec()
-    if PRODUCT_LABEL in (spec.get("nodeSelector") or {}):
+    if key in (spec.get("nodeSelector") or {}):
         return  # already pinned: to these nodes, or MigPlanner reported the conflict
     if len(labels) == 1:
-        doc.set(doc.child(spec, "nodeSelector"), PRODUCT_LABEL, labels[0])
-        changes.append(Change(f"spec.nodeSelector.{PRODUCT_LABEL}", f"{labels[0]} ({why})", policy))
+        doc.set(doc.child(spec, "nodeSelector"), key, labels[0])
+        changes.append(Change(f"spec.nodeSelector.{key}", f"{labels[0]} ({why})", policy))
         return
-    requirement = {"key": PRODUCT_LABEL, "operator": "In", "values": list(labels)}
-    what = f"{PRODUCT_LABEL} in {', '.join(labels)} ({why})"
+    requirement = {"key": key, "operator": "In", "values": list(labels)}
+    what = f"{key} in {', '.join(labels)} ({why})"
     if not spec.get("affinity"):  # the usual case: one operation carries the whole affinity
         terms_only = {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}
         doc.set(spec, "affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms_only}})

@@ -19,9 +19,10 @@ from tests.e2e.kubectl import Kubectl, Result
 HERE = Path(__file__).resolve().parent
 
 
-def register_nodes(kubectl: Kubectl) -> None:
-    """Node objects as NVIDIA's stack leaves them; capacity and Ready through the status subresource."""
-    nodes = yaml.safe_load((HERE / "manifests" / "nodes.yaml").read_text())["items"]
+def register_nodes(kubectl: Kubectl, manifest: str = "nodes.yaml") -> list[str]:
+    """Node objects as NVIDIA's stack (or a cloud provider) leaves them; capacity and Ready
+    through the status subresource. Returns their names."""
+    nodes = yaml.safe_load((HERE / "manifests" / manifest).read_text())["items"]
     for node in nodes:
         status = node.pop("status")
         kubectl.create(json.dumps(node))
@@ -35,6 +36,7 @@ def register_nodes(kubectl: Kubectl) -> None:
         # The TaintNodesByCondition admission plugin taints a new node not-ready; the node-lifecycle
         # controller, left out here, would lift it once the node reports Ready.
         kubectl.run("taint", "node", node["metadata"]["name"], "node.kubernetes.io/not-ready:NoSchedule-")
+    return [node["metadata"]["name"] for node in nodes]
 
 
 # -- the installation ---------------------------------------------------------------------------------
