@@ -23,7 +23,7 @@ from webhook.metrics import exposition
 
 ROOT = Path(__file__).parent.parent
 TRAINING = (ROOT / "examples/policies/training-quota.yaml").read_text()
-CRDS = list(yaml.safe_load_all((ROOT / "deploy/base/policyreport-crds.yaml").read_text()))
+CRDS = list(yaml.safe_load_all((ROOT / "deploy/components/policyreport-crds/policyreport-crds.yaml").read_text()))
 
 
 def pod(name, resources, labels=None, node="n1", namespace="team-a", phase="Running"):
@@ -270,3 +270,28 @@ def test_a_namespace_being_deleted_does_not_fail_the_audit_of_the_others(monkeyp
     reports = [{"metadata": {"namespace": ns, "name": "gpu-admission"}} for ns in ("a", "ending", "b")]
     assert audit_io.write_reports(object(), reports, {}) == 2
     assert _ReportsApi.seen == ["a", "b"]
+
+
+class _NoReportsServed:
+    """CustomObjectsApi of an API server without the PolicyReport CRDs."""
+
+    def __init__(self, api: object) -> None:
+        pass
+
+    def list_cluster_custom_object(self, *args, **kwargs):
+        from kubernetes.client.exceptions import ApiException
+
+        raise ApiException(status=404, reason="Not Found")
+
+
+def test_without_the_policyreport_crds_the_audit_writes_events_only_and_says_why(monkeypatch, capsys):
+    from webhook.cli import audit as audit_cli
+    from webhook.cluster import audit_io
+
+    monkeypatch.setattr(audit_io.client, "CustomObjectsApi", _NoReportsServed)
+    assert audit_io.existing_reports(object()) is None
+    monkeypatch.setattr(audit_io, "emit_events", lambda api, findings, limit: 0)
+    summary = audit_cli._write(object(), audit(engine_from(), [], KnownCluster(), {}), 20)
+    assert summary["reports_written"] == 0
+    assert "install the wgpolicyk8s.io CRDs" in summary["reports_missing"]
+    assert "PolicyReports" in capsys.readouterr().err

@@ -69,17 +69,41 @@ def test_helm_lints_the_chart_clean():
 )
 def test_the_chart_renders_what_kustomize_renders(overlay, values):
     expected = keyed(o for o in kustomize(overlay) if o["kind"] not in ("Namespace", "CustomResourceDefinition"))
-    rendered = keyed(render(**values))
+    rendered = keyed(o for o in render(**values) if o["kind"] != "CustomResourceDefinition")
     assert sorted(rendered) == sorted(expected)
     for key, obj in expected.items():
         assert rendered[key] == obj, key
 
 
 def test_the_chart_ships_the_crds_and_the_default_policies_of_the_repository():
-    crds = (ROOT / "deploy/base/policyreport-crds.yaml").read_text()
-    assert (CHART / "crds/policyreport-crds.yaml").read_text() == crds
+    crds = (ROOT / "deploy/components/policyreport-crds/policyreport-crds.yaml").read_text()
+    assert (CHART / "files/policyreport-crds.yaml").read_text() == crds
     assert (CHART / "files/default.yaml").read_text() == (ROOT / "policies/bundled/default.yaml").read_text()
-    assert [c["name"] for c in helm.Chart.load(str(CHART)).crds] == ["crds/policyreport-crds.yaml"]
+    assert helm.Chart.load(str(CHART)).crds == []  # crds/ would be applied whatever the cluster has
+
+
+def test_the_policyreport_crds_are_rendered_kept_on_uninstall_and_only_when_asked():
+    component = [
+        d
+        for d in yaml.safe_load_all((ROOT / "deploy/components/policyreport-crds/policyreport-crds.yaml").read_text())
+        if d
+    ]
+    rendered = [o for o in render() if o["kind"] == "CustomResourceDefinition"]
+    assert [o["metadata"]["name"] for o in rendered] == [c["metadata"]["name"] for c in component]
+    for crd, source in zip(rendered, component, strict=True):
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert crd["spec"] == source["spec"]
+    assert not [o for o in render(policyReports={"crds": False}) if o["kind"] == "CustomResourceDefinition"]
+
+
+def test_deploy_base_leaves_the_policyreport_crds_to_a_component():
+    assert not [o for o in kustomize("deploy/base") if o["kind"] == "CustomResourceDefinition"]
+    with_crds = [
+        o["metadata"]["name"]
+        for o in kustomize("deploy/overlays/policyreport-crds")
+        if o["kind"] == "CustomResourceDefinition"
+    ]
+    assert with_crds == ["clusterpolicyreports.wgpolicyk8s.io", "policyreports.wgpolicyk8s.io"]
 
 
 VARIANTS = [

@@ -107,15 +107,23 @@ def _audit(args: argparse.Namespace) -> int:
     return EXIT_VIOLATIONS if any(f.result == "fail" for f in report.findings) else EXIT_OK
 
 
-def _write(api: Any, report: AuditReport, events: int) -> dict[str, int]:
+NO_REPORTS = "install the wgpolicyk8s.io CRDs: Kyverno's, or deploy/overlays/policyreport-crds"
+
+
+def _write(api: Any, report: AuditReport, events: int) -> dict[str, Any]:
     from webhook.cluster.audit_io import emit_events, existing_reports, reported, write_reports
 
     before = existing_reports(api)
-    reports = policy_reports(report, int(time.time()), set(before))
-    written = write_reports(api, reports, before)
+    missing: dict[str, Any] = {}
+    if before is None:
+        print(f"note: the API server serves no PolicyReports: {NO_REPORTS}; events only", file=sys.stderr)
+        written, before, missing = 0, {}, {"reports_missing": NO_REPORTS}
+    else:
+        reports = policy_reports(report, int(time.time()), set(before))
+        written = write_reports(api, reports, before)
     fresh = [
         f
         for f in report.findings
         if f.pod and f.result == "fail" and (f.uid, f.policy, f.rule) not in reported(before.get(f.namespace))
     ]
-    return {"reports_written": written, "events": emit_events(api, fresh, events)}
+    return {"reports_written": written, "events": emit_events(api, fresh, events), **missing}

@@ -63,12 +63,18 @@ def read_cluster(api: client.ApiClient) -> ClusterRead:
     return ClusterRead(pods, namespaces, nodes)
 
 
-def existing_reports(api: client.ApiClient) -> dict[str, dict[str, Any]]:
-    """Our PolicyReports by namespace ("" for the ClusterPolicyReport)."""
+def existing_reports(api: client.ApiClient) -> dict[str, dict[str, Any]] | None:
+    """Our PolicyReports by namespace ("" for the ClusterPolicyReport); None where the API server
+    serves no PolicyReports (their CRDs are not installed: neither Kyverno's nor ours)."""
     custom = client.CustomObjectsApi(api)
     selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
     found: dict[str, dict[str, Any]] = {}
-    listed: Any = custom.list_cluster_custom_object(GROUP, VERSION, "policyreports", label_selector=selector, **RAW)
+    try:
+        listed: Any = custom.list_cluster_custom_object(GROUP, VERSION, "policyreports", label_selector=selector, **RAW)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
     body = orjson.loads(listed.data)
     for report in body.get("items") or []:
         found[report["metadata"]["namespace"]] = report

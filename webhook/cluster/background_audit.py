@@ -138,6 +138,8 @@ class BackgroundAudit:
         AUDIT_SECONDS.set(summary.get("seconds", 0))
         self._publish(summary)
         self.last_summary = summary
+        if summary.get("reports_missing"):
+            log.warning("background audit (%s): PolicyReports not written: %s", why, summary["reports_missing"])
         log.info(
             "background audit (%s): %s GPU pods judged, %s findings, %s reports written, %s events",
             why,
