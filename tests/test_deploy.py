@@ -263,7 +263,7 @@ def test_the_policy_configmap_ships_the_packages_own_bundled_policies():
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_a_network_policy_admits_only_the_webhooks_port(overlay):
+def test_a_network_policy_admits_the_webhooks_port_and_metrics_from_the_monitoring_namespace_only(overlay):
     objects = render(overlay)
     (policy,) = by_kind(objects, "NetworkPolicy")
     deployment = by_kind(objects, "Deployment")[0]
@@ -272,6 +272,20 @@ def test_a_network_policy_admits_only_the_webhooks_port(overlay):
         <= deployment["spec"]["template"]["metadata"]["labels"].items()
     )
     assert policy["spec"]["policyTypes"] == ["Ingress"]
-    (rule,) = policy["spec"]["ingress"]
+    webhook, metrics = policy["spec"]["ingress"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert rule["ports"] == [{"port": container["ports"][0]["containerPort"], "protocol": "TCP"}]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert webhook["ports"] == [{"port": ports["https"], "protocol": "TCP"}]
+    assert metrics["ports"] == [{"port": ports["metrics"], "protocol": "TCP"}]
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["GPU_ADMISSION_METRICS_BIND"] == f"0.0.0.0:{ports['metrics']}"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_liveness_waits_for_a_startup_probe_longer_than_the_first_certificate_wait(overlay):
+    (deployment,) = by_kind(render(overlay), "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] > 120  # certificates: up to 120 s
+    assert container["resources"]["requests"]["cpu"] == "1" and "cpu" not in container["resources"]["limits"]

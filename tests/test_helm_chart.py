@@ -20,10 +20,20 @@ K8S = kubernetes_validate.latest_version()
 CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
 
 
-def render(**values) -> list[dict]:
+def rendered_files(**values) -> dict[str, str]:
     chart = helm.Chart.load(str(CHART))
-    manifests = chart.render(values or None, name="gpu-admission", namespace="gpu-admission", is_install=True)
-    return [d for _, text in sorted(manifests.items()) for d in yaml.safe_load_all(text) if d]
+    return chart.render(values or None, name="gpu-admission", namespace="gpu-admission", is_install=True)
+
+
+def render(**values) -> list[dict]:
+    manifests = rendered_files(**values)
+    return [
+        d
+        for name, text in sorted(manifests.items())
+        if not name.endswith("NOTES.txt")
+        for d in yaml.safe_load_all(text)
+        if d
+    ]
 
 
 def kustomize(overlay: str) -> list[dict]:
@@ -106,8 +116,40 @@ def test_deploy_base_leaves_the_policyreport_crds_to_a_component():
     assert with_crds == ["clusterpolicyreports.wgpolicyk8s.io", "policyreports.wgpolicyk8s.io"]
 
 
+PLATFORM = {
+    "image": {"repository": "registry.example/gpu-admission", "tag": "0.1.0", "digest": "sha256:" + "ab" * 32},
+    "imagePullSecrets": [{"name": "registry"}],
+    "podAnnotations": {"prometheus.io/scrape": "true"},
+    "podLabels": {"team": "platform"},
+    "nodeSelector": {"node-role.kubernetes.io/infra": ""},
+    "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
+    "affinity": {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "gpu-admission"}}}
+            ]
+        }
+    },
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "gpu-admission"}},
+        }
+    ],
+    "priorityClass": {"create": False, "name": "system-cluster-critical"},
+    "resources": {"requests": {"cpu": "2", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+    "extraEnv": [{"name": "GPU_ADMISSION_THREADS", "value": "64"}],
+    "metrics": {"port": 9100},
+    "networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "observability"}}}]},
+}
+
+
 VARIANTS = [
     pytest.param({}, id="defaults"),
+    pytest.param(PLATFORM, id="platform-team"),
+    pytest.param({"replicas": 1}, id="one-replica"),
     pytest.param(
         {
             "certificates": {
@@ -180,9 +222,55 @@ def test_values_reach_the_objects():
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
+def test_every_field_a_platform_team_sets_reaches_the_pods():
+    objects = render(**PLATFORM)
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    template = deployment["spec"]["template"]
+    pod = template["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "registry.example/gpu-admission@sha256:" + "ab" * 32
+    assert pod["imagePullSecrets"] == [{"name": "registry"}]
+    assert template["metadata"]["annotations"] == {"prometheus.io/scrape": "true"}
+    assert template["metadata"]["labels"] == {"team": "platform", "app": "gpu-admission"}
+    for key in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints"):
+        assert pod[key] == PLATFORM[key], key
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert not [o for o in objects if o["kind"] == "PriorityClass"]
+    assert container["resources"] == PLATFORM["resources"]
+    env, _ = deployment_env(objects)
+    assert env["GPU_ADMISSION_THREADS"] == "64" and env["GPU_ADMISSION_METRICS_BIND"] == "0.0.0.0:9100"
+    policy = next(o for o in objects if o["kind"] == "NetworkPolicy")
+    assert policy["spec"]["ingress"][1] == {
+        "ports": [{"port": 9100, "protocol": "TCP"}],
+        "from": PLATFORM["networkPolicy"]["metricsFrom"],
+    }
+
+
+@pytest.mark.parametrize(
+    "replicas, budget",
+    [(1, None), (2, 1), (3, 2), (5, 2)],
+    ids=["one-replica-no-pdb", "two-keep-one", "three-keep-two", "five-keep-two"],
+)
+def test_the_disruption_budget_always_lets_a_drain_through(replicas, budget):
+    found = [o for o in render(replicas=replicas) if o["kind"] == "PodDisruptionBudget"]
+    assert [o["spec"]["minAvailable"] for o in found] == ([budget] if budget else [])
+
+
+def test_the_notes_say_how_to_watch_the_rollout_and_what_is_left_open():
+    notes = next(text for name, text in rendered_files().items() if name.endswith("NOTES.txt"))
+    assert "kubectl -n gpu-admission rollout status deploy/gpu-admission" in notes
+    assert "networkPolicy.from is empty" in notes
+    assert "gpu-operator" in notes
+    narrowed = rendered_files(networkPolicy={"from": [{"ipBlock": {"cidr": "10.0.0.0/28"}}]})
+    assert "networkPolicy.from is empty" not in next(t for n, t in narrowed.items() if n.endswith("NOTES.txt"))
+
+
 @pytest.mark.parametrize(
     "values",
     [
+        pytest.param({"image": {"repository": "r", "tag": "1", "digest": "latest"}}, id="digest-not-a-digest"),
+        pytest.param({"metrics": {"port": 8443}}, id="metrics-on-the-webhook-port"),
+        pytest.param({"podLabels": {"app": "other"}}, id="pod-label-the-selector-uses"),
         pytest.param({"failurePolicy": "Sometimes"}, id="failure-policy"),
         pytest.param({"certificates": {"mode": "vault"}}, id="certificate-mode"),
         pytest.param({"replicas": 0}, id="replicas"),

@@ -257,3 +257,46 @@ def test_a_worker_restarting_after_max_requests_lets_go_of_its_idle_connections(
     finally:
         server.terminate()
         server.wait(30)
+
+
+def test_metrics_on_a_port_of_their_own_leave_the_webhook_port_to_reviews(tmp_path):
+    port, metrics = free_port(), free_port()
+    cert_dir = tmp_path / "certs"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    command = [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir)]
+    process = subprocess.Popen(
+        [*command, "--metrics-bind", f"127.0.0.1:{metrics}"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_ready(port, cert_dir / CA_FILE, process)
+        client = Client(port, cert_dir / CA_FILE)
+        assert client.review("/validate", review(gpu_pod({"team": "a"}), namespace="ml"))[0] == 200
+        assert client.request("GET", "/metrics")[0] == 404
+        plain = http.client.HTTPConnection("127.0.0.1", metrics, timeout=10)
+        plain.request("GET", "/metrics")
+        answer = plain.getresponse()
+        text = answer.read().decode()
+        assert answer.status == 200 and "gpu_admission_reviews_total{" in text
+        plain.request("GET", "/readyz")
+        assert plain.getresponse().status == 404
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+def test_a_metrics_bind_that_is_no_address_is_refused_at_start(tmp_path):
+    env = {**os.environ, "GPU_ADMISSION_METRICS_BIND": "9090"}
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "serve", "--cert-dir", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "GPU_ADMISSION_METRICS_BIND='9090' is not host:port" in done.stderr

@@ -23,6 +23,14 @@ def _number(text: str) -> float | None:
     return value if value == value and value not in (float("inf"), float("-inf")) else None
 
 
+def host_port(bind: str) -> tuple[str, int]:
+    """host:port (an empty host: every address); ValueError says what is wrong."""
+    host, sep, port = bind.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{bind!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
 def environment_problems(env: Mapping[str, str]) -> list[str]:
     """One line per GPU_ADMISSION_* setting that is set to something the server cannot use."""
     problems = []
@@ -39,6 +47,12 @@ def environment_problems(env: Mapping[str, str]) -> list[str]:
     for name in BOOLEAN:
         if name in env and env[name] not in ("true", "false"):
             problems.append(f"{name}={env[name]!r} is not true or false")
+    bind = env.get("GPU_ADMISSION_METRICS_BIND")
+    if bind:
+        try:
+            host_port(bind)
+        except ValueError as error:
+            problems.append(f"GPU_ADMISSION_METRICS_BIND={error}")
     level = env.get("GPU_ADMISSION_LOG_LEVEL")
     if level is not None and level.upper() not in LEVELS:
         problems.append(f"GPU_ADMISSION_LOG_LEVEL={level!r} is not one of {', '.join(LEVELS)}")

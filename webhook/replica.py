@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ class ServerConfig:
     client_ca: Path | None = None  # clients must present a certificate this CA signed
     threads: int = 32
     cert_sync_seconds: float = 30.0  # how often certificates, Secrets and caBundle are checked
+    metrics_bind: str = ""  # host:port of a plain-HTTP /metrics listener; "": /metrics on the webhook's port
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ServerConfig:
@@ -63,6 +65,7 @@ class ServerConfig:
             client_ca=Path(env["GPU_ADMISSION_CLIENT_CA"]) if env.get("GPU_ADMISSION_CLIENT_CA") else None,
             threads=int(number(env, "GPU_ADMISSION_THREADS", "32")),
             cert_sync_seconds=number(env, "GPU_ADMISSION_CERT_SYNC_SECONDS", "30"),
+            metrics_bind=env.get("GPU_ADMISSION_METRICS_BIND", ""),
         )
 
 
@@ -146,12 +149,33 @@ def _renew_in_background(config: ServerConfig) -> None:
     background.on_exit(stopped)
 
 
+def build_app(config: ServerConfig) -> Any:
+    """The Flask app of a replica, and /metrics on its own port where one is configured (started
+    with the worker's other background work)."""
+    from webhook.metrics import exposition
+    from webhook.serving.app import create_app
+    from webhook.serving.metrics_port import serve_metrics
+
+    holder = build_holder(config)
+    if config.metrics_bind:
+        stops: list[Callable[[], None]] = []
+
+        def render() -> bytes:
+            return exposition(holder.quota_metrics())
+
+        def stop_all() -> None:
+            for stop in stops:
+                stop()
+
+        background.register(lambda: stops.append(serve_metrics(config.metrics_bind, render)))
+        background.on_exit(stop_all)
+    return create_app(holder, metrics_here=not config.metrics_bind)
+
+
 def serve(config: ServerConfig, bind: str) -> None:
     logs.configure(os.environ.get("GPU_ADMISSION_LOG_LEVEL", "INFO"))  # as the WSGI entry point reads it
     prepare_certificates(config)
-    from webhook.serving.app import create_app
-
-    app = create_app(build_holder(config))
+    app = build_app(config)
     ca = str(config.cert_dir / CA_FILE)
     client_ca = str(config.client_ca) if config.client_ca else None
     log.info("serving", extra={"fields": {"bind": bind, "ca": ca, "threads": config.threads, "clientCa": client_ca}})

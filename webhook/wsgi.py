@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 
 from webhook import logs
-from webhook.replica import ServerConfig, build_holder, prepare_certificates
-from webhook.serving.app import create_app
+from webhook.replica import ServerConfig, build_app, prepare_certificates
 
 logs.configure(os.environ.get("GPU_ADMISSION_LOG_LEVEL", "INFO"))
 _config = ServerConfig.from_env()
 if _config.manage_certs:
     prepare_certificates(_config)
-app = create_app(build_holder(_config))
+app = build_app(_config)

@@ -88,6 +88,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     if args.client_ca is not None and not args.client_ca.is_file():
         raise InputError("--client-ca", f"{args.client_ca}: no such file")
+    if args.metrics_bind is not None:
+        from webhook.environment import host_port
+
+        try:
+            host_port(args.metrics_bind)
+        except ValueError as error:
+            raise InputError("--metrics-bind", str(error)) from None
     for directory in args.policies or ():
         if not directory.exists():  # a typo would otherwise serve nothing, unready for ever
             raise InputError("--policies", f"{directory}: no such file or directory")
@@ -112,6 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cert_dir=args.cert_dir,
         client_ca=args.client_ca,
         threads=args.threads,
+        metrics_bind=args.metrics_bind or os.environ.get("GPU_ADMISSION_METRICS_BIND", ""),
     )
     serve(config, args.bind)
     return EXIT_OK

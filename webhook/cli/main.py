@@ -264,6 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
         "webhook reached by clientConfig.url (repeatable)",
     )
     serve.add_argument(
+        "--metrics-bind",
+        metavar="HOST:PORT",
+        default=None,
+        help="serve /metrics over plain HTTP on a port of its own (the webhook's port then answers it 404); "
+        "default: /metrics on the webhook's port",
+    )
+    serve.add_argument(
         "--all-namespaces",
         action="store_true",
         help="also namespaced policies from labelled ConfigMaps in every namespace (each matches only its own)",

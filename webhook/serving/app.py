@@ -89,7 +89,9 @@ def _review(endpoint: str, holder: EngineHolder, decide: Decide) -> Response:
     return Response(orjson.dumps(answer.to_review(review.api_version)), content_type="application/json")
 
 
-def create_app(holder: EngineHolder) -> Flask:
+def create_app(holder: EngineHolder, metrics_here: bool = True) -> Flask:
+    """`metrics_here` False: /metrics has a port of its own (webhook.serving.metrics_port), and
+    the webhook's port answers it 404."""
     app = Flask("gpu_admission")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     errors.register(app)
@@ -113,8 +115,10 @@ def create_app(holder: EngineHolder) -> Flask:
             return Response(f"not ready: {waiting}\n", status=503, mimetype="text/plain")
         return Response(f"ready{f' ({note})' if note else ''}\n", mimetype="text/plain")
 
-    @app.get("/metrics")
-    def metrics() -> Response:
-        return Response(exposition(holder.quota_metrics()), mimetype=CONTENT_TYPE)
+    if metrics_here:
+
+        @app.get("/metrics")
+        def metrics() -> Response:
+            return Response(exposition(holder.quota_metrics()), mimetype=CONTENT_TYPE)
 
     return app
