@@ -287,6 +287,11 @@ class FakeKube:
                 self._reply(request, 404, self._status(404, "NotFound", f"{route.resource} {name} not found"))
                 return
             if method == "DELETE":
+                wanted = (body.get("preconditions") or {}).get("resourceVersion")
+                if wanted and wanted != existing["metadata"]["resourceVersion"]:
+                    message = "Precondition failed: the object has been modified"
+                    self._reply(request, 409, self._status(409, "Conflict", message))
+                    return
                 self.objects.pop(key)
                 self.version += 1
                 self.history.append((self.version, route.resource, "DELETED", existing))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from certs.lease import LeaseLock
@@ -15,10 +16,18 @@ log = logging.getLogger("gpu_admission.leadership")
 
 
 class Leadership:
-    def __init__(self, lock: LeaseLock, every: float, on_lead: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        lock: LeaseLock,
+        every: float,
+        on_lead: Callable[[], None] = lambda: None,
+        chores: tuple[tuple[float, Callable[[], object]], ...] = (),
+    ) -> None:
         self.lock = lock
         self.every = every  # a third of the Lease's duration, as client-go renews
         self.on_lead = on_lead  # runs when this replica becomes the leader (catch up on what it missed)
+        self.chores = chores  # (period in seconds, what): done by the leader only, each at most that often
+        self._done_at: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -35,6 +44,17 @@ class Leadership:
         if wait and self._thread is not None:
             self._thread.join(10)
 
+    def _do_chores(self) -> None:
+        now = time.monotonic()
+        for index, (period, chore) in enumerate(self.chores):
+            if now - self._done_at.get(index, -period) < period:
+                continue
+            self._done_at[index] = now
+            try:
+                chore()
+            except Exception:
+                log.exception("a leader's chore failed", extra={"fields": {"lease": self.lock.name}})
+
     def _run(self) -> None:
         leading = False
         while not self._stop.is_set():
@@ -50,5 +70,7 @@ class Leadership:
                 except Exception:
                     log.exception("catching up as the new leader failed", extra={"fields": {"lease": self.lock.name}})
             leading = now_leading
+            if leading:
+                self._do_chores()
             self._stop.wait(self.every)
         self.lock.release()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import logging
 import math
 import re
 import threading
@@ -40,6 +41,8 @@ from webhook.cluster.reservations import PodRef
 from webhook.metrics import STRICT_CONFLICTS
 
 LEDGER_LABEL = "gpu-admission.io/quota-ledger"
+SWEEP_GRACE = 300.0  # seconds past the last reservation's expiry before its Lease is deleted
+log = logging.getLogger("gpu_admission.quota")
 TIMEOUT = (1.0, 2.0)  # connect, read: well inside the webhook's own timeout
 RESERVATIONS = "gpu-admission.io/reservations"
 Key = tuple[str, str]  # (policy, scope)
@@ -176,6 +179,37 @@ class SharedReservations:
                         break
                 except Exception:  # refused, reset, timed out: it expires anyway
                     break
+
+    def sweep(self, grace: float = SWEEP_GRACE) -> int:
+        """Delete the ledger Leases whose every reservation expired more than `grace` seconds ago
+        by their own `expires` (wall clock: the grace covers replicas' skew), each on the version
+        read (a reservation written meanwhile makes the delete a 409, and the Lease stays). A
+        replica still holding a deleted version gets a 404 on its next write, reads again and
+        creates it afresh. Returns how many were deleted; run by one replica (the status leader)."""
+        listed = self.api.list_namespaced_lease(
+            self.namespace, label_selector=f"{LEDGER_LABEL}=true", _preload_content=False, _request_timeout=TIMEOUT
+        )
+        deleted = 0
+        horizon = self.clock() - grace
+        for lease in orjson.loads(listed.data).get("items") or []:
+            state = parse_lease(lease)
+            if any(entry.expires > horizon for entry in state.entries):
+                continue
+            name = lease["metadata"]["name"]
+            try:
+                self.api.delete_namespaced_lease(
+                    name,
+                    self.namespace,
+                    body={"preconditions": {"resourceVersion": state.version}},
+                    _request_timeout=TIMEOUT,
+                )
+                deleted += 1
+            except ApiException as error:
+                if error.status not in (404, 409):
+                    raise
+        if deleted:
+            log.info("strict quota leases deleted", extra={"fields": {"deleted": deleted}})
+        return deleted
 
     # -- the Lease ------------------------------------------------------------------------------
     def _state(self, key: Key) -> LeaseState:

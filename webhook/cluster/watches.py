@@ -41,6 +41,7 @@ from webhook.sources.store import PolicyStore
 NAMESPACE_TIMEOUT = 2.0
 STATUS_LEASE = "gpu-admission-status"  # who reports policy status on ConfigMaps
 STATUS_LEASE_SECONDS = 30.0
+LEASE_SWEEP_SECONDS = 60.0  # how often the leader looks for strict quota Leases to delete
 log = logging.getLogger("gpu_admission.watches")
 
 
@@ -72,11 +73,14 @@ def connect(
     the webhook's own; `audit_every`: the leader's background audit period (None: no audit)."""
     api_client = api_client or identity_api_client()
     core = client.CoreV1Api(api_client)
-    view.usage.shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, identity)
+    shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, identity)
+    view.usage.shared = shared
     status_lease = LeaseLock(api_client, namespace, STATUS_LEASE, identity, STATUS_LEASE_SECONDS)
     reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)
     store.listeners.append(reporter)
-    leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=reporter.reconcile)
+    # The status leader also deletes strict quota Leases left with expired reservations only.
+    chores = ((LEASE_SWEEP_SECONDS, shared.sweep),)
+    leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=reporter.reconcile, chores=chores)
     view.background.append(leadership)
     leadership.start()
     auditor = BackgroundAudit(store.snapshot, leading=lambda: status_lease.held, every=audit_every or 0)
