@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -32,6 +34,10 @@ log = logging.getLogger("gpu_admission.certs")
 TIMEOUT = (2.0, 5.0)
 Clock = Callable[[], dt.datetime]
 DEFAULT_POLICY = RotationPolicy()
+UNTRUSTED = (
+    "the webhook configurations' caBundle does not hold the CA of this replica's certificate yet "
+    "(the replica holding the gpu-admission-certs Lease injects it)"
+)
 
 
 def _now() -> dt.datetime:
@@ -69,6 +75,7 @@ class CertManager:
         self.ca_secret, self.tls_secret = f"{webhook}-ca", f"{webhook}-tls"
         duration = lease_duration.total_seconds()
         self.lease = LeaseLock(api_client, namespace, f"{webhook}-certs", identity, duration, monotonic, clock)
+        self.trust: bool | None = None  # as last told by trusted()
 
     # -- one pass ---------------------------------------------------------------------------------
     def sync(self) -> Action:
@@ -95,24 +102,66 @@ class CertManager:
 
     def run(self, stop: threading.Event, interval: float = 30.0) -> None:
         """sync() now and every `interval` seconds until `stop` (then the Lease is given up, so
-        another replica takes over at once); a failed pass is logged and retried."""
+        another replica takes over at once); a failed pass is logged and retried. After each pass,
+        `trust` says whether the API server trusts this replica's certificate (readiness waits on it)."""
         self._guarded_sync()
+        self._check_trust()
         while not stop.wait(interval):
             self._guarded_sync()
+            self._check_trust()
         self.lease.release()
 
-    def ensure_files(self, timeout: float = 120.0, interval: float = 2.0) -> bool:
+    def ensure_files(self, timeout: float = 120.0, interval: float = 2.0) -> str:
         """Before serving: sync until the certificate files exist (another replica may be the one
-        making them)."""
+        making them) and the webhook configurations trust them (the leader injects the bundle),
+        so no review ever meets a certificate the API server would refuse. "" once they do, else
+        what is still missing after `timeout` seconds."""
         stop = threading.Event()
-        deadline = self.clock() + dt.timedelta(seconds=timeout)
+        deadline = time.monotonic() + timeout  # real waiting, whatever clock the rotation reads
         while True:
             self._guarded_sync()
-            if all((self.cert_dir / name).exists() for name in (CERT_FILE, KEY_FILE, CA_FILE)):
-                return True
-            if self.clock() >= deadline:
-                return False
+            if not all((self.cert_dir / name).exists() for name in (CERT_FILE, KEY_FILE, CA_FILE)):
+                missing = f"no certificates in {self.cert_dir}: see the certificate sync errors above"
+            elif self._check_trust() is False:
+                missing = UNTRUSTED
+            else:
+                return ""
+            if time.monotonic() >= deadline:
+                return missing
             stop.wait(interval)
+
+    def _check_trust(self) -> bool | None:
+        found = self.trusted()
+        if found is not None:
+            if found != self.trust:
+                log.info("trusted by the webhook configurations" if found else UNTRUSTED)
+            self.trust = found
+        return found
+
+    def trusted(self) -> bool | None:
+        """Whether every webhook of both configurations (those that exist) trusts this replica's
+        serving certificate: its caBundle holds the CA that issued it. None when that cannot be
+        told now (the files or the API server away)."""
+        try:
+            serving = x509.load_pem_x509_certificate((self.cert_dir / CERT_FILE).read_bytes())
+        except (OSError, ValueError):
+            return None
+        for read_config in (
+            self.admission.read_mutating_webhook_configuration,
+            self.admission.read_validating_webhook_configuration,
+        ):
+            try:
+                configuration = _json(read_config(self.webhook, **_raw()))
+            except ApiException as error:
+                if error.status == 404:
+                    continue  # not installed: the API server calls nothing
+                return None
+            except Exception:  # refused, reset, timed out
+                return None
+            for hook in configuration.get("webhooks") or []:
+                if not _issued_by_one_of(serving, (hook.get("clientConfig") or {}).get("caBundle") or ""):
+                    return False
+        return True
 
     def _guarded_sync(self) -> None:
         try:
@@ -176,6 +225,20 @@ class CertManager:
             path = self.cert_dir / file
             if not path.exists() or path.read_bytes() != data[key]:
                 write_atomically(path, data[key], mode)
+
+
+def _issued_by_one_of(certificate: x509.Certificate, bundle: str) -> bool:
+    try:
+        authorities = x509.load_pem_x509_certificates(base64.b64decode(bundle)) if bundle else []
+    except ValueError:
+        return False
+    for authority in authorities:
+        try:
+            certificate.verify_directly_issued_by(authority)
+            return True
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+    return False
 
 
 def _raw() -> dict[str, Any]:

@@ -259,3 +259,51 @@ def test_managed_certificates_need_the_webhooks_namespace(tmp_path):
 
     with pytest.raises(SystemExit, match="need the webhook's namespace"):
         prepare_certificates(ServerConfig(manage_certs=True, cert_dir=tmp_path))
+
+
+def empty_the_bundles(kube: FakeKube) -> None:
+    """What `kubectl replace -f deploy/base/webhooks.yaml` does: the configurations without a caBundle."""
+    for configuration in yaml.safe_load_all((ROOT / "deploy/base/webhooks.yaml").read_text()):
+        current = kube.get(configuration["kind"].lower() + "s", "", configuration["metadata"]["name"])
+        configuration["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        kube.store(configuration["kind"].lower() + "s", configuration)
+
+
+def test_a_replica_is_trusted_only_while_every_webhook_holds_the_ca_of_its_certificate(kube, tmp_path):
+    clock = Clock()
+    leader = manager(kube, tmp_path / "a", "a", clock)
+    assert leader.trusted() is None  # no certificate yet: nothing to tell
+    leader.sync()
+    assert leader.trusted() is True
+    empty_the_bundles(kube)
+    assert leader.trusted() is False
+    leader.sync()  # the leader's next pass mends it
+    assert leader.trusted() is True
+
+
+def test_a_replica_serves_only_once_the_api_server_trusts_its_certificate(kube, tmp_path):
+    clock = Clock()
+    leader, follower = manager(kube, tmp_path / "a", "a", clock), manager(kube, tmp_path / "b", "b", clock)
+    leader.sync()
+    empty_the_bundles(kube)  # a re-applied manifest, before the leader's next pass
+    assert follower.ensure_files(timeout=0.2, interval=0.05).startswith("the webhook configurations' caBundle")
+    assert (tmp_path / "b" / "tls.crt").exists()  # the files are there: only the trust is missing
+    waiting = threading.Thread(target=lambda: follower.ensure_files(timeout=10, interval=0.05))
+    waiting.start()
+    leader.sync()
+    waiting.join(15)
+    assert follower.trust is True
+
+
+def test_readiness_waits_while_the_api_server_would_refuse_the_certificate(monkeypatch):
+    from webhook import replica
+
+    class Renewing:
+        trust: bool | None = False
+
+    monkeypatch.setattr(replica, "_renewing", [Renewing()])
+    assert "caBundle does not hold the CA" in replica.certificate_trusted()
+    Renewing.trust = None  # the API server away: the last word stands, and nothing is known against it
+    assert replica.certificate_trusted() == ""
+    Renewing.trust = True
+    assert replica.certificate_trusted() == ""

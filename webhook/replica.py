@@ -115,8 +115,9 @@ def prepare_certificates(config: ServerConfig) -> None:
     if not config.watch_namespace:
         raise SystemExit("self-managed certificates need the webhook's namespace (--watch-configmaps)")
     identity.load_config()
-    if not _cert_manager(config).ensure_files():
-        raise SystemExit(f"no certificates in {config.cert_dir} after 120 s: see the certificate sync errors above")
+    missing = _cert_manager(config).ensure_files()
+    if missing:
+        raise SystemExit(f"not serving after 120 s: {missing}")
     background.register(lambda: _renew_in_background(config))
 
 
@@ -136,8 +137,20 @@ def _cert_manager(config: ServerConfig) -> Any:
     )
 
 
+_renewing: list[Any] = []  # the worker's CertManager, whose `trust` readiness waits on
+
+
+def certificate_trusted() -> str:
+    """A readiness gate: why the API server would refuse this replica's certificate now ("" if it
+    would not), so the Service never sends a review to a replica it cannot verify."""
+    from certs.manager import UNTRUSTED
+
+    return UNTRUSTED if _renewing and _renewing[0].trust is False else ""
+
+
 def _renew_in_background(config: ServerConfig) -> None:
     manager = _cert_manager(config)
+    _renewing[:] = [manager]
     stop = threading.Event()
     thread = threading.Thread(target=manager.run, args=(stop, config.cert_sync_seconds), name="certs", daemon=True)
     thread.start()
@@ -157,6 +170,8 @@ def build_app(config: ServerConfig) -> Any:
     from webhook.serving.metrics_port import serve_metrics
 
     holder = build_holder(config)
+    if config.manage_certs:
+        holder.gates.append(certificate_trusted)
     if config.metrics_bind:
         stops: list[Callable[[], None]] = []
 

@@ -33,6 +33,7 @@ class EngineHolder:
         self._loaded = threading.Event()
         self.load_errors = 0
         self.sources: list[Any] = []  # policy sources with a thread (webhook.sources.directories)
+        self.gates: list[Callable[[], str]] = []  # more readiness conditions: why not ready, or ""
 
     def _policy_set(self) -> PolicySet | None:
         return self._engine.policy_set if self._engine else None
@@ -66,7 +67,7 @@ class EngineHolder:
         """
         if not self._loaded.is_set():
             return "no policy set loaded yet", ""
-        waiting = self.view.not_ready()
+        waiting = self.view.not_ready() or next((reason for gate in self.gates if (reason := gate())), "")
         if waiting:
             return waiting, ""
         for source in self.sources:

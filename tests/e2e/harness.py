@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ class Installation:
     workdir: Path
     replicas: list[Replica] = field(default_factory=list)
     before_ready: dict[str, Result] = field(default_factory=dict)
+    while_starting: list[Result] = field(default_factory=list)  # GPU pod dry runs as the first replica starts
 
     def replica(self, name: str, port: int | None = None, **env: str) -> Replica:
         kubeconfig = service_account_kubeconfig(self.kubectl, self.control_plane, self.workdir / f"{name}.kubeconfig")
@@ -87,6 +89,18 @@ def install(kubectl: Kubectl, control_plane: ControlPlane, workdir: Path) -> Ins
     kubectl.run("create", "namespace", "install-order")
     installed.before_ready["plain"] = kubectl.create(pod("plain", "install-order"), check=False)
     installed.before_ready["gpu"] = kubectl.create(pod("gpu", "install-order", gpus=1), check=False)
+    # From the moment the replica starts until it is ready, GPU pods keep arriving (dry runs): the
+    # answers they get are what a user meets in the window (never a TLS verification error).
+    started = threading.Event()
+    probe = pod("probe", "install-order", gpus=1)
+
+    def keep_asking() -> None:
+        while not started.is_set():
+            installed.while_starting.append(kubectl.create(probe, "--dry-run=server", check=False))
+            started.wait(0.2)
+
+    asking = threading.Thread(target=keep_asking, name="install-probe", daemon=True)
+    asking.start()
     replica = installed.replica("gpu-admission-0")
     try:
         replica.wait_ready()
@@ -94,6 +108,9 @@ def install(kubectl: Kubectl, control_plane: ControlPlane, workdir: Path) -> Ins
     except BaseException:
         replica.stop()
         raise
+    finally:
+        started.set()
+        asking.join(30)
     return installed
 
 

@@ -19,3 +19,13 @@ def test_once_a_replica_is_ready_a_gpu_pod_is_admitted(installation: Installatio
 
     created = installation.kubectl.create(pod("gpu-after", "install-order", gpus=1))
     assert created.code == 0
+
+
+def test_while_the_first_replica_starts_no_gpu_pod_meets_a_certificate_the_api_server_refuses(
+    installation: Installation,
+):
+    answers = installation.while_starting
+    assert answers, "no GPU pod was tried while the replica started"
+    for answer in answers:
+        assert "x509" not in answer.stderr and "certificate" not in answer.stderr, answer.stderr
+        assert answer.code == 0 or 'failed calling webhook "mutate.gpu-admission.io"' in answer.stderr, answer.stderr
