@@ -15,6 +15,16 @@ from __future__ import annotations
 from policies.model.workloads import BUILT_IN, KSERVE_MODEL_FIELDS, WILDCARD, Form, Over, WorkloadKind
 
 _ASKS = "r.startsWith('nvidia.com/')"
+# Kubernetes evaluates conditions with cost tracking on, and each step of a comprehension over a
+# tenant's list or map then costs more the longer it is: reading N items costs about N squared
+# (bench/match_conditions.py, on the real API server). So every comprehension reads at most
+# BOUND items; a bigger list or map sends the object to the webhook, which reads it once.
+BOUND = 64
+
+
+def bounded(collection: str, predicate: str, variable: str) -> str:
+    """`collection.exists(variable, predicate)`, or true past BOUND items (the webhook decides)."""
+    return f"(size({collection}) > {BOUND} || {collection}.exists({variable}, {predicate}))"
 
 
 def _is(x: str, kind: str) -> str:
@@ -26,15 +36,15 @@ def _is(x: str, kind: str) -> str:
 def _container(c: str) -> str:
     limits, requests = f"{c}.resources.limits", f"{c}.resources.requests"
     return (
-        f"{_is(f'{c}.resources', 'map')} && (({_is(limits, 'map')} && {limits}.exists(r, {_ASKS})) || "
-        f"({_is(requests, 'map')} && {requests}.exists(r, {_ASKS})))"
+        f"{_is(f'{c}.resources', 'map')} && (({_is(limits, 'map')} && {bounded(limits, _ASKS, 'r')}) || "
+        f"({_is(requests, 'map')} && {bounded(requests, _ASKS, 'r')}))"
     )
 
 
 def _pod_spec(s: str, depth: int) -> str:
     c = f"c{depth}"
     lists = (
-        f"({_is(f'{s}.{field}', 'list')} && {s}.{field}.exists({c}, type({c}) == map && {_container(c)}))"
+        f"({_is(f'{s}.{field}', 'list')} && {bounded(f'{s}.{field}', f'type({c}) == map && {_container(c)}', c)})"
         for field in ("containers", "initContainers")
     )
     runtime = f"({_is(f'{s}.runtimeClassName', 'string')} && {s}.runtimeClassName.startsWith('nvidia'))"
@@ -63,8 +73,8 @@ def _path(base: str, path: tuple[str, ...], form: Form, over: Over, depth: int =
     head, rest = path[0], path[1:]
     if head == WILDCARD:
         k, v = f"k{depth}", f"v{depth}"
-        on_map = f"{base}.exists({k}, {_path(f'{base}[{k}]', rest, form, over, depth + 1)})"
-        on_list = f"{base}.exists({v}, {_path(v, rest, form, over, depth + 1)})"
+        on_map = bounded(base, _path(f"{base}[{k}]", rest, form, over, depth + 1), k)
+        on_list = bounded(base, _path(v, rest, form, over, depth + 1), v)
         if over is Over.MAP:
             return on_map
         if over is Over.LIST:

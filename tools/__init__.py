@@ -1,0 +1,1 @@
+"""Generators of derived files (each checked by a test to equal what is committed)."""

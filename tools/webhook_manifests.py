@@ -1,0 +1,285 @@
+"""The webhook configurations, written once: `deploy/base/webhooks.yaml` (kustomize) and the chart's
+`templates/webhooks.yaml` (Helm) are both rendered from here, and a test holds the checked-in files
+to this output (`python -m tools.webhook_manifests` rewrites them).
+
+Every matchCondition is small and linear in the object it reads: the pod one, the same over a
+controller's template, and one per workload kind of the table in policies/model/workloads.py (each
+its own webhook, matching its own resource only, so no expression dispatches on the kind and none
+nears CEL's limits: `MAX_EXPRESSION` holds each under 8 KB).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from policies.model.workload_conditions import BOUND, custom_kinds, kind_condition
+
+ROOT = Path(__file__).resolve().parent.parent
+KUSTOMIZE = ROOT / "deploy" / "base" / "webhooks.yaml"
+HELM = ROOT / "charts" / "gpu-admission" / "templates" / "webhooks.yaml"
+MAX_EXPRESSION = 8 * 1024
+EXCLUDED = ["kube-system", "kube-node-lease", "gpu-operator", "nvidia-gpu-operator", "nvidia-dra-driver-gpu"]
+EXCLUDED += ["nvidia-device-plugin"]
+NAMESPACE = "gpu-admission"
+DEVICE_ENV = "['NVIDIA_VISIBLE_DEVICES', 'NVIDIA_MIG_CONFIG_DEVICES', 'NVIDIA_MIG_MONITOR_DEVICES']"
+ASKS = "r.startsWith('nvidia.com/')"
+LONG_BOUND = 256  # env, volumes and annotations: ordinary pods carry more of them than of containers
+
+
+def _each(collection: str, bound: int) -> str:
+    """The head of a bounded comprehension: past `bound` items the object goes to the webhook
+    (policies.model.workload_conditions.bounded says why)."""
+    return f"size({collection}) > {bound} || {collection}.exists"
+
+
+def pod_condition(pod: str, template: bool = False) -> list[str]:
+    """Lines of the condition "this pod (or pod template at `pod`) could reach a GPU"; every
+    comprehension bounded, so its cost has a ceiling whatever the object."""
+    spec, metadata = f"{pod}.spec", f"{pod}.metadata"
+    limits, requests = "c.resources.limits", "c.resources.requests"
+    resources = (
+        f"((has({limits}) && ({_each(limits, BOUND)}(r, {ASKS}))) ||",
+        f" (has({requests}) && ({_each(requests, BOUND)}(r, {ASKS}))))",
+    )
+    env = f"has(c.env) && ({_each('c.env', LONG_BOUND)}(e, e.name in {DEVICE_ENV}))"
+    lines = [
+        f"({_each(f'{spec}.containers', BOUND)}(c, has(c.resources) &&",
+        f"  {resources[0]}",
+        f"  {resources[1]})) ||",
+        f"(has({spec}.initContainers) && ({_each(f'{spec}.initContainers', BOUND)}(c, has(c.resources) &&",
+        f"  {resources[0]}",
+        f"  {resources[1]}))) ||",
+        f"({_each(f'{spec}.containers', BOUND)}(c, {env})) ||",
+        f"(has({spec}.initContainers) && ({_each(f'{spec}.initContainers', BOUND)}(c, {env}))) ||",
+    ]
+    if not template:  # debug containers are added to pods, never to templates
+        lines.append(
+            f"(has({spec}.ephemeralContainers) && ({_each(f'{spec}.ephemeralContainers', BOUND)}(c, {env}))) ||"
+        )
+    guard = f"has({metadata}) && " if template else ""
+    annotations = f"{metadata}.annotations"
+    lines += [
+        f"(has({spec}.runtimeClassName) && {spec}.runtimeClassName.startsWith('nvidia')) ||",
+        f"(has({spec}.volumes) && ({_each(f'{spec}.volumes', LONG_BOUND)}(v, has(v.hostPath) &&",
+        "  v.hostPath.path.matches('^/*$|dev|nvidia|[.]|//')))) ||",
+        f"({guard}has({annotations}) && ('gpu-admission.io/triton' in {annotations} ||",
+        f"  {_each(annotations, LONG_BOUND)}(k, k.startsWith('cdi.k8s.io/'))))",
+    ]
+    return lines
+
+
+MIRROR_PODS = [
+    "!(request.userInfo.username.startsWith('system:node:') &&",
+    "  has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups &&",
+    "  has(object.metadata.annotations) && 'kubernetes.io/config.mirror' in object.metadata.annotations)",
+]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What differs between kustomize's plain YAML and Helm's template."""
+
+    helm: bool
+
+    def header(self, kind: str) -> list[str]:
+        lines = ["apiVersion: admissionregistration.k8s.io/v1", f"kind: {kind}", "metadata:", "  name: gpu-admission"]
+        if self.helm:
+            lines += [
+                "  labels:",
+                '    {{- include "gpu-admission.labels" . | nindent 4 }}',
+                '  {{- if eq .Values.certificates.mode "cert-manager" }}',
+                "  annotations: {cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/gpu-admission-tls}",
+                "  {{- end }}",
+            ]
+        return [*lines, "webhooks:"]
+
+    def failure_policy(self) -> str:
+        return "{{ .Values.failurePolicy }}" if self.helm else "Fail"
+
+    def client_config(self, path: str) -> list[str]:
+        if self.helm:
+            return [
+                f'      {{{{- include "gpu-admission.clientConfig" (dict "root" $ "path" "{path}") | nindent 6 }}}}'
+            ]
+        return [f"      service: {{name: gpu-admission, namespace: {NAMESPACE}, path: {path}, port: 443}}"]
+
+    def excluded(self, own: bool = True) -> str:
+        if self.helm:
+            return '{{ include "gpu-admission.excluded" . }}' if own else '[{{ join ", " .Values.excludedNamespaces }}]'
+        return f"[{', '.join(EXCLUDED + ([NAMESPACE] if own else []))}]"
+
+
+def _webhook(
+    target: Target,
+    name: str,
+    path: str,
+    rules: list[str],
+    *,
+    failure: str = "Ignore",
+    side_effects: str = "None",
+    reinvoke: bool = False,
+    own_namespace_excluded: bool = True,
+    selector: Sequence[str] = (),
+    conditions: Sequence[tuple[str, list[str]]] = (),
+    comment: Sequence[str] = (),
+) -> list[str]:
+    lines = [f"  # {line}" if line else "  #" for line in comment]
+    lines += [
+        f"  - name: {name}",
+        "    admissionReviewVersions: [v1]",
+        f"    sideEffects: {side_effects}",
+        f"    failurePolicy: {failure}",
+    ]
+    if reinvoke:
+        lines.append("    reinvocationPolicy: IfNeeded")
+    lines += ["    timeoutSeconds: 3", "    matchPolicy: Equivalent", "    clientConfig:", *target.client_config(path)]
+    lines += [
+        "    rules:",
+        *(f"      {rule}" if rule.startswith("#") else f"      - {rule}" for rule in rules),
+        *selector,
+    ]
+    lines += [
+        "    namespaceSelector:",
+        "      matchExpressions:",
+        "        - {key: kubernetes.io/metadata.name, operator: NotIn, values: "
+        f"{target.excluded(own_namespace_excluded)}}}",
+    ]
+    if conditions:
+        lines.append("    matchConditions:")
+        for condition, expression in conditions:
+            lines += [f"      - name: {condition}", "        expression: >-", *(f"          {e}" for e in expression)]
+    return lines
+
+
+POD_COMMENT = [
+    "Every pod that could reach a GPU, so an outage never blocks ordinary pods: one asking for an",
+    "nvidia.com/ resource (init containers too), running under an NVIDIA RuntimeClass, setting",
+    "NVIDIA_VISIBLE_DEVICES & co. in any container (ephemeral ones too: the NVIDIA runtime may be",
+    "the node's default), mounting a hostPath that may lead to the node's devices (any path with",
+    "dev, nvidia, a dot or a double slash in it, or /), naming CDI devices, or asking for Triton.",
+    "Kubelets' mirror pods are skipped; the annotation alone is anyone's to write.",
+]
+POD_RULE = '{apiGroups: [""], apiVersions: [v1], operations: [%s], resources: [%s], scope: Namespaced}'
+
+
+def mutating(target: Target) -> list[str]:
+    return target.header("MutatingWebhookConfiguration") + _webhook(
+        target,
+        "mutate.gpu-admission.io",
+        "/mutate",
+        [POD_RULE % ("CREATE", "pods")],
+        failure=target.failure_policy(),
+        reinvoke=True,
+        conditions=[("pods-that-can-reach-a-gpu", pod_condition("object")), ("not-kubelet-mirror-pods", MIRROR_PODS)],
+        comment=POD_COMMENT,
+    )
+
+
+def validating(target: Target) -> list[str]:
+    lines = target.header("ValidatingWebhookConfiguration")
+    lines += _webhook(
+        target,
+        "validate-pods.gpu-admission.io",
+        "/validate",
+        [
+            "# pods/ephemeralcontainers: a debug container is judged for its device access like any other.",
+            POD_RULE % ("CREATE, UPDATE", "pods, pods/ephemeralcontainers"),
+        ],
+        failure=target.failure_policy(),
+        side_effects="NoneOnDryRun  # strict quotas write a Lease per admission, never on a dry run",
+        conditions=[("pods-that-can-reach-a-gpu", pod_condition("object")), ("not-kubelet-mirror-pods", MIRROR_PODS)],
+        comment=POD_COMMENT,
+    )
+    controllers = (
+        (
+            "validate-controllers.gpu-admission.io",
+            "object.spec.template",
+            "apps",
+            "deployments, statefulsets, daemonsets, replicasets",
+        ),
+        ("validate-jobs.gpu-admission.io", "object.spec.template", "batch", "jobs"),
+        ("validate-cronjobs.gpu-admission.io", "object.spec.jobTemplate.spec.template", "batch", "cronjobs"),
+    )
+    for index, (name, template, group, resources) in enumerate(controllers):
+        comment = (
+            [
+                "Controllers: their pod templates are judged so `kubectl apply --dry-run=server` gives",
+                "feedback; only templates that could reach a GPU (the pod condition, on the template).",
+            ]
+            if index == 0
+            else []
+        )
+        rule = (
+            f"{{apiGroups: [{group}], apiVersions: [v1], operations: [CREATE, UPDATE], "
+            f"resources: [{resources}], scope: Namespaced}}"
+        )
+        lines += _webhook(
+            target,
+            name,
+            "/validate",
+            [rule],
+            conditions=[("templates-that-can-reach-a-gpu", pod_condition(template, template=True))],
+            comment=comment,
+        )
+    for index, entry in enumerate(custom_kinds()):
+        comment = (
+            [
+                "Workloads of the table in policies/model/workloads.py (Kubeflow, Ray, LeaderWorkerSet, JobSet,",
+                "Argo, KServe, Knative): their pod templates are judged as the pods they will make. One",
+                "webhook per kind, its condition generated from the table: objects whose templates ask for",
+                "no GPU stay out, and no expression reads another kind's fields.",
+            ]
+            if index == 0
+            else []
+        )
+        rule = (
+            f"{{apiGroups: [{entry.group}], apiVersions: ['*'], operations: [CREATE, UPDATE], "
+            f"resources: [{entry.resource}], scope: Namespaced}}"
+        )
+        lines += _webhook(
+            target,
+            f"{entry.resource}.{entry.group}.workloads.gpu-admission.io",
+            "/validate",
+            [rule],
+            conditions=[("templates-that-ask-for-a-gpu", [kind_condition(entry)])],
+            comment=comment,
+        )
+    lines += _webhook(
+        target,
+        "validate-policies.gpu-admission.io",
+        "/validate",
+        [POD_RULE % ("CREATE, UPDATE", "configmaps")],
+        own_namespace_excluded=False,
+        selector=["    objectSelector:", '      matchLabels: {gpu-admission.io/policy: "true"}'],
+        comment=[
+            "Policy ConfigMaps: a broken policy is refused at `kubectl apply` (and --dry-run=server) with",
+            "its lint errors. Its own namespace is included: that is where policies live.",
+        ],
+    )
+    return lines
+
+
+def render(helm: bool) -> str:
+    target = Target(helm)
+    head = "# Generated by tools/webhook_manifests.py from one description (python -m tools.webhook_manifests).\n"
+    if helm:
+        head = "{{- /* " + head.strip().lstrip("# ") + " */}}\n"
+    return head + "\n".join([*mutating(target), "---", *validating(target)]) + "\n"
+
+
+def outputs() -> dict[Path, str]:
+    return {KUSTOMIZE: render(helm=False), HELM: render(helm=True)}
+
+
+def main() -> int:
+    for path, text in outputs().items():
+        path.write_text(text)
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
