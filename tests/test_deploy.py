@@ -220,12 +220,25 @@ def test_rbac_is_least_privilege(overlay):
                 assert rule.get("resourceNames")
 
 
-def test_the_namespaced_policies_overlay_watches_every_namespace():
+def test_the_namespaced_policies_overlay_reads_configmaps_only_where_a_rolebinding_opens_a_namespace():
     objects = render("deploy/overlays/namespaced-policies")
     env = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert {"name": "GPU_ADMISSION_ALL_NAMESPACES", "value": "true"} in env
-    cluster_rules = [r for role in by_kind(objects, "ClusterRole") for r in role["rules"]]
-    assert any(r["resources"] == ["configmaps"] and "watch" in r["verbs"] for r in cluster_rules)
+    assert {"name": "GPU_ADMISSION_LABELLED_NAMESPACES", "value": "true"} in env
+    assert "GPU_ADMISSION_ALL_NAMESPACES" not in {e["name"] for e in env}
+    (role,) = [
+        r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"] == "gpu-admission-namespaced-policies"
+    ]
+    assert any(r["resources"] == ["configmaps"] and "watch" in r["verbs"] for r in role["rules"])
+    bound = [b["roleRef"]["name"] for b in by_kind(objects, "ClusterRoleBinding")]
+    assert "gpu-admission-namespaced-policies" not in bound  # granted per namespace, never cluster-wide
+    for binding in by_kind(objects, "ClusterRoleBinding"):
+        (cluster_role,) = [
+            r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"] == binding["roleRef"]["name"]
+        ]
+        for rule in cluster_role["rules"]:
+            assert "configmaps" not in rule["resources"] or not set(rule["verbs"]) & {"list", "watch"}, rule
+    example = yaml.safe_load((ROOT / "deploy/overlays/namespaced-policies/rolebinding-example.yaml").read_text())
+    assert example["roleRef"]["name"] == "gpu-admission-namespaced-policies"
 
 
 def env_of(objects: list[dict]) -> dict[str, str]:

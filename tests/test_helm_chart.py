@@ -297,3 +297,14 @@ def test_the_chart_with_webhook_url_renders_the_webhook_configurations_of_the_e2
     for configuration in (*rendered.values(), *applied.values()):
         configuration["metadata"].pop("labels", None)
     assert rendered == applied
+
+
+def test_team_namespaces_get_a_rolebinding_each_and_nothing_cluster_wide():
+    objects = render(policies={"namespaced": True, "teamNamespaces": ["team-a", "team-b"]})
+    bindings = [o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["name"] == "gpu-admission-policies"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    assert {b["roleRef"]["name"] for b in bindings} == {"gpu-admission-namespaced-policies"}
+    cluster_bound = {o["roleRef"]["name"] for o in objects if o["kind"] == "ClusterRoleBinding"}
+    assert "gpu-admission-namespaced-policies" not in cluster_bound
+    env, _ = deployment_env(objects)
+    assert env["GPU_ADMISSION_LABELLED_NAMESPACES"] == "true"

@@ -38,6 +38,7 @@ class ServerConfig:
     fail_open: bool = False
     watch_namespace: str = ""  # the webhook's own namespace: connects it to the cluster
     all_namespaces: bool = False
+    labelled_namespaces: bool = False  # team policies in namespaces labelled gpu-admission.io/policies=enabled
     manage_certs: bool = False  # certificates in Secrets of watch_namespace, renewed in the cluster
     service: str = "gpu-admission"
     # Names a self-managed serving certificate carries besides the Service's: the host of a
@@ -58,6 +59,7 @@ class ServerConfig:
             fail_open=env.get("GPU_ADMISSION_FAIL_OPEN") == "true",
             watch_namespace=env.get("GPU_ADMISSION_WATCH_NAMESPACE", ""),
             all_namespaces=env.get("GPU_ADMISSION_ALL_NAMESPACES") == "true",
+            labelled_namespaces=env.get("GPU_ADMISSION_LABELLED_NAMESPACES") == "true",
             manage_certs=env.get("GPU_ADMISSION_MANAGE_CERTS") == "true",
             service=env.get("GPU_ADMISSION_SERVICE", "gpu-admission"),
             serving_names=tuple(n.strip() for n in env.get("GPU_ADMISSION_SERVING_NAMES", "").split(",") if n.strip()),
@@ -81,7 +83,7 @@ def build_holder(config: ServerConfig) -> EngineHolder:
 
     store = PolicyStore(holder.swap, on_result=count)
     if config.watch_namespace:
-        background.register(lambda: _watch_cluster(holder, store, config.watch_namespace, config.all_namespaces))
+        background.register(lambda: _watch_cluster(holder, store, config))
     elif config.policy_dirs:
         directories = DirectoryWatcher(list(config.policy_dirs), store)
         holder.sources.append(directories)
@@ -92,11 +94,18 @@ def build_holder(config: ServerConfig) -> EngineHolder:
     return holder
 
 
-def _watch_cluster(holder: EngineHolder, store: PolicyStore, namespace: str, all_namespaces: bool) -> None:
+def _watch_cluster(holder: EngineHolder, store: PolicyStore, config: ServerConfig) -> None:
     from webhook.cluster.watches import audit_seconds, connect
 
     identity.load_config()
-    connect(holder.view, store, namespace, all_namespaces=all_namespaces, audit_every=audit_seconds())
+    connect(
+        holder.view,
+        store,
+        config.watch_namespace,
+        all_namespaces=config.all_namespaces,
+        labelled_namespaces=config.labelled_namespaces,
+        audit_every=audit_seconds(),
+    )
 
     def stopped() -> None:
         for thread in holder.view.background:

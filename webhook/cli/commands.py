@@ -77,8 +77,13 @@ def cmd_validate_inputs(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    if (args.all_namespaces or args.manage_certs) and not args.watch_configmaps:
-        flag = "--all-namespaces" if args.all_namespaces else "--manage-certs"
+    needing = {
+        "--all-namespaces": args.all_namespaces,
+        "--labelled-namespaces": args.labelled_namespaces,
+        "--manage-certs": args.manage_certs,
+    }
+    if any(needing.values()) and not args.watch_configmaps:
+        flag = next(name for name, given in needing.items() if given)
         raise InputError(flag, "needs --watch-configmaps NAMESPACE (the webhook's own namespace)")
     if args.workers != 1:
         raise InputError(
@@ -113,6 +118,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         fail_open=args.fail_open,
         watch_namespace=args.watch_configmaps or "",
         all_namespaces=args.all_namespaces,
+        labelled_namespaces=args.labelled_namespaces,
         manage_certs=args.manage_certs,
         service=args.service,
         serving_names=tuple(args.serving_name),

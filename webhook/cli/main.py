@@ -275,6 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also namespaced policies from labelled ConfigMaps in every namespace (each matches only its own)",
     )
+    serve.add_argument(
+        "--labelled-namespaces",
+        action="store_true",
+        help="also namespaced policies, read only in namespaces labelled gpu-admission.io/policies=enabled (each "
+        "with a RoleBinding letting the webhook read its ConfigMaps): least privilege",
+    )
     serve.set_defaults(run=cmd_serve)
     completion = _command(
         commands,

@@ -31,11 +31,12 @@ from webhook.cluster.identity import api_client as identity_api_client
 from webhook.cluster.leadership import Leadership
 from webhook.cluster.listwatch import ListWatch
 from webhook.cluster.live import ClusterView
+from webhook.cluster.policy_namespaces import PolicyNamespaces
 from webhook.cluster.policy_status import PolicyStatusReporter
 from webhook.cluster.reservations import PodRef
 from webhook.cluster.shared_quota import SharedReservations
 from webhook.cluster.watch_stream import JSON
-from webhook.sources.configmaps import POLICY_LABEL, policy_owner, texts_of
+from webhook.sources.configmaps import POLICY_LABEL, SOURCE_PREFIX, policy_owner, texts_of
 from webhook.sources.store import PolicyStore
 
 NAMESPACE_TIMEOUT = 2.0
@@ -59,12 +60,22 @@ def _both(first: Callable[[str, JSON], None], second: Callable[[str, JSON], None
     return observe
 
 
+def _both_lists(first: Callable[[Any], None], second: Callable[[Any], None]) -> Callable[[Any], None]:
+    def listed(items: Any) -> None:
+        kept = list(items)
+        first(iter(kept))
+        second(iter(kept))
+
+    return listed
+
+
 def connect(
     view: ClusterView,
     store: PolicyStore,
     namespace: str,
     api_client: client.ApiClient | None = None,
     all_namespaces: bool = False,
+    labelled_namespaces: bool = False,
     identity: str = REPLICA,
     audit_every: float | None = None,
     **options: Any,
@@ -90,9 +101,18 @@ def connect(
         auditor.start()
     view.namespaces.set_fetch(lambda name: _read_namespace(core, name))
     usage, namespaces, quotas = view.usage, view.namespaces, view.quotas
+    namespaces_listed: Callable[[Any], None] = namespaces.replace_all
+    namespace_seen: Callable[[str, JSON], None] = namespaces.observe
+    if labelled_namespaces:  # team policies: a ConfigMap watch per namespace opened to them
+        teams = PolicyNamespaces(core, store, namespace, **options)
+        view.background.append(teams)
+        namespaces_listed, namespace_seen = (
+            _both_lists(namespaces.replace_all, teams.replace_all),
+            _both(namespaces.observe, teams.observe),
+        )
     watches = [
         configmap_watch(core, namespace, store, all_namespaces, **options),
-        ListWatch("namespaces", core.list_namespace, (), namespaces.replace_all, namespaces.observe, **options),
+        ListWatch("namespaces", core.list_namespace, (), namespaces_listed, namespace_seen, **options),
         ListWatch(
             "nodes", core.list_node, (), usage.replace_nodes, _both(usage.observe_node, auditor.node_seen), **options
         ),
@@ -176,8 +196,12 @@ def configmap_watch(
         else:
             store.update(*texts_of(obj), namespace=owner(obj))
 
+    # Of the store's ConfigMap sources, this watch lists its namespace's (or, all_namespaces, all).
+    within = SOURCE_PREFIX if all_namespaces else f"{SOURCE_PREFIX}{namespace}/"
+
     def on_list(items: Any) -> None:
-        store.replace_all({source: (texts, owner(cm)) for cm in items for source, texts in [texts_of(cm)]})
+        sources = {source: (texts, owner(cm)) for cm in items for source, texts in [texts_of(cm)]}
+        store.replace_all(sources, within=within)
 
     lister: Callable[..., Any] = api.list_namespaced_config_map
     args: tuple[str, ...] = (namespace,)

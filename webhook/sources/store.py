@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from policies.engine import Engine
@@ -138,11 +138,13 @@ class PolicyStore:
         if before:
             self._report(source, before, [])
 
-    def replace_all(self, sources: dict[str, tuple[Texts, str | None]]) -> None:
-        """A full relist: sources not listed are gone; each listed one is judged on its own, and
-        one that cannot be (a bug) is logged and skipped, never holding up the others."""
+    def replace_all(self, sources: Mapping[str, tuple[Texts, str | None]], within: str = "") -> None:
+        """A full relist: sources not listed are gone (of those named `within...` only, where one
+        watch lists a part of them: one namespace's ConfigMaps); each listed one is judged on its
+        own, and one that cannot be (a bug) is logged and skipped, never holding up the others."""
         for source in set(self._seen) - set(sources):
-            self.remove(source)
+            if source.startswith(within):
+                self.remove(source)
         for source, (texts, namespace) in sorted(sources.items()):
             try:
                 self.update(source, texts, namespace)
