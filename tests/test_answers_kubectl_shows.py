@@ -43,6 +43,16 @@ def test_warnings_past_4096_runes_are_counted_in_a_last_warning():
     assert str(30 - (len(shown) - 1)) in shown[-1]
 
 
+def test_the_most_important_warnings_come_first_and_are_the_last_to_be_cut():
+    notes = tuple(f"main: note {i} " + "x" * 200 for i in range(30))
+    rule = "owners need a label (policy p) [rule owner, spec, Pod ml/p]"
+    quota = "ml: gpuEquivalents 3 of 4 (policy q) [rule quota.gpuEquivalents, spec, Pod ml/p]"
+    denied = "will be denied: spec.containers[0].resources: asks for 2 MIG devices (policy p)"
+    shown = shown_warnings((*notes, rule, quota, denied))
+    assert shown[:3] == [denied, quota, rule]
+    assert shown[-1].startswith("gpu-admission: and ")
+
+
 def test_the_review_carries_the_shown_warnings():
     review = AdmissionResponse("u", True, warnings=("a\nb",)).to_review("admission.k8s.io/v1")
     assert review["response"]["warnings"] == ["a b"]

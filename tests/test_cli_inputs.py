@@ -87,7 +87,7 @@ def test_a_directory_is_read_recursively_and_stdin_as_dash(tmp_path, mixed, caps
         )
     )
     assert main(["validate", "-f", str(tmp_path), "-o", "json"]) == 0
-    judged = [r["object"] for r in json.loads(capsys.readouterr().out)]
+    judged = [r["object"] for r in json.loads(capsys.readouterr().out)["results"]]
     assert any("Deployment infer" in o for o in judged) and any("Pod p" in o for o in judged)
     monkeypatch.setattr(sys, "stdin", io.StringIO(MIXED))
     assert main(["validate", "-f", "-"]) == 0
@@ -122,7 +122,7 @@ def test_mutate_with_cluster_state_agrees_with_validate(tmp_path, capsys):
     mutated = json.loads(capsys.readouterr().out)
     assert mutated["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
     assert main(["validate", "-f", str(pod), "--cluster-state", str(state), "-o", "json"]) == 0
-    changes = json.loads(capsys.readouterr().out)[0]["changes"]
+    changes = json.loads(capsys.readouterr().out)["results"][0]["changes"]
     assert any("nvidia.com/mig-1g.10gb" in c["change"] for c in changes)
     assert main(["mutate", "-f", str(pod), "-o", "json"]) == 0  # without it: no namespace label, no slice
     assert "mig-1g.10gb" not in capsys.readouterr().out
@@ -140,7 +140,7 @@ def test_mutate_with_cluster_state_agrees_with_validate(tmp_path, capsys):
 )
 def test_custom_resources_are_judged_by_each_template_named_by_its_path(manifest, template_path, capsys):
     code = main(["validate", "-f", str(CORPUS / manifest), "--policies", SLICES, "-o", "json"])
-    result = json.loads(capsys.readouterr().out)[0]
+    result = json.loads(capsys.readouterr().out)["results"][0]
     paths = [c["path"] for c in result["changes"]] + [v["path"] for v in result["verdicts"]]
     assert any(template_path in p for p in paths), paths
     assert code in (0, 1)

@@ -103,7 +103,9 @@ def test_validate_json_carries_the_mutation_warnings_text_prints_and_a_summary_f
     assert main(["validate", "-f", str(tmp_path / "mixed.yaml")]) == 0
     text = capsys.readouterr()
     assert main(["validate", "-f", str(tmp_path / "mixed.yaml"), "-o", "json"]) == 0
-    (judged,) = json.loads(capsys.readouterr().out)
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["summary"]["judged"] == 1
+    (judged,) = answer["results"]
     printed = [line.strip() for line in text.out.splitlines() if line.strip().startswith("warning:")]
     assert judged["warnings"] and all(any(w in line for line in printed) for w in judged["warnings"])
     assert "1 judged: 0 allowed, 1 allowed with warnings, 0 denied; 1 skipped" in text.err

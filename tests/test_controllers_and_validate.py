@@ -131,7 +131,7 @@ def test_validate_counts_cluster_state_and_pods_admitted_earlier_in_the_file(fil
         ["validate", "-f", incoming, "--policies", str(root / "policies"), "--cluster-state", state_file, "-o", "json"]
     )
     assert code == 1
-    results = json.loads(capsys.readouterr().out)
+    results = json.loads(capsys.readouterr().out)["results"]
     assert [r["allowed"] for r in results] == [True, False]
     denial = [v for v in results[1]["verdicts"] if v["action"] == "deny"][0]
     assert denial == {

@@ -41,7 +41,9 @@ def test_patched_fields_are_compared(tmp_path, capsys):
     good = f"  - {{resource: Pod/train, result: allowed, patched: {limits}}}\n"
     bad = '  - {resource: Pod/train, result: allowed, patched: {"spec.runtimeClassName": runc}}\n'
     assert main(["test", str(write_test(tmp_path, good + bad)), "-o", "json"]) == 1
-    outcomes = json.loads(capsys.readouterr().out)
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["summary"] == {"tests": 1, "results": 2, "passed": 1, "failed": 1}
+    outcomes = answer["results"]
     assert [o["passed"] for o in outcomes] == [True, False]
     assert outcomes[1]["reason"] == 'expected spec.runtimeClassName = "runc", got "nvidia"'
 

@@ -131,14 +131,21 @@ def judge_all(engine: Engine, files: list[str], namespace: str, state: str | Non
 
 def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:
     inputs, results = judge_all(engine, args.file, args.namespace, args.cluster_state)
-    if args.output == "json":
-        print(json.dumps([_json(r) for r in results], indent=2))
-    elif results:
-        print("\n".join(_text(r) for r in results))
-    inputs.say_skipped()
     denied = sum(not r.decision.allowed for r in results)
     warned = sum(r.decision.allowed and bool(r.mutation.warnings or r.decision.warnings) for r in results)
     skipped = len(inputs.documents) - len(results)
+    if args.output == "json":
+        summary = {
+            "judged": len(results),
+            "allowed": len(results) - denied - warned,
+            "warned": warned,
+            "denied": denied,
+            "skipped": skipped,
+        }
+        print(json.dumps({"summary": summary, "results": [_json(r) for r in results]}, indent=2))
+    elif results:
+        print("\n".join(_text(r) for r in results))
+    inputs.say_skipped()
     print(
         f"{len(results)} judged: {len(results) - denied - warned} allowed, {warned} allowed with warnings, "
         f"{denied} denied; {skipped} skipped",

@@ -189,8 +189,10 @@ def cmd_test(args: argparse.Namespace) -> int:
         if not report.outcomes:
             print(f"no test or resource matches --run {args.selected!r}", file=sys.stderr)
             return EXIT_BAD_INPUT
+    passed = len(report.outcomes) - len(report.failed)
     if args.output == "json":
-        print(json.dumps([outcome.__dict__ for outcome in report.outcomes], indent=2))
+        summary = {"tests": len(tests), "results": len(report.outcomes), "passed": passed, "failed": len(report.failed)}
+        print(json.dumps({"summary": summary, "results": [o.__dict__ for o in report.outcomes]}, indent=2))
     elif args.output == "junit":
         print(_junit(report))
     else:
@@ -200,6 +202,5 @@ def cmd_test(args: argparse.Namespace) -> int:
                 f"{mark} {outcome.test}: {outcome.resource} {outcome.expected}"
                 + (f": {outcome.reason}" if outcome.reason else "")
             )
-    passed = len(report.outcomes) - len(report.failed)
     print(f"{len(tests)} tests, {passed} results passed, {len(report.failed)} failed", file=sys.stderr)
     return EXIT_FAILED if report.failed else EXIT_OK

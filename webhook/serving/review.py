@@ -89,12 +89,27 @@ def one_line(text: str) -> str:
     return text if len(text) <= WARNING_RUNES else text[: WARNING_RUNES - 1] + "…"
 
 
+# Most important first, so what the 4,096-rune budget cuts is the least of them: what will be
+# denied (a dry run's preview, an engine fault allowed by failOpen), a policy that could not be
+# judged, budgets, rules, then notes of what the mutation did or left alone. Order holds within each.
+_IMPORTANCE = (
+    lambda w: w.startswith(("will be denied", "gpu-admission: internal error")),
+    lambda w: w.startswith("policy ") and " skipped: " in w,
+    lambda w: "[rule quota." in w,
+    lambda w: "[rule " in w,
+)
+
+
+def importance(warning: str) -> int:
+    return next((rank for rank, test in enumerate(_IMPORTANCE) if test(warning)), len(_IMPORTANCE))
+
+
 def shown_warnings(warnings: tuple[str, ...]) -> list[str]:
-    """Each warning on one line, in order, within 4,096 runes in all; what does not fit is
-    counted in a last warning instead of being cut away by the API server unseen."""
+    """Each warning on one line, most important first, within 4,096 runes in all; what does not
+    fit is counted in a last warning instead of being cut away by the API server unseen."""
     shown: list[str] = []
     total = 0
-    lines = [one_line(w) for w in warnings]
+    lines = sorted((one_line(w) for w in warnings), key=importance)
     for index, line in enumerate(lines):
         room_for_the_count = 0 if index == len(lines) - 1 else 64
         if total + len(line) + room_for_the_count > WARNINGS_TOTAL_RUNES:
