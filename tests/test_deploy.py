@@ -17,7 +17,12 @@ from policies.model.workload_conditions import custom_kinds
 from tests.conftest import gpu_container, plain_container, pod
 
 ROOT = Path(__file__).resolve().parent.parent
-OVERLAYS = ["deploy/base", "deploy/overlays/cert-manager", "deploy/overlays/namespaced-policies"]
+OVERLAYS = [
+    "deploy/base",
+    "deploy/overlays/cert-manager",
+    "deploy/overlays/namespaced-policies",
+    "deploy/overlays/policyreport-crds",
+]
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 API = ApiClient()
@@ -307,3 +312,14 @@ def test_liveness_waits_for_a_startup_probe_longer_than_the_first_certificate_wa
     startup = container["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] > 120  # certificates: up to 120 s
     assert container["resources"]["requests"]["cpu"] == "1" and "cpu" not in container["resources"]["limits"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_rendered_object_passes_kubernetes_validate_strict(overlay):
+    import kubernetes_validate
+
+    version = kubernetes_validate.latest_version()
+    for obj in render(overlay):
+        if obj["kind"] in CRDS:
+            continue
+        kubernetes_validate.validate(obj, version, strict=True)
