@@ -319,6 +319,18 @@ def test_strict_reservations_give_way_to_the_pods_once_they_are_watched(kube, re
     assert not first.validate(slice_pod("p5")).allowed
 
 
+def test_a_pod_that_finished_within_the_reservation_window_frees_its_place_at_once(kube, replicas):
+    kube.put(NS, "strict", {"s.yaml": STRICT})
+    first, second = start(kube, replicas), start(kube, replicas)
+    for i in range(5):  # short jobs: admitted, created, done, all within the 30 s reservation TTL
+        admitted = slice_pod(f"job{i}")
+        assert first.validate(admitted).allowed
+        kube.put_pod({**admitted, "status": {"phase": "Succeeded"}})
+    assert eventually(lambda: second.validate(slice_pod("next"), dry_run=True).allowed)
+    assert all(second.validate(slice_pod(f"n{i}")).allowed for i in range(5))
+    assert not second.validate(slice_pod("n5")).allowed  # the budget still holds
+
+
 def test_dry_run_under_a_strict_quota_writes_nothing(kube, replicas):
     kube.put(NS, "strict", {"s.yaml": STRICT})
     replica = start(kube, replicas)

@@ -62,7 +62,9 @@ class PodUsageTracker:
         self._needs = Needs()  # what the kept facts were made for
         self._counts = PodCounts(self._charge)
         self._reservations = Reservations()
-        self._gone: dict[str, float] = {}  # uids of pods deleted lately: their shared reservations are spent
+        self._gone: dict[
+            str, float
+        ] = {}  # uids of pods deleted or finished lately: their shared reservations are spent
 
     # -- UsageSource -------------------------------------------------------------------------
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
@@ -224,10 +226,11 @@ class PodUsageTracker:
                 facts = self._counts.add(key, facts)
                 if facts.node is not None:
                     self.capacity.use(facts.node, facts.gpus)
-            if kind == "DELETED":
-                if uid:
-                    self._gone[uid] = self._clock() + self.ttl
-            else:
+            if (kind == "DELETED" or facts is None) and uid:
+                # Deleted, or finished (Succeeded, Failed: charged nothing now): its shared
+                # reservation is spent at once, not left to count again until it expires.
+                self._gone[uid] = self._clock() + self.ttl
+            if kind != "DELETED":
                 self._reservations.claim(namespace, name, uid)
         TRACKED_PODS.set(len(self._counts.pods))
 
@@ -237,16 +240,21 @@ class PodUsageTracker:
         policy_set = self._policy_set()
         needs = needs_of(policy_set) if policy_set is not None else Needs()
         counts = PodCounts(self._charge)
+        spent: list[str] = []  # listed but charged nothing (finished): their reservations are spent
         for raw in pods:
             facts = self._facts(raw, needs)
             if facts is not None:
                 counts.add(_pod_key(raw.get("metadata") or {}), facts)
+            elif uid := str((raw.get("metadata") or {}).get("uid") or ""):
+                spent.append(uid)
         uses = node_uses((facts.node, facts.gpus) for facts in counts.pods.values())
         with self._lock:
             self._counts, self._needs = counts, needs
             counts.recharge(self._charge)  # a policy set swapped in meanwhile: charged by it
             self.capacity.replace_uses(uses)
             self._reservations.release_seen(counts.pods)
+            until = self._clock() + self.ttl
+            self._gone.update(dict.fromkeys(spent, until))
         TRACKED_PODS.set(len(counts.pods))
 
     def recharge(self) -> bool:
