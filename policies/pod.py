@@ -17,6 +17,7 @@ from policies.gpu.devices import (
     NVIDIA_RUNTIME_PREFIX,
     cdi_names_gpus,
     host_path_reaches_gpus,
+    mount_lists_devices,
 )
 from policies.gpu.placement import Placement, parse_placement
 from policies.quantity import QuantityParser
@@ -91,6 +92,20 @@ def _volumes(raw: list[object]) -> tuple[frozenset[str], tuple[tuple[str, str], 
     return frozenset(names), tuple(devices)
 
 
+def _device_list_mounts(spec: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    """(field path, mountPath) of every container's mount the NVIDIA runtime reads as a device list."""
+    found: list[tuple[str, str]] = []
+    for kind in ("containers", "initContainers", "ephemeralContainers"):
+        for i, item in enumerate(json_list(spec.get(kind), f"spec.{kind}")):
+            if type(item) is not dict or "volumeMounts" not in item:
+                continue
+            for j, mount in enumerate(json_list(item.get("volumeMounts"), f"spec.{kind}[{i}].volumeMounts")):
+                where = mount.get("mountPath") if type(mount) is dict else None
+                if isinstance(where, str) and mount_lists_devices(where):
+                    found.append((f"spec.{kind}[{i}].volumeMounts[{j}].mountPath", where))
+    return tuple(found)
+
+
 def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
     """A PodView of a Pod's JSON, or of a pod template (metadata + spec)."""
     pod = mapping(raw, "")
@@ -108,6 +123,7 @@ def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
     if spec.get("ephemeralContainers"):  # read for their device access only
         read_containers(spec, "ephemeralContainers", parse_quantity, env, env_from)
     volume_names, host_devices = _volumes(json_list(spec.get("volumes"), "spec.volumes"))
+    host_devices += _device_list_mounts(spec)
     for i, toleration in enumerate(json_list(spec.get("tolerations"), "spec.tolerations")):  # written into
         if type(toleration) is not dict:
             mapping(toleration, f"spec.tolerations[{i}]")

@@ -196,6 +196,30 @@ WALKS = [
         pod(plain_container(), namespace="secure", volumes=[{"name": "d", "hostPath": {"path": "/dev/char/195:0"}}]),
         "reaches the node's GPU devices",
     ),
+    # Parents of a device root, and /var/run, which is /run on the host (kubelet resolves it).
+    (
+        "a-hostpath-on-the-parent-of-the-driver-root",
+        pod(plain_container(), namespace="secure", volumes=[{"name": "d", "hostPath": {"path": "/run"}}]),
+        "hostPath /run reaches the node's GPU devices",
+    ),
+    (
+        "a-hostpath-on-var-run",
+        pod(plain_container(), namespace="secure", volumes=[{"name": "d", "hostPath": {"path": "/var/run/nvidia"}}]),
+        "hostPath /var/run/nvidia reaches the node's GPU devices",
+    ),
+    # accept-nvidia-visible-devices-as-volume-mounts: a mount under this directory is a device list.
+    (
+        "a-device-list-by-volume-mount",
+        pod(
+            dict(
+                plain_container(),
+                volumeMounts=[{"name": "d", "mountPath": "/var/run/nvidia-container-devices/all"}],
+            ),
+            namespace="secure",
+            volumes=[{"name": "d", "hostPath": {"path": "/dev/null"}}],
+        ),
+        "a volume mounted at /var/run/nvidia-container-devices/all is read by the NVIDIA runtime as a device list",
+    ),
     (
         "a-cdi-annotation",
         pod(plain_container(), namespace="secure", annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}),

@@ -32,6 +32,9 @@ def _conditions() -> list[list[Any]]:
 
 
 CONDITIONS = _conditions()
+MOUNTS = st.sampled_from(
+    ["/data", "/var/run/nvidia-container-devices/all", "/run/nvidia-container-devices/GPU-0", "/var/run/secrets/x"]
+)
 NAMES = st.sampled_from(["NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "HOME"])
 PATHS = st.sampled_from(
     [
@@ -43,6 +46,9 @@ PATHS = st.sampled_from(
         "dev/nvidia-uvm",
         "/dev/char/195:0",
         "/run/nvidia",
+        "/run",
+        "/var/run",
+        "/var/run/nvidia",
         "/var/log",
         "/etc",
         "/./dev",
@@ -73,6 +79,9 @@ def pods(draw):
         )
         if env:
             item["env"] = env
+        mounts = draw(st.lists(MOUNTS, max_size=2))
+        if mounts:
+            item["volumeMounts"] = [{"name": f"m{i}", "mountPath": path} for i, path in enumerate(mounts)]
         return item
 
     spec: dict[str, Any] = {"containers": [container("c")]}

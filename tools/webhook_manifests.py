@@ -45,6 +45,9 @@ def pod_condition(pod: str, template: bool = False) -> list[str]:
         f" (has({requests}) && ({_each(requests, BOUND)}(r, {ASKS}))))",
     )
     env = f"has(c.env) && ({_each('c.env', LONG_BOUND)}(e, e.name in {DEVICE_ENV}))"
+    listed = "m.mountPath.contains('nvidia-container-devices')"  # the toolkit's device list by mounts
+    mounts = f"has(c.volumeMounts) && ({_each('c.volumeMounts', BOUND)}(m, {listed}))"
+    env = f"({env}) || ({mounts})"
     lines = [
         f"({_each(f'{spec}.containers', BOUND)}(c, has(c.resources) &&",
         f"  {resources[0]}",
@@ -64,7 +67,7 @@ def pod_condition(pod: str, template: bool = False) -> list[str]:
     lines += [
         f"(has({spec}.runtimeClassName) && {spec}.runtimeClassName.startsWith('nvidia')) ||",
         f"(has({spec}.volumes) && ({_each(f'{spec}.volumes', LONG_BOUND)}(v, has(v.hostPath) &&",
-        "  v.hostPath.path.matches('^/*$|dev|nvidia|[.]|//')))) ||",
+        "  v.hostPath.path.matches('^/*$|dev|nvidia|run|[.]|//')))) ||",
         f"({guard}has({annotations}) && ('gpu-admission.io/triton' in {annotations} ||",
         f"  {_each(annotations, LONG_BOUND)}(k, k.startsWith('cdi.k8s.io/'))))",
     ]

@@ -22,12 +22,39 @@ def grants_devices(value: str | None) -> bool:
     return value is None or value.strip().lower() not in ("", "void", "none")
 
 
-def host_path_reaches_gpus(path: str) -> bool:
-    """Whether a hostPath gives the node's GPU devices: /, /dev, /dev/nvidia*, /dev/char (whose
-    links name every device), /dev/dri, /dev/dxg, or the driver's root /run/nvidia."""
+# Where the node's GPU devices are: /dev/nvidia*, /dev/char (whose links name every device),
+# /dev/dri, /dev/dxg, and the driver's root /run/nvidia (the GPU Operator's driver container).
+DEVICE_ROOTS = ("/dev/nvidia", "/dev/char", "/dev/dri", "/dev/dxg", "/run/nvidia")
+# The NVIDIA container toolkit with accept-nvidia-visible-devices-as-volume-mounts (the hardening
+# NVIDIA recommends) reads the names of mounts under this directory of a container as its device
+# list: any volume mounted there (a hostPath of /dev/null will do) hands out GPUs.
+DEVICE_LIST_MOUNT = "/var/run/nvidia-container-devices"
+
+
+def _host(path: str) -> str:
+    """A host path as kubelet resolves it: normalised, and /var/run the /run it links to."""
     normal = posixpath.normpath("/" + path.lstrip("/"))
-    return normal in ("/", "/dev") or normal.startswith(
-        ("/dev/nvidia", "/dev/char", "/dev/dri", "/dev/dxg", "/run/nvidia")
+    if normal == "/var/run" or normal.startswith("/var/run/"):
+        normal = "/run" + normal[len("/var/run") :]
+    return normal
+
+
+def host_path_reaches_gpus(path: str) -> bool:
+    """Whether a hostPath gives the node's GPU devices: a device root, anything under one, or any
+    directory above one (/, /dev, /run and /var/run, which is /run on the host)."""
+    normal = _host(path)
+    if normal.startswith(DEVICE_ROOTS):
+        return True
+    return any(root.startswith(normal.rstrip("/") + "/") for root in DEVICE_ROOTS) or normal == "/"
+
+
+def mount_lists_devices(mount_path: str) -> bool:
+    """Whether a container's volume mounted at `mount_path` is read as a device list: the toolkit
+    reads the destinations of the container's mounts under the directory (its /run spelling too,
+    should an image link the two)."""
+    normal = posixpath.normpath("/" + mount_path.lstrip("/"))
+    return any(
+        normal == root or normal.startswith(root + "/") for root in (DEVICE_LIST_MOUNT, "/run/nvidia-container-devices")
     )
 
 

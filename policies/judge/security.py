@@ -57,7 +57,11 @@ def _breaches(pod: PodView) -> Iterator[tuple[DeviceCheck, str, str]]:
                 "give it a prefix, or name its variables in env",
             )
     for path, host in pod.host_devices:
-        yield DeviceCheck.HOST_DEVICES, path, f"hostPath {host} reaches the node's GPU devices past the device plugin"
+        if ".volumeMounts[" in path:
+            told = f"a volume mounted at {host} is read by the NVIDIA runtime as a device list"
+        else:
+            told = f"hostPath {host} reaches the node's GPU devices"
+        yield DeviceCheck.HOST_DEVICES, path, f"{told} past the device plugin"
     for annotation, value in pod.cdi_devices:
         yield (
             DeviceCheck.CDI_DEVICES,
