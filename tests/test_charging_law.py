@@ -175,6 +175,8 @@ RESOURCES = [
     "nvidia.com/mig-3g.40gb",
     "nvidia.com/mig-1g.18gb.shared",
     "nvidia.com/mig-2g.48gb",
+    "nvidia.com/GA100_A100_PCIE_40GB",  # a VM's passed-through GPU
+    "nvidia.com/GRID_T4-1Q",  # a VM's vGPU: a time-sliced share
     HAMI,
 ]
 

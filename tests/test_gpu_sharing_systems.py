@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from policies.judge.ledger import Ledger
+from policies.judge.quota import NoUsage
 from tests.conftest import engine_from, gpu_container, pod, policy
 
 SLICES = policy(
@@ -62,3 +63,28 @@ def test_they_still_count_for_rules_and_quotas():
 def test_a_gpu_pod_with_no_sharing_constraint_is_still_rewritten():
     result = engine_from(SLICES).mutate(pod(gpu_container()))
     assert "nvidia.com/mig-1g.10gb" in yaml.safe_dump(result.object)
+
+
+@pytest.mark.parametrize(
+    "resource, shared",
+    [
+        ("nvidia.com/GA100_A100_PCIE_40GB", False),
+        ("nvidia.com/TU104GL_Tesla_T4", False),
+        ("nvidia.com/GRID_T4-1Q", True),
+    ],
+    ids=["passthrough-a100", "passthrough-t4", "vgpu-t4-1q"],
+)
+def test_a_virtual_machines_gpu_is_a_gpu_charged_whole_or_as_a_share(resource, shared):
+    from fractions import Fraction
+
+    from policies.gpu.catalog import CATALOG
+    from policies.judge.usage import pod_usage
+    from policies.pod import parse_pod
+    from policies.quantity import parse_quantity
+
+    launcher = pod({"name": "compute", "image": "virt-launcher", "resources": {"limits": {resource: 1}}})
+    usage = pod_usage(parse_pod(launcher, parse_quantity), CATALOG)
+    assert usage.gpus == 1
+    assert usage.equivalents(Fraction(1, 2)) == (Fraction(1, 2) if shared else 1)
+    engine = engine_from(policy("no-gpus", "quota: {limits: {gpus: 0}}"))
+    assert not engine.validate(launcher, NoUsage()).allowed

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -65,14 +66,37 @@ class ResourceKind(enum.Enum):
     OTHER = "other"  # nvidia.com/ resources that are no GPU (network devices and the like)
 
 
+# The GPU Operator's sandbox device plugin (KubeVirt virtual machines) names a passed-through GPU
+# by its PCI device name (`nvidia.com/GA100_A100_PCIE_40GB`, `nvidia.com/TU104GL_Tesla_T4`) and a
+# vGPU by its mediated device type (`nvidia.com/GRID_T4-1Q`, `nvidia.com/NVIDIA_A10-24Q`,
+# `nvidia.com/GRID_A100-1-10C`, MIG-backed). Both are GPUs: a passthrough a whole one, a vGPU a
+# time-sliced share of one (charged as `.shared` replicas are). Device plugin and HAMi names are
+# lower case; these are not.
+_VGPU = re.compile(r"^nvidia\.com/(?:GRID|NVIDIA)_[A-Za-z0-9]+(?:-\d+)*-\d+[A-Z]$")
+_PASSTHROUGH = re.compile(r"^nvidia\.com/[A-Z0-9]+_[A-Za-z0-9_]+$")
+
+
 def resource_kind(name: str) -> ResourceKind:
     """What an extended resource is, from its name alone: the device plugin's (renamed ones
-    included), HAMi's shares, or something else of NVIDIA's."""
+    included), the sandbox device plugin's passthrough and vGPU devices, HAMi's shares, or
+    something else of NVIDIA's."""
     if name.startswith(MIG_RESOURCE_PREFIX):
         return ResourceKind.MIG
     if name == WHOLE_GPU_RESOURCE or name.startswith((WHOLE_GPU_RESOURCE + ".", WHOLE_GPU_RESOURCE + "-")):
         return ResourceKind.WHOLE
+    if _VGPU.match(name) or _PASSTHROUGH.match(name):
+        return ResourceKind.WHOLE
     return ResourceKind.SHARE if name in HAMI_RESOURCES else ResourceKind.OTHER
+
+
+def is_vgpu(name: str) -> bool:
+    return _VGPU.match(name) is not None
+
+
+def is_sandbox_device(name: str) -> bool:
+    """A passed-through GPU or a vGPU of the sandbox device plugin: what it is does not depend on
+    the node's MIG labels."""
+    return _VGPU.match(name) is not None or _PASSTHROUGH.match(name) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +106,7 @@ class GpuResource:
     profile: str | None = None  # MIG: the catalog's profile name; None when the catalog does not know it
     written: str = ""  # MIG: the profile as the resource name writes it
     shared: bool = False  # `.shared`: a time-sliced replica of the device, not the device
+    sandbox: bool = False  # a passthrough or vGPU device of a virtual machine: what it is, anywhere
 
     @property
     def device(self) -> bool:
@@ -159,7 +184,8 @@ class Catalog:
             base = name.removesuffix(SHARED_RESOURCE_SUFFIX) if shared else name
             written = base.removeprefix(MIG_RESOURCE_PREFIX)
             return GpuResource(name, kind, self._resource_names.get(base), written, shared)
-        return GpuResource(name, kind, shared=name == WHOLE_GPU_RESOURCE + SHARED_RESOURCE_SUFFIX)
+        shared = name == WHOLE_GPU_RESOURCE + SHARED_RESOURCE_SUFFIX or is_vgpu(name)
+        return GpuResource(name, kind, shared=shared, sandbox=is_sandbox_device(name))
 
     def closest_resources(self, written: str) -> str:
         """`; closest: nvidia.com/mig-...` for a profile (as resource names write it) no model has."""

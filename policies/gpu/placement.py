@@ -242,6 +242,8 @@ def unit_charge(resource: GpuResource, placement: Placement, catalog: Catalog, h
 
 
 def _charge(resource: GpuResource, placement: Placement, catalog: Catalog, hami: bool) -> Charge:
+    if resource.sandbox:  # a VM's whole GPU (passthrough) or share of one (vGPU), whatever the node says
+        return Charge(Fraction(1), 1, frozenset(), resource.shared)
     kinds = admitted(placement, catalog)
     if resource.kind is ResourceKind.WHOLE:
         shared = resource.shared or hami or all(k.shared for k in kinds)
