@@ -231,3 +231,22 @@ def test_updates_are_not_charged_again():
 
 def test_verdict_actions_are_typed():
     assert rule_engine("audit").validate(slice_pod(), NoUsage()).verdicts[0].action is Action.AUDIT
+
+
+def test_a_quota_whose_match_reads_what_only_an_admission_has_is_refused_at_load():
+    from policies.model.loader import load_texts
+    from policies.quantity import parse_quantity
+
+    text = policy(
+        "by-user",
+        """
+match:
+  condition: "request.userInfo.username == 'alice'"
+quota: {limits: {gpus: 1}}
+""",
+    )
+    problems = load_texts([("p.yaml", text)], parse_quantity).problems
+    assert [p.path for p in problems] == ["spec.match.condition"]
+    assert "a quota's match must hold for running pods too, which have no request.userInfo" in problems[0].message
+    rule_only = policy("rule-by-user", "match:\n  condition: \"request.userInfo.username == 'alice'\"\n")
+    assert not load_texts([("r.yaml", rule_only)], parse_quantity).problems  # no budget: admission alone decides

@@ -45,6 +45,8 @@ _TRITON = frozenset({"image", "modelRepository", "profile", "nativeSidecar", "re
 _TRITON_RESOURCES = frozenset({"cpu", "memory"})
 _RULE = frozenset({"name", "expression", "message", "messageExpression", "action"})
 _VARIABLE = frozenset({"name", "expression"})
+# What a match condition may read only while a request is admitted, never of a running pod.
+_ADMISSION_ONLY = re.compile(r"\b(namespaceObject|oldObject|request\.userInfo|request\.dryRun|authorizer)\b")
 _VARIABLE_USE = re.compile(r"\bvariables\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
 _QUOTA = frozenset({"scope", "limits", "perPod", "action", "consistency", "sharedWeight"})
 _LIMITS = frozenset({"gpuEquivalents", "slices", "gpus", "pods"})
@@ -206,6 +208,17 @@ class SectionReader(FieldReader):
         condition = policy.match.condition
         if condition is not None and condition.reads_variables:
             self.problem("spec.match.condition", "a match condition cannot read variables (as in VAP)")
+        if condition is not None and policy.quota is not None:
+            unknown = sorted(set(_ADMISSION_ONLY.findall(condition.source)))
+            if unknown:
+                # Running pods are counted against the budget by this match too (the watch, a
+                # relist, another replica): what only an admission request has would let a pod
+                # in one by one and out of the count once it runs.
+                self.problem(
+                    "spec.match.condition",
+                    f"a quota's match must hold for running pods too, which have no {', '.join(unknown)}: "
+                    "match users by namespace, and namespaces by match.namespaceSelector",
+                )
 
     def rules(self, raw: object, path: str) -> tuple[Rule, ...]:
         if raw is None:
