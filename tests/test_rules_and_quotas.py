@@ -1,5 +1,6 @@
 """Rules per action and quotas per dimension, at the limit and one over, with exact fractions."""
 
+import copy
 from fractions import Fraction
 
 import pytest
@@ -250,3 +251,24 @@ quota: {limits: {gpus: 1}}
     assert "a quota's match must hold for running pods too, which have no request.userInfo" in problems[0].message
     rule_only = policy("rule-by-user", "match:\n  condition: \"request.userInfo.username == 'alice'\"\n")
     assert not load_texts([("r.yaml", rule_only)], parse_quantity).problems  # no budget: admission alone decides
+
+
+def test_an_update_that_narrows_a_gated_pod_onto_split_nodes_is_judged_for_the_slice_it_adds():
+    from policies.judge.ledger import Ledger
+    from policies.request import Operation, RequestInfo
+
+    engine = engine_from(policy("slices", "match: {namespaces: [team-a]}\nquota: {limits: {slices: {1g.10gb: 1}}}\n"))
+    gated = pod(gpu_container(), namespace="team-a", schedulingGates=[{"name": "wait"}])
+    onto_split = copy.deepcopy(gated)
+    onto_split["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}
+    full = Ledger.from_pods(
+        [pod(gpu_container(), namespace="team-a", nodeSelector=onto_split["spec"]["nodeSelector"])],
+        engine.policy_set,
+        engine.parse_quantity,
+    )
+    update = RequestInfo("team-a", Operation.UPDATE, old_object=gated)
+    decision = engine.validate(onto_split, full, update)
+    assert not decision.allowed
+    assert "slices" in decision.message
+    unchanged = engine.validate(gated, full, RequestInfo("team-a", Operation.UPDATE, old_object=gated))
+    assert unchanged.allowed  # an update that adds nothing is not judged against the budget

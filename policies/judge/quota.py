@@ -80,7 +80,11 @@ def _near(amount: Amount, limit: Amount) -> bool:
     return left >= limit.numerator * amount.denominator * NEAR_LIMIT.numerator
 
 
-def check_quota(policy: GPUPolicy, quota: Quota, namespace: str, pod: Usage, current: Usage) -> list[Verdict]:
+def check_quota(
+    policy: GPUPolicy, quota: Quota, namespace: str, pod: Usage, current: Usage, added: Usage | None = None
+) -> list[Verdict]:
+    """Per-pod caps on `pod`; budgets on what it adds to `current` (`added`: an UPDATE's growth,
+    else the whole pod)."""
     label = scope_label(policy, quota, namespace)
     action = Action.DENY if quota.action is Action.DENY else Action.WARN
     verdicts: list[Verdict] = []
@@ -97,7 +101,7 @@ def check_quota(policy: GPUPolicy, quota: Quota, namespace: str, pod: Usage, cur
                     )
                 )
     held = {name: amount for name, _, amount, _ in dimensions(quota.limits, current, quota.shared_weight)}
-    for name, path, asked, limit in dimensions(quota.limits, pod, quota.shared_weight):
+    for name, path, asked, limit in dimensions(quota.limits, pod if added is None else added, quota.shared_weight):
         if asked.numerator <= 0:
             continue
         used = held[name]

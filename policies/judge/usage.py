@@ -59,6 +59,18 @@ class Usage:
             self.shared_equivalents - other.shared_equivalents,
         )
 
+    def more_than(self, before: Usage) -> Usage:
+        """What this holds beyond `before`, dimension by dimension (nothing where it holds less):
+        what an UPDATE adds to a pod's charge."""
+        slices = {name: count - before.slices.get(name, 0) for name, count in self.slices.items()}
+        return Usage(
+            max(Fraction(0), self.gpu_equivalents - before.gpu_equivalents),
+            {k: v for k, v in slices.items() if v > 0},
+            max(0, self.gpus - before.gpus),
+            0,  # the same pod: it is counted once already
+            max(Fraction(0), self.shared_equivalents - before.shared_equivalents),
+        )
+
     def times(self, factor: int) -> Usage:
         return Usage(
             self.gpu_equivalents * factor,

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from policies.cluster import NO_CLUSTER, ClusterState
+from policies.errors import InputError
 from policies.judge.quota import UsageSource, check_quota, scope_of
 from policies.judge.rules import check_rules
 from policies.judge.security import check_security
@@ -124,18 +125,37 @@ def validate_pod(
         verdicts.append(Verdict(sidecar.policy, "triton", sidecar.path, message, Action.DENY))
     verdicts.extend(check_security(view, match.policies))
     usage = pod_usage(view, policy_set.catalog)
+    added = _added_by_update(usage, request, parse_quantity, policy_set)
     charges: list[tuple[str, str]] = []
     for policy in match.policies:
         verdicts.extend(check_rules(policy, data))
-        if policy.quota is None or usage.empty or request.operation is not Operation.CREATE:
+        if policy.quota is None or usage.empty or (request.operation is not Operation.CREATE and added is None):
             continue
         scope = scope_of(policy.quota, namespace)
         current = usage_source.usage(policy, scope)
-        verdicts.extend(check_quota(policy, policy.quota, namespace, usage, current))
-        charges.append((policy.name, scope))
+        verdicts.extend(check_quota(policy, policy.quota, namespace, usage, current, added))
+        if added is None:
+            charges.append((policy.name, scope))
     verdicts = [v.about(subject) for v in verdicts]
     allowed = not any(v.action is Action.DENY for v in verdicts)
     return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in match.policies), tuple(charges))
+
+
+def _added_by_update(
+    usage: Usage, request: RequestInfo, parse_quantity: QuantityParser, policy_set: PolicySet
+) -> Usage | None:
+    """What an UPDATE adds to a pod's charge: a gated pod may still narrow its node constraints
+    (onto split nodes, where a whole GPU becomes a slice of a budget it did not touch) or change
+    its containers. None for a CREATE, or where the update adds nothing, or without an old
+    version to compare with (the API server sends its stored object: no requester writes it)."""
+    if request.operation is not Operation.UPDATE or not isinstance(request.old_object, dict):
+        return None
+    try:
+        before = pod_usage(parse_pod(request.old_object, parse_quantity), policy_set.catalog)
+    except InputError:
+        return None
+    grown = usage.more_than(before)
+    return None if grown.is_zero else grown
 
 
 def skipped(view: PodView, request: RequestInfo) -> bool:

@@ -8,7 +8,8 @@ What a schema checks is each field on its own: its type, its enum, its grammar (
 quantities, exact amounts), unknown fields. What depends on two fields or on running code stays
 the loader's and lint's: a profile the listed models lack, defaultProfile outside
 allowedProfiles, CEL that does not compile, variables used before they are declared, duplicate
-names, a quota whose match condition reads what only an admission has. As in the loader, `null` stands for an absent optional field.
+names, a quota whose match condition reads what only an admission has. As in the loader, `null`
+stands for an absent optional field.
 """
 
 from __future__ import annotations
