@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from policies.errors import InputError
 from policies.gpu.catalog import ResourceKind, resource_kind
-from policies.gpu.devices import DEVICE_ENV, DEVICE_ENV_PREFIXES
+from policies.gpu.devices import DEVICE_ENV, DEVICE_ENV_PREFIXES, is_dra_gpu
 from policies.gpu.models import WHOLE_GPU_RESOURCE
 from policies.quantity import QuantityParser
 
@@ -103,7 +103,7 @@ def _quantities(raw: object, container: str, section: str, parse: QuantityParser
         return parsed
     path = ""
     for resource, value in (raw if type(raw) is dict else mapping(raw, f"{container}.resources.{section}")).items():
-        if not resource.startswith(GPU_RESOURCE_DOMAIN):
+        if not resource.startswith(GPU_RESOURCE_DOMAIN) and not is_dra_gpu(resource):
             continue
         path = f"{container}.resources.{section}"
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):

@@ -88,3 +88,25 @@ def test_a_virtual_machines_gpu_is_a_gpu_charged_whole_or_as_a_share(resource, s
     assert usage.equivalents(Fraction(1, 2)) == (Fraction(1, 2) if shared else 1)
     engine = engine_from(policy("no-gpus", "quota: {limits: {gpus: 0}}"))
     assert not engine.validate(launcher, NoUsage()).allowed
+
+
+@pytest.mark.parametrize(
+    "resource, gpu",
+    [
+        ("deviceclass.resource.kubernetes.io/gpu.nvidia.com", True),
+        ("deviceclass.resource.kubernetes.io/mig.nvidia.com", True),
+        ("deviceclass.resource.kubernetes.io/compute-domain-default-channel.nvidia.com", False),
+    ],
+    ids=["dra-gpu", "dra-mig", "dra-channel"],
+)
+def test_a_dra_extended_resource_of_an_nvidia_gpu_class_is_charged_a_whole_gpu(resource, gpu):
+    from policies.gpu.catalog import CATALOG
+    from policies.judge.usage import pod_usage
+    from policies.pod import parse_pod
+    from policies.quantity import parse_quantity
+
+    claimed = pod({"name": "main", "image": "cuda", "resources": {"limits": {resource: 2}}})
+    usage = pod_usage(parse_pod(claimed, parse_quantity), CATALOG)
+    assert (usage.gpus, usage.equivalents(1)) == ((2, 2) if gpu else (0, 0))
+    engine = engine_from(policy("no-gpus", "quota: {limits: {gpus: 1}}"))
+    assert engine.validate(claimed, NoUsage()).allowed is not gpu

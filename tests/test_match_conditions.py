@@ -66,7 +66,14 @@ def pods(draw):
         limits = draw(
             st.dictionaries(
                 st.sampled_from(
-                    ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/gpumem", "nvidia.com/hostdev", "cpu"]
+                    [
+                        "nvidia.com/gpu",
+                        "nvidia.com/mig-1g.10gb",
+                        "nvidia.com/gpumem",
+                        "nvidia.com/hostdev",
+                        "deviceclass.resource.kubernetes.io/gpu.nvidia.com",
+                        "cpu",
+                    ]
                 ),
                 st.sampled_from(["0", "1"]),
                 max_size=2,

@@ -25,7 +25,8 @@ EXCLUDED = ["kube-system", "kube-node-lease", "gpu-operator", "nvidia-gpu-operat
 EXCLUDED += ["nvidia-device-plugin"]
 NAMESPACE = "gpu-admission"
 DEVICE_ENV = "['NVIDIA_VISIBLE_DEVICES', 'NVIDIA_MIG_CONFIG_DEVICES', 'NVIDIA_MIG_MONITOR_DEVICES']"
-ASKS = "r.startsWith('nvidia.com/')"
+# NVIDIA's resources, and DRA extended resources of a device class (KEP-5004)
+ASKS = "r.startsWith('nvidia.com/') || r.startsWith('deviceclass.resource.kubernetes.io/')"
 LONG_BOUND = 256  # env, volumes and annotations: ordinary pods carry more of them than of containers
 
 

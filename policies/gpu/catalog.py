@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from policies.gpu.cloud import gke_accelerators
+from policies.gpu.devices import is_dra_gpu
 from policies.gpu.models import (
     ALIASES,
     HAMI_RESOURCES,
@@ -84,7 +85,7 @@ def resource_kind(name: str) -> ResourceKind:
         return ResourceKind.MIG
     if name == WHOLE_GPU_RESOURCE or name.startswith((WHOLE_GPU_RESOURCE + ".", WHOLE_GPU_RESOURCE + "-")):
         return ResourceKind.WHOLE
-    if _VGPU.match(name) or _PASSTHROUGH.match(name):
+    if _VGPU.match(name) or _PASSTHROUGH.match(name) or is_dra_gpu(name):
         return ResourceKind.WHOLE
     return ResourceKind.SHARE if name in HAMI_RESOURCES else ResourceKind.OTHER
 
@@ -94,9 +95,9 @@ def is_vgpu(name: str) -> bool:
 
 
 def is_sandbox_device(name: str) -> bool:
-    """A passed-through GPU or a vGPU of the sandbox device plugin: what it is does not depend on
-    the node's MIG labels."""
-    return _VGPU.match(name) is not None or _PASSTHROUGH.match(name) is not None
+    """A passed-through GPU or a vGPU of the sandbox device plugin, or a DRA extended resource of
+    an NVIDIA GPU class: what it is does not depend on the node's MIG labels."""
+    return _VGPU.match(name) is not None or _PASSTHROUGH.match(name) is not None or is_dra_gpu(name)
 
 
 @dataclass(frozen=True, slots=True)

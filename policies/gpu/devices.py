@@ -60,3 +60,16 @@ def mount_lists_devices(mount_path: str) -> bool:
 
 def cdi_names_gpus(annotation: str, value: str) -> bool:
     return annotation.startswith(CDI_ANNOTATION_PREFIX) and CDI_VENDOR in value
+
+
+# DRA extended resources (KEP-5004: a container asks `deviceclass.resource.kubernetes.io/<class>`
+# and the scheduler makes the claim): NVIDIA's DRA driver names its GPU device classes
+# gpu.nvidia.com, mig.nvidia.com and vfio.gpu.nvidia.com (its compute-domain classes hand out
+# channels, not GPUs). Each unit is charged a whole GPU: which device, or which MIG profile, the
+# claim gets is the scheduler's to pick, after admission.
+DRA_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
+DRA_GPU_CLASSES = frozenset({"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"})
+
+
+def is_dra_gpu(resource: str) -> bool:
+    return resource.startswith(DRA_EXTENDED_PREFIX) and resource[len(DRA_EXTENDED_PREFIX) :] in DRA_GPU_CLASSES
