@@ -8,7 +8,9 @@ be said (resources, env, envFrom, hostPath volumes, CDI annotations, ephemeral c
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import NamedTuple
 
 from policies.containers import ContainerView, DeviceEnv, json_list, mapping, read_containers, string_map
@@ -24,6 +26,11 @@ from policies.quantity import QuantityParser
 
 ANNOTATION_PREFIX = "gpu-admission.io/"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+# NVIDIA KAI Scheduler's and Run:ai's GPU sharing (their documented pod annotations, no prefix): a
+# fraction of a device (on `gpu-fraction-num-devices` devices), or an amount of its memory.
+FRACTION_ANNOTATION = "gpu-fraction"
+FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
+SHARED_MEMORY_ANNOTATION = "gpu-memory"
 
 
 class PodView(NamedTuple):
@@ -45,6 +52,7 @@ class PodView(NamedTuple):
     env_from: tuple[str, ...] = ()  # paths of envFrom sources that could name a DEVICE_ENV variable
     host_devices: tuple[tuple[str, str], ...] = ()  # (field path, hostPath) reaching GPU devices
     cdi_devices: tuple[tuple[str, str], ...] = ()  # (annotation, value) naming NVIDIA CDI devices
+    gpu_share: Fraction = Fraction(0)  # GPU-equivalents asked of KAI or Run:ai by annotation
 
     @property
     def mirror(self) -> bool:
@@ -59,7 +67,7 @@ class PodView(NamedTuple):
         return (
             self.holds_gpu
             or (self.runtime_class_name or "").startswith(NVIDIA_RUNTIME_PREFIX)
-            or bool(self.device_env or self.host_devices or self.cdi_devices)
+            or bool(self.device_env or self.host_devices or self.cdi_devices or self.gpu_share)
         )
 
     @property
@@ -106,6 +114,28 @@ def _device_list_mounts(spec: Mapping[str, object]) -> tuple[tuple[str, str], ..
     return tuple(found)
 
 
+def _gpu_share(annotations: Mapping[str, str]) -> Fraction:
+    """The GPU-equivalents a KAI or Run:ai pod asks for by annotation: the fraction, exact, times
+    its devices; a memory amount (whose share depends on the GPU it lands on) a whole device each."""
+    fraction, memory = annotations.get(FRACTION_ANNOTATION), annotations.get(SHARED_MEMORY_ANNOTATION)
+    if fraction is None and memory is None:
+        return Fraction(0)
+    devices_text = annotations.get(FRACTION_DEVICES_ANNOTATION, "1")
+    if not devices_text.isdigit() or int(devices_text) < 1:
+        raise InputError(f"metadata.annotations.{FRACTION_DEVICES_ANNOTATION}", "must be a whole number, 1 or more")
+    devices = int(devices_text)
+    if fraction is None:
+        return Fraction(devices)
+    share = Fraction(-1)
+    if len(fraction) <= 32 and "e" not in fraction.lower():  # never build a number from an exponent
+        with contextlib.suppress(ValueError, ZeroDivisionError):
+            share = Fraction(fraction.strip())
+    if not 0 < share <= 1:
+        field = f"metadata.annotations.{FRACTION_ANNOTATION}"
+        raise InputError(field, f"{fraction[:40]!r} is not a fraction of a GPU in (0, 1]")
+    return share * devices
+
+
 def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
     """A PodView of a Pod's JSON, or of a pod template (metadata + spec)."""
     pod = mapping(raw, "")
@@ -146,4 +176,5 @@ def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
         env_from=tuple(env_from),
         host_devices=host_devices,
         cdi_devices=tuple((k, v) for k, v in annotations.items() if cdi_names_gpus(k, v)),
+        gpu_share=_gpu_share(annotations),
     )

@@ -41,6 +41,7 @@ UNLABELLED = (
     "mpijob-tensorflow-benchmarks",
     "pod-gpu-operator-test",
     "pytorchjob-mnist-nccl",
+    "raycluster-kai-gpu-sharing",  # KAI's gpu-fraction: a GPU pod to rules too
 )
 # Every denial, by policy set, manifest and the rules that deny; everything else is allowed.
 DENIED: dict[str, dict[str, set[str]]] = {

@@ -110,3 +110,43 @@ def test_a_dra_extended_resource_of_an_nvidia_gpu_class_is_charged_a_whole_gpu(r
     assert (usage.gpus, usage.equivalents(1)) == ((2, 2) if gpu else (0, 0))
     engine = engine_from(policy("no-gpus", "quota: {limits: {gpus: 1}}"))
     assert engine.validate(claimed, NoUsage()).allowed is not gpu
+
+
+@pytest.mark.parametrize(
+    "annotations, charged",
+    [
+        ({"gpu-fraction": "0.5"}, "1/2"),
+        ({"gpu-fraction": "0.25", "gpu-fraction-num-devices": "2"}, "1/2"),
+        ({"gpu-memory": "8192"}, "1"),
+    ],
+    ids=["half", "a-quarter-of-two", "memory"],
+)
+def test_a_kai_or_runai_share_by_annotation_is_a_gpu_pod_charged_what_it_asks(annotations, charged):
+    from fractions import Fraction
+
+    from policies.gpu.catalog import CATALOG
+    from policies.judge.usage import pod_usage
+    from policies.pod import parse_pod
+    from policies.quantity import parse_quantity
+
+    shared = pod({"name": "main", "image": "vllm"}, schedulerName="kai-scheduler")
+    shared["metadata"]["annotations"] = dict(annotations)  # KAI's keys have no prefix
+    usage = pod_usage(parse_pod(shared, parse_quantity), CATALOG)
+    assert usage.equivalents(Fraction(1)) == Fraction(charged) and usage.pods == 1
+    engine = engine_from(policy("tiny", 'quota: {limits: {gpuEquivalents: "1/4"}}'))
+    decision = engine.validate(shared, NoUsage())
+    assert not decision.allowed and "gpuEquivalents" in decision.message
+    assert engine.mutate(shared).object["spec"]["containers"][0] == {"name": "main", "image": "vllm"}
+
+
+@pytest.mark.parametrize("fraction", ["0", "1.5", "1e600000", "half"], ids=["zero", "over-one", "exponent", "words"])
+def test_a_fraction_that_is_none_is_refused_naming_the_annotation(fraction):
+    from policies.errors import InputError
+    from policies.pod import parse_pod
+    from policies.quantity import parse_quantity
+
+    asking = pod({"name": "main", "image": "x"})
+    asking["metadata"]["annotations"] = {"gpu-fraction": fraction}
+    with pytest.raises(InputError) as raised:
+        parse_pod(asking, parse_quantity)
+    assert raised.value.path == "metadata.annotations.gpu-fraction"

@@ -70,6 +70,7 @@ def pod_condition(pod: str, template: bool = False) -> list[str]:
         f"(has({spec}.volumes) && ({_each(f'{spec}.volumes', LONG_BOUND)}(v, has(v.hostPath) &&",
         "  v.hostPath.path.matches('^/*$|dev|nvidia|run|[.]|//')))) ||",
         f"({guard}has({annotations}) && ('gpu-admission.io/triton' in {annotations} ||",
+        f"  'gpu-fraction' in {annotations} || 'gpu-memory' in {annotations} ||",
         f"  {_each(annotations, LONG_BOUND)}(k, k.startsWith('cdi.k8s.io/'))))",
     ]
     return lines

@@ -133,7 +133,8 @@ def pod_usage(pod: PodView, catalog: Catalog) -> Usage:
     """Usage of one pod: each GPU resource at the most it could hold where the pod may run."""
     amounts = effective_gpu_requests(pod)
     if not amounts:
-        return EMPTY
+        # A KAI or Run:ai share by annotation: the GPU-equivalents it asks for, held outright.
+        return Usage(pod.gpu_share, {}, 0, 1) if pod.gpu_share else EMPTY
     hami = not HAMI_RESOURCES.isdisjoint(amounts)
     slices: dict[str, int] = {}
     gpus = 0
@@ -153,7 +154,8 @@ def pod_usage(pod: PodView, catalog: Catalog) -> Usage:
         weight = charge.weight
         total[0] = total[0] * weight.denominator + count * weight.numerator * total[1]
         total[1] *= weight.denominator
-    return Usage(Fraction(owned[0], owned[1]), slices, gpus, 1, Fraction(shared[0], shared[1]))
+    owned_total = Fraction(owned[0], owned[1]) + pod.gpu_share
+    return Usage(owned_total, slices, gpus, 1, Fraction(shared[0], shared[1]))
 
 
 def counts_against_quota(pod: PodView) -> bool:
