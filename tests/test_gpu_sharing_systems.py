@@ -150,3 +150,24 @@ def test_a_fraction_that_is_none_is_refused_naming_the_annotation(fraction):
     with pytest.raises(InputError) as raised:
         parse_pod(asking, parse_quantity)
     assert raised.value.path == "metadata.annotations.gpu-fraction"
+
+
+@pytest.mark.parametrize(
+    "resources, owned",
+    [
+        ({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30}, False),
+        ({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 100}, True),
+        ({"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 100}, True),
+    ],
+    ids=["a-share", "all-the-cores", "all-the-memory"],
+)
+def test_a_hami_pod_asking_all_of_a_device_holds_it_outright(resources, owned):
+    from fractions import Fraction
+
+    from policies.gpu.catalog import CATALOG
+    from policies.judge.usage import pod_usage
+    from policies.pod import parse_pod
+    from policies.quantity import parse_quantity
+
+    usage = pod_usage(parse_pod(pod(hami(**resources)), parse_quantity), CATALOG)
+    assert usage.equivalents(Fraction(1, 2)) == (1 if owned else Fraction(1, 2))

@@ -135,7 +135,11 @@ def pod_usage(pod: PodView, catalog: Catalog) -> Usage:
     if not amounts:
         # A KAI or Run:ai share by annotation: the GPU-equivalents it asks for, held outright.
         return Usage(pod.gpu_share, {}, 0, 1) if pod.gpu_share else EMPTY
-    hami = not HAMI_RESOURCES.isdisjoint(amounts)
+    # HAMi's GPUs are shares of a device, but one that asks for all of a device's cores or memory
+    # holds the device outright.
+    hami = not HAMI_RESOURCES.isdisjoint(amounts) and not any(
+        amounts.get(name, 0) >= 100 for name in ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage")
+    )
     slices: dict[str, int] = {}
     gpus = 0
     # Summed over a common denominator in ints, one Fraction at the end: each Fraction operator
