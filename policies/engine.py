@@ -100,26 +100,32 @@ class Engine:
 
         On UPDATE, what the update changes is judged: an object being deleted passes, and a
         denial its old version earned too only warns (request.old_object); an ephemeral
-        container (pods/ephemeralcontainers) is judged for its device access.
+        container (pods/ephemeralcontainers) is judged for its device access and by the rules.
         """
         kind = require_judged(raw, self.policy_set)
         request = request or RequestInfo()
+        judge = self._judge
         if request.operation is Operation.UPDATE:
             if _being_deleted(raw):
                 return Decision(True)
             if request.sub_resource == "ephemeralcontainers" and kind == "Pod":
-                return validate_ephemeral(raw, self.policy_set, self.parse_quantity, request, cluster)
-        decision = self._judge(kind, raw, usage, request, cluster)
+                judge = self._judge_ephemeral
+        decision = judge(kind, raw, usage, request, cluster)
         old = request.old_object
         if request.operation is Operation.UPDATE and not decision.allowed and isinstance(old, dict):
             if old.get("kind") not in (None, kind):
                 return decision  # an old object of another kind excuses nothing
             try:
-                before = self._judge(kind, old, NoUsage(), request, cluster)
+                before = judge(kind, old, NoUsage(), request, cluster)
             except InputError:
                 return decision  # an old version this engine cannot read excuses nothing
             decision = ratchet(decision, before)
         return decision
+
+    def _judge_ephemeral(
+        self, kind: str, raw: JSON, usage: UsageSource, request: RequestInfo, cluster: ClusterState
+    ) -> Decision:
+        return validate_ephemeral(raw, self.policy_set, self.parse_quantity, request, cluster)
 
     def _judge(self, kind: str, raw: JSON, usage: UsageSource, request: RequestInfo, cluster: ClusterState) -> Decision:
         if kind == "Pod":

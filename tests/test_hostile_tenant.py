@@ -345,6 +345,32 @@ def test_an_ephemeral_container_is_judged_for_its_device_access(api):
     assert api.update(old, new, sub_resource="ephemeralcontainers")[0]
 
 
+def test_a_rule_sees_the_debug_container_being_added_and_what_the_pod_was_is_not_held_against_it():
+    from policies.judge.quota import NoUsage
+    from policies.request import Operation, RequestInfo
+
+    non_root = "has(c.securityContext) && has(c.securityContext.runAsNonRoot) && c.securityContext.runAsNonRoot"
+    expression = f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, {non_root})"
+    rule = f'rules:\n  - name: debug-as-non-root\n    expression: "{expression}"\n'
+    rule += "    message: debug containers run as non-root\n"
+    no_root_debug = policy("no-root-debug", rule)
+    engine = engine_from(no_root_debug)
+    old = pod(gpu_container(), namespace="ml")
+    debug = {"name": "debug", "image": "busybox"}
+    added = copy.deepcopy(old)
+    added["spec"]["ephemeralContainers"] = [debug]
+    update = RequestInfo("ml", Operation.UPDATE, sub_resource="ephemeralcontainers", old_object=old)
+    decision = engine.validate(added, NoUsage(), update)
+    assert not decision.allowed and "debug containers run as non-root" in decision.message
+    safe = copy.deepcopy(old)
+    safe["spec"]["ephemeralContainers"] = [dict(debug, securityContext={"runAsNonRoot": True})]
+    assert engine.validate(safe, NoUsage(), update).allowed
+    again = copy.deepcopy(added)  # a second debug container beside one the pod already had
+    again["spec"]["ephemeralContainers"].append(dict(debug, name="d2", securityContext={"runAsNonRoot": True}))
+    ratcheted = engine.validate(again, NoUsage(), update._replace(old_object=added))
+    assert ratcheted.allowed and any("already so before this update" in w for w in ratcheted.warnings)
+
+
 def test_a_controller_is_judged_in_its_own_namespace_whatever_its_template_says(api):
     template = gpu_pod("elsewhere", {"nvidia.com/gpu": 2})
     deployment = {

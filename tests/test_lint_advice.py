@@ -62,15 +62,6 @@ def test_lint_reports_each_finding_with_file_line_policy_and_path(tmp_path, caps
     assert f"{path}:8: warning: policy team: spec.rules[0].expression: object.metadata.labels['team'] fails" in out
 
 
-def test_a_rule_about_ephemeral_containers_is_told_it_never_sees_debug_containers(tmp_path, capsys):
-    expression = "!has(object.spec.ephemeralContainers) || size(object.spec.ephemeralContainers) == 0"
-    rules = f'rules:\n  - name: no-debug\n    expression: "{expression}"\n'
-    path = write(tmp_path, policy("p", "match: {namespaces: [a]}\n" + rules))
-    assert main(["lint", str(path)]) == 1
-    out = capsys.readouterr().out
-    assert "spec.rules[0].expression: ephemeralContainers are added through pods/ephemeralcontainers" in out
-
-
 def test_a_message_expression_may_be_constant(tmp_path, capsys):
     rules = (
         "rules:\n  - name: r\n    expression: \"'x' in object.metadata.labels\"\n    messageExpression: \"'needs x'\"\n"

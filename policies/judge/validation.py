@@ -167,7 +167,9 @@ def skipped(view: PodView, request: RequestInfo) -> bool:
 def validate_ephemeral(
     raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, request: RequestInfo, cluster: ClusterState
 ) -> Decision:
-    """pods/ephemeralcontainers: the device access of the ephemeral containers, as of any other."""
+    """pods/ephemeralcontainers: the device access of the ephemeral containers, as of any other,
+    and the rules, whose CEL sees the pod with its debug containers (the caller ratchets: what the
+    pod earned before this update only warns)."""
     view = parse_pod(raw, parse_quantity)
     if skipped(view, request):
         return Decision(True)
@@ -176,7 +178,10 @@ def validate_ephemeral(
     data = request.in_namespace(namespace).cel_input(raw, namespace_labels)
     match = policy_set.matching(namespace, view.labels, data, namespace_labels)
     subject = subject_of(raw, namespace)
-    verdicts = [v.about(subject) for v in check_security(view, match.policies, only="spec.ephemeralContainers")]
+    found = check_security(view, match.policies, only="spec.ephemeralContainers")
+    for policy in match.policies:
+        found.extend(check_rules(policy, data))
+    verdicts = [v.about(subject) for v in found]
     allowed = not any(v.action is Action.DENY for v in verdicts)
     return Decision(allowed, tuple(verdicts), policies=tuple(p.name for p in match.policies))
 

@@ -10,9 +10,7 @@ it with file, line, policy and field path, and exits 1:
   compares what every pod has the same (`object.kind` is always `Pod`, pod templates included;
   `object.apiVersion` is `v1`; `size()` is never negative);
 - two policies that may decide the same pod with different default profiles: the one that
-  decides is told, so the author sees which profile pods actually get;
-- an expression about `ephemeralContainers`: debug containers are added through the
-  `pods/ephemeralcontainers` subresource, where only the device checks run, never rules.
+  decides is told, so the author sees which profile pods actually get.
 
 A profile no allowed model has is a load problem already (spec.mig.*, spec.triton.profile,
 quota slices): the catalog is checked when the policy is read.
@@ -79,12 +77,6 @@ def expression_advice(source: str, verdict: bool) -> list[str]:
     constant = _constant(found) if verdict else None
     if constant is not None:
         said.append(f"the same on every pod: {constant}")
-    if "ephemeralContainers" in found:
-        said.append(
-            "ephemeralContainers are added through pods/ephemeralcontainers, where only the device checks "
-            "run, never rules: this expression sees only those a pod was created with (none, as the API "
-            "server forbids them at CREATE)"
-        )
     return said
 
 
