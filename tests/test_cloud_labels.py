@@ -111,3 +111,19 @@ def test_every_value_names_catalog_models_or_none():
     for table in cloud.ACCELERATOR_LABELS.values():
         for models in table.values():
             assert all(CATALOG.has_model(m) for m in models)
+
+
+def test_free_gke_partitions_steer_the_choice_and_count_as_capacity():
+    from policies.cluster import KnownCluster
+    from policies.gpu.capacity import CapacityLedger
+
+    ledger = CapacityLedger(CATALOG)
+    labels = {cloud.GKE_ACCELERATOR: "nvidia-a100-80gb", cloud.GKE_PARTITION: "2g.20gb"}
+    ledger.set_node("gke-a100-2g", None, {"nvidia.com/gpu": 3}, labels)
+    ledger.mark_synced()
+    assert ledger.free("A100-80GB", "2g.20gb", "nvidia.com/gpu") == 3
+    engine = engine_from(policy("p", "mig: {}"))
+    asking = pinned(cloud.GKE_ACCELERATOR, "nvidia-a100-80gb", **{"gpu-memory": "15Gi"})
+    result = engine.mutate(asking, cluster=KnownCluster(capacity=ledger))
+    assert result.object["spec"]["nodeSelector"][cloud.GKE_PARTITION] == "2g.20gb"  # 1g.20gb: none free
+    assert result.object["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}

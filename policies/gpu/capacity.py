@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from policies.gpu.catalog import Catalog
+from policies.gpu.cloud import GKE_ACCELERATOR, GKE_PARTITION, named_by
 from policies.gpu.models import (
     CONFIG_STATE_LABEL,
     GPU_MEMORY_LABEL,
@@ -23,6 +24,9 @@ from policies.gpu.models import (
     PRODUCT_LABEL,
     STRATEGY_LABEL,
     WHOLE_GPU_RESOURCE,
+    GpuModel,
+    Profile,
+    label_name,
     memory_label,
 )
 from policies.quantity import QuantityParser
@@ -135,6 +139,8 @@ class CapacityLedger:
         self.remove_node(name)
         found = self.catalog.from_product_label(product) if product else None
         if found is None:
+            found = gke_partition(labels, self.catalog)  # GKE's own split pools carry no GFD label
+        if found is None:
             return
         self._model_of[name] = found[0].key
         _add(self._model_nodes, found[0].key, 1)
@@ -214,6 +220,18 @@ class CapacityLedger:
             for resource, amount in amounts.items():
                 if resource in slots:
                     _add(self._used, slots[resource], amount)
+
+
+def gke_partition(labels: Mapping[str, str], catalog: Catalog) -> tuple[GpuModel, Profile] | None:
+    """The model and profile of a GKE node pool split into partitions (each one nvidia.com/gpu),
+    from its accelerator and partition labels; None for any other node."""
+    partition = labels.get(GKE_PARTITION)
+    models = named_by(GKE_ACCELERATOR, labels.get(GKE_ACCELERATOR, ""))
+    if not partition or not models or len(models) != 1 or not catalog.has_model(models[0]):
+        return None
+    model = catalog.model(models[0])
+    profile = next((p for p in model.profiles if label_name(p.name) == partition), None)
+    return (model, profile) if profile is not None else None
 
 
 def tally(uses: dict[str, dict[str, int]], node: str, amounts: Iterable[tuple[str, int]], sign: int = 1) -> None:

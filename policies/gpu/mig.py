@@ -124,7 +124,8 @@ class MigPlanner:
                 if isinstance(fitting, Refusal):
                     problems.append(Problem(self.policy.name, f"{container.path}.resources", fitting.reason))
                 else:
-                    rewrites.append(self.pick(container, fitting, warnings, bool(pinned)))
+                    gke = bool(pin and pin.key == GKE_ACCELERATOR and pinned)
+                    rewrites.append(self.pick(container, fitting, warnings, bool(pinned), gke))
         gke = bool(pin and pin.key == GKE_ACCELERATOR and pinned)  # GKE's own partitions, not GFD's resources
         if self.spec.strategy is Strategy.SINGLE and rewrites and not gke:
             problems.extend(self.single_strategy_conflicts(pod, tuple(rewrites)))
@@ -194,9 +195,12 @@ class MigPlanner:
         mib, source = profile.real_memory_mib()
         return mib, f"{source} by NVIDIA" if source == "observed" else "estimated"
 
-    def pick(self, container: ContainerView, choice: Choice, warnings: list[str], pinned: bool = False) -> Rewrite:
+    def pick(
+        self, container: ContainerView, choice: Choice, warnings: list[str], pinned: bool = False, gke: bool = False
+    ) -> Rewrite:
         """The first option with free capacity on one of its models; the best one if none has any.
-        `pinned`: the pod's own cloud label chose the models."""
+        `pinned`: the pod's own cloud label chose the models; `gke`: slices are GKE partitions,
+        each one nvidia.com/gpu of a pool split into it."""
         if not self.capacity.known:
             best = choice.options[0]
             if choice.need is not None and not self.spec.gpu_models and not pinned:
@@ -207,7 +211,7 @@ class MigPlanner:
             return Rewrite(container, best.profile, best.models, _why(choice, best))
         choice = self.in_cluster(choice)
         best = choice.options[0]
-        single = self.spec.strategy is Strategy.SINGLE
+        single = self.spec.strategy is Strategy.SINGLE or gke
         for option in choice.options:
             resource = WHOLE_GPU_RESOURCE if single else option.profile.resource
             free = tuple(m for m in option.models if self.capacity.free(m.key, option.profile.name, resource))
