@@ -32,7 +32,8 @@ def test_only_opened_namespaces_are_read_and_closing_one_drops_its_policies(kube
     kube.put("team-a", "mine", {"a.yaml": policy("team-a-policy")})
     kube.put("team-b", "mine", {"b.yaml": policy("team-b-policy")})
     own = configmap_watch(api, NS, store, watch_seconds=1, backoff=(0.05, 0.2))
-    teams = PolicyNamespaces(api, store, NS, watch_seconds=1, backoff=(0.05, 0.2))
+    options = {"watch_seconds": 1, "backoff": (0.05, 0.2)}
+    teams = PolicyNamespaces(lambda team: configmap_watch(api, team, store, own_namespace=NS, **options), store, NS)
     own.start()
     try:
         teams.replace_all(iter([namespace(NS, True), namespace("team-a", True), namespace("team-b", False)]))

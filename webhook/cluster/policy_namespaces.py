@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from webhook.cluster.listwatch import ListWatch
-from webhook.sources.configmaps import POLICY_LABEL, SOURCE_PREFIX, texts_of
+from webhook.sources.configmaps import SOURCE_PREFIX
 from webhook.sources.store import PolicyStore
 
 log = logging.getLogger("gpu_admission.watch")
@@ -30,11 +30,10 @@ def opened(namespace: JSON) -> bool:
 class PolicyNamespaces:
     """One ConfigMap watch per opened namespace; `observe` and `replace_all` follow the namespaces."""
 
-    def __init__(self, api: Any, store: PolicyStore, own_namespace: str, **options: Any) -> None:
-        self.api = api  # a CoreV1Api
+    def __init__(self, watch_of: Callable[[str], ListWatch], store: PolicyStore, own_namespace: str) -> None:
+        self.watch_of = watch_of  # the policy ConfigMap watch of a namespace (webhook.cluster.watches)
         self.store = store
         self.own = own_namespace
-        self.options = options
         self.watches: dict[str, ListWatch] = {}
         self._lock = threading.Lock()
 
@@ -63,7 +62,7 @@ class PolicyNamespaces:
         with self._lock:
             running = self.watches.get(name)
             if open_ and running is None:
-                self.watches[name] = watch = self._watch(name)
+                self.watches[name] = watch = self.watch_of(name)
                 watch.start()
                 log.info("watching team policies", extra={"fields": {"namespace": name}})
             elif not open_ and running is not None:
@@ -72,26 +71,3 @@ class PolicyNamespaces:
             running.stop(wait=False)
             self.store.replace_all({}, within=f"{SOURCE_PREFIX}{name}/")
             log.info("team policies closed", extra={"fields": {"namespace": name}})
-
-    def _watch(self, namespace: str) -> ListWatch:
-        within = f"{SOURCE_PREFIX}{namespace}/"
-
-        def on_event(kind: str, obj: JSON) -> None:
-            if kind == "DELETED":
-                self.store.remove(texts_of(obj)[0])
-            else:
-                self.store.update(*texts_of(obj), namespace=namespace)
-
-        def on_list(items: Iterator[JSON]) -> None:
-            sources = {source: (texts, namespace) for cm in items for source, texts in [texts_of(cm)]}
-            self.store.replace_all(sources, within=within)
-
-        return ListWatch(
-            f"configmaps/{namespace}",
-            self.api.list_namespaced_config_map,
-            (namespace,),
-            on_list,
-            on_event,
-            label_selector=POLICY_LABEL,
-            **self.options,
-        )

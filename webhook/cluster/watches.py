@@ -104,7 +104,9 @@ def connect(
     namespaces_listed: Callable[[Any], None] = namespaces.replace_all
     namespace_seen: Callable[[str, JSON], None] = namespaces.observe
     if labelled_namespaces:  # team policies: a ConfigMap watch per namespace opened to them
-        teams = PolicyNamespaces(core, store, namespace, **options)
+        teams = PolicyNamespaces(
+            lambda team: configmap_watch(core, team, store, own_namespace=namespace, **options), store, namespace
+        )
         view.background.append(teams)
         namespaces_listed, namespace_seen = (
             _both_lists(namespaces.replace_all, teams.replace_all),
@@ -183,12 +185,20 @@ def _read_namespace(api: client.CoreV1Api, name: str) -> dict[str, Any] | None:
 
 
 def configmap_watch(
-    api: client.CoreV1Api, namespace: str, store: PolicyStore, all_namespaces: bool = False, **options: Any
+    api: client.CoreV1Api,
+    namespace: str,
+    store: PolicyStore,
+    all_namespaces: bool = False,
+    own_namespace: str | None = None,
+    **options: Any,
 ) -> ListWatch:
-    """`namespace` is the webhook's own; with `all_namespaces`, every namespace is watched."""
+    """The policy ConfigMaps of `namespace` (with `all_namespaces`, of every namespace) into the
+    store; `own_namespace`, the webhook's, holds cluster policies (default: `namespace`), any
+    other a team's (webhook.cluster.policy_namespaces)."""
+    own = namespace if own_namespace is None else own_namespace
 
     def owner(obj: JSON) -> str | None:
-        return policy_owner(str((obj.get("metadata") or {}).get("namespace", "")), namespace)
+        return policy_owner(str((obj.get("metadata") or {}).get("namespace", "")), own)
 
     def on_event(kind: str, obj: JSON) -> None:
         if kind == "DELETED":
@@ -207,4 +217,5 @@ def configmap_watch(
     args: tuple[str, ...] = (namespace,)
     if all_namespaces:
         lister, args = api.list_config_map_for_all_namespaces, ()
-    return ListWatch("configmaps", lister, args, on_list, on_event, label_selector=POLICY_LABEL, **options)
+    name = "configmaps" if namespace == own else f"configmaps/{namespace}"
+    return ListWatch(name, lister, args, on_list, on_event, label_selector=POLICY_LABEL, **options)
