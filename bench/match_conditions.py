@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from bench.control_plane import histograms, metric_lines
-from policies.model.workload_conditions import custom_kinds, kind_condition, match_condition
+from policies.model.workload_conditions import custom_kinds, kind_condition
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
 from tests.e2e.kubectl import Kubectl
@@ -126,7 +126,8 @@ def adversarial_pods(scale: float) -> dict[str, dict[str, Any]]:
 
 
 def configurations(entries: list[Any]) -> list[dict[str, Any]]:
-    unbounded = re.sub(r"size\([^()]*\) > \d+ \|\| ", "", match_condition().replace(" ||\n", " || "))
+    every_kind = " || ".join(kind_condition(entry) for entry in custom_kinds())  # as one webhook had it
+    unbounded = re.sub(r"size\([^()]*\) > \d+ \|\| ", "", every_kind)
     before = [webhook("before.bench.gpu-admission.io", entries, unbounded)]
     now = [webhook(f"{e.resource}.now.bench.gpu-admission.io", [e], kind_condition(e)) for e in entries]
     return [

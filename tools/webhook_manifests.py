@@ -21,8 +21,14 @@ ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE = ROOT / "deploy" / "base" / "webhooks.yaml"
 HELM = ROOT / "charts" / "gpu-admission" / "templates" / "webhooks.yaml"
 MAX_EXPRESSION = 8 * 1024
-EXCLUDED = ["kube-system", "kube-node-lease", "gpu-operator", "nvidia-gpu-operator", "nvidia-dra-driver-gpu"]
-EXCLUDED += ["nvidia-device-plugin"]
+EXCLUDED = [
+    "kube-system",
+    "kube-node-lease",
+    "gpu-operator",
+    "nvidia-gpu-operator",
+    "nvidia-dra-driver-gpu",
+    "nvidia-device-plugin",
+]
 NAMESPACE = "gpu-admission"
 DEVICE_ENV = "['NVIDIA_VISIBLE_DEVICES', 'NVIDIA_MIG_CONFIG_DEVICES', 'NVIDIA_MIG_MONITOR_DEVICES']"
 # NVIDIA's resources, and DRA extended resources of a device class (KEP-5004)

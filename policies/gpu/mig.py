@@ -105,6 +105,7 @@ class MigPlanner:
         pin = cloud_pin(pod.placement)
         unsplittable = _unsplittable(pin)
         pinned = tuple(self.catalog.model(k) for k in pin.models) if pin and not unsplittable else ()
+        gke = bool(pin and pin.key == GKE_ACCELERATOR and pinned)  # GKE's own partitions, not GFD's resources
         for container in pod.all_containers:
             if not container.wants_whole_gpu:
                 continue
@@ -124,9 +125,7 @@ class MigPlanner:
                 if isinstance(fitting, Refusal):
                     problems.append(Problem(self.policy.name, f"{container.path}.resources", fitting.reason))
                 else:
-                    gke = bool(pin and pin.key == GKE_ACCELERATOR and pinned)
                     rewrites.append(self.pick(container, fitting, warnings, bool(pinned), gke))
-        gke = bool(pin and pin.key == GKE_ACCELERATOR and pinned)  # GKE's own partitions, not GFD's resources
         if self.spec.strategy is Strategy.SINGLE and rewrites and not gke:
             problems.extend(self.single_strategy_conflicts(pod, tuple(rewrites)))
         gated = self.gate(pod, rewrites, added, gke)
@@ -138,8 +137,8 @@ class MigPlanner:
             problems.append(Problem(self.policy.name, "spec", split))
             rewrites = []
         why = ", ".join(m.key for m in gated.pin_models)
-        plan = MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings), gated.pin, f"slices of {why}")
-        return replace(plan, gke=gke)
+        pin_why = f"slices of {why}"
+        return MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings), gated.pin, pin_why, gke)
 
     def gate(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...] = (), gke: bool = False) -> Gated:
         """Every GPU resource the pod names, under this policy's profiles and models, and the pin

@@ -93,28 +93,6 @@ def kind_condition(entry: WorkloadKind) -> str:
     return f"(object.kind == '{entry.kind}' && ({sites}))"
 
 
-def match_condition(kinds: tuple[WorkloadKind, ...] = BUILT_IN) -> str:
-    """One expression over every kind of the table that is not a core pod controller."""
-    return " ||\n".join(kind_condition(entry) for entry in custom_kinds(kinds))
-
-
 def custom_kinds(kinds: tuple[WorkloadKind, ...] = BUILT_IN) -> tuple[WorkloadKind, ...]:
     """The kinds the workloads webhook serves: the core controllers have their own entry."""
     return tuple(k for k in kinds if k.group not in ("apps", "batch"))
-
-
-def webhook_rules(kinds: tuple[WorkloadKind, ...] = BUILT_IN) -> list[dict[str, object]]:
-    """The webhook's rules: one per API group, every version, CREATE and UPDATE."""
-    groups: dict[str, list[str]] = {}
-    for entry in custom_kinds(kinds):
-        groups.setdefault(entry.group, []).append(entry.resource)
-    return [
-        {
-            "apiGroups": [group],
-            "apiVersions": ["*"],
-            "operations": ["CREATE", "UPDATE"],
-            "resources": sorted(resources),
-            "scope": "Namespaced",
-        }
-        for group, resources in groups.items()
-    ]
