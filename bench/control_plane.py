@@ -29,7 +29,7 @@ from kubernetes import client, config
 
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
-from tests.e2e.harness import install, pod, policy_configmap, register_nodes, wait_for
+from tests.e2e.harness import install, pod, policy_configmap, register_nodes, wait_refused
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.test_neighbours import TEAM_LABEL_VAP
 
@@ -133,20 +133,14 @@ def main() -> None:
         figures = {"no admission webhook or policy": measure(api, "bench-without", args.pods)}
 
         kubectl.apply(TEAM_LABEL_VAP)
-        wait_for(
-            lambda: kubectl.create(pod("probe", "vap-side", gpus=1), "--dry-run=server", check=False).code != 0,
-            "the ValidatingAdmissionPolicy in force",
-        )
+        wait_refused(kubectl, pod("probe", "vap-side", gpus=1), "the ValidatingAdmissionPolicy in force")
         vap_before = histograms(plane, vap_metric)
         figures["the team rule as a ValidatingAdmissionPolicy"] = measure(api, "vap-side", args.pods)
         vap_after = histograms(plane, vap_metric)
 
         installed = install(kubectl, plane, workdir / "gpu-admission")
         kubectl.apply(policy_configmap("bench-team-label", TEAM_RULE))
-        wait_for(
-            lambda: kubectl.create(pod("probe", "bench-with", gpus=1), "--dry-run=server", check=False).code != 0,
-            "the team rule loaded",
-        )
+        wait_refused(kubectl, pod("probe", "bench-with", gpus=1), "the team rule loaded")
         hooks_before = histograms(plane, webhook_metric)
         figures["gpu-admission (MIG rewrite + the team rule)"] = measure(api, "bench-with", args.pods)
         hooks_after = histograms(plane, webhook_metric)

@@ -1,11 +1,18 @@
 """Other GPU-sharing systems keep their pods: HAMi, time-slicing and MPS pods are not turned
 into MIG slices, yet still count as GPU pods for rules and quotas."""
 
+from fractions import Fraction
+
 import pytest
 import yaml
 
+from policies.errors import InputError
+from policies.gpu.catalog import CATALOG
 from policies.judge.ledger import Ledger
 from policies.judge.quota import NoUsage
+from policies.judge.usage import Usage, pod_usage
+from policies.pod import parse_pod
+from policies.quantity import parse_quantity
 from tests.conftest import engine_from, gpu_container, pod, policy
 
 SLICES = policy(
@@ -23,6 +30,10 @@ rules:
     action: deny
 """,
 )
+
+
+def usage_of(raw: dict) -> Usage:
+    return pod_usage(parse_pod(raw, parse_quantity), CATALOG)
 
 
 def hami(**resources):
@@ -75,15 +86,8 @@ def test_a_gpu_pod_with_no_sharing_constraint_is_still_rewritten():
     ids=["passthrough-a100", "passthrough-t4", "vgpu-t4-1q"],
 )
 def test_a_virtual_machines_gpu_is_a_gpu_charged_whole_or_as_a_share(resource, shared):
-    from fractions import Fraction
-
-    from policies.gpu.catalog import CATALOG
-    from policies.judge.usage import pod_usage
-    from policies.pod import parse_pod
-    from policies.quantity import parse_quantity
-
     launcher = pod({"name": "compute", "image": "virt-launcher", "resources": {"limits": {resource: 1}}})
-    usage = pod_usage(parse_pod(launcher, parse_quantity), CATALOG)
+    usage = usage_of(launcher)
     assert usage.gpus == 1
     assert usage.equivalents(Fraction(1, 2)) == (Fraction(1, 2) if shared else 1)
     engine = engine_from(policy("no-gpus", "quota: {limits: {gpus: 0}}"))
@@ -100,13 +104,8 @@ def test_a_virtual_machines_gpu_is_a_gpu_charged_whole_or_as_a_share(resource, s
     ids=["dra-gpu", "dra-mig", "dra-channel"],
 )
 def test_a_dra_extended_resource_of_an_nvidia_gpu_class_is_charged_a_whole_gpu(resource, gpu):
-    from policies.gpu.catalog import CATALOG
-    from policies.judge.usage import pod_usage
-    from policies.pod import parse_pod
-    from policies.quantity import parse_quantity
-
     claimed = pod({"name": "main", "image": "cuda", "resources": {"limits": {resource: 2}}})
-    usage = pod_usage(parse_pod(claimed, parse_quantity), CATALOG)
+    usage = usage_of(claimed)
     assert (usage.gpus, usage.equivalents(1)) == ((2, 2) if gpu else (0, 0))
     engine = engine_from(policy("no-gpus", "quota: {limits: {gpus: 1}}"))
     assert engine.validate(claimed, NoUsage()).allowed is not gpu
@@ -122,16 +121,9 @@ def test_a_dra_extended_resource_of_an_nvidia_gpu_class_is_charged_a_whole_gpu(r
     ids=["half", "a-quarter-of-two", "memory"],
 )
 def test_a_kai_or_runai_share_by_annotation_is_a_gpu_pod_charged_what_it_asks(annotations, charged):
-    from fractions import Fraction
-
-    from policies.gpu.catalog import CATALOG
-    from policies.judge.usage import pod_usage
-    from policies.pod import parse_pod
-    from policies.quantity import parse_quantity
-
     shared = pod({"name": "main", "image": "vllm"}, schedulerName="kai-scheduler")
     shared["metadata"]["annotations"] = dict(annotations)  # KAI's keys have no prefix
-    usage = pod_usage(parse_pod(shared, parse_quantity), CATALOG)
+    usage = usage_of(shared)
     assert usage.equivalents(Fraction(1)) == Fraction(charged) and usage.pods == 1
     engine = engine_from(policy("tiny", 'quota: {limits: {gpuEquivalents: "1/4"}}'))
     decision = engine.validate(shared, NoUsage())
@@ -141,10 +133,6 @@ def test_a_kai_or_runai_share_by_annotation_is_a_gpu_pod_charged_what_it_asks(an
 
 @pytest.mark.parametrize("fraction", ["0", "1.5", "1e600000", "half"], ids=["zero", "over-one", "exponent", "words"])
 def test_a_fraction_that_is_none_is_refused_naming_the_annotation(fraction):
-    from policies.errors import InputError
-    from policies.pod import parse_pod
-    from policies.quantity import parse_quantity
-
     asking = pod({"name": "main", "image": "x"})
     asking["metadata"]["annotations"] = {"gpu-fraction": fraction}
     with pytest.raises(InputError) as raised:
@@ -162,12 +150,5 @@ def test_a_fraction_that_is_none_is_refused_naming_the_annotation(fraction):
     ids=["a-share", "all-the-cores", "all-the-memory"],
 )
 def test_a_hami_pod_asking_all_of_a_device_holds_it_outright(resources, owned):
-    from fractions import Fraction
-
-    from policies.gpu.catalog import CATALOG
-    from policies.judge.usage import pod_usage
-    from policies.pod import parse_pod
-    from policies.quantity import parse_quantity
-
-    usage = pod_usage(parse_pod(pod(hami(**resources)), parse_quantity), CATALOG)
+    usage = usage_of(pod(hami(**resources)))
     assert usage.equivalents(Fraction(1, 2)) == (1 if owned else Fraction(1, 2))

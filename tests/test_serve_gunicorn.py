@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -11,6 +12,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,14 +45,16 @@ def wait_ready(
     raise AssertionError("serve did not become ready")
 
 
-@pytest.fixture
-def served(tmp_path):
+@contextlib.contextmanager
+def serving(tmp_path: Path, *flags: str) -> Iterator[tuple[int, Path, subprocess.Popen]]:
+    """`gpu-admission serve` with `flags`, ready on a free port; killed on the way out."""
     port = free_port()
     cert_dir = tmp_path / "certs"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir)],
+        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir)]
+        + list(flags),
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -63,6 +67,12 @@ def served(tmp_path):
         if process.poll() is None:
             process.kill()
         process.wait(10)
+
+
+@pytest.fixture
+def served(tmp_path):
+    with serving(tmp_path) as running:
+        yield running
 
 
 def served_serial(port: int, ca: Path) -> int:
@@ -260,20 +270,8 @@ def test_a_worker_restarting_after_max_requests_lets_go_of_its_idle_connections(
 
 
 def test_metrics_on_a_port_of_their_own_leave_the_webhook_port_to_reviews(tmp_path):
-    port, metrics = free_port(), free_port()
-    cert_dir = tmp_path / "certs"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    command = [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir)]
-    process = subprocess.Popen(
-        [*command, "--metrics-bind", f"127.0.0.1:{metrics}"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_ready(port, cert_dir / CA_FILE, process)
+    metrics = free_port()
+    with serving(tmp_path, "--metrics-bind", f"127.0.0.1:{metrics}") as (port, cert_dir, _):
         client = Client(port, cert_dir / CA_FILE)
         assert client.review("/validate", review(gpu_pod({"team": "a"}), namespace="ml"))[0] == 200
         assert client.request("GET", "/metrics")[0] == 404
@@ -284,9 +282,6 @@ def test_metrics_on_a_port_of_their_own_leave_the_webhook_port_to_reviews(tmp_pa
         assert answer.status == 200 and "gpu_admission_reviews_total{" in text
         plain.request("GET", "/readyz")
         assert plain.getresponse().status == 404
-    finally:
-        process.kill()
-        process.wait(10)
 
 
 def test_a_metrics_bind_that_is_no_address_is_refused_at_start(tmp_path):

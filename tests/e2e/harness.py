@@ -73,6 +73,17 @@ def wait_for(condition: Callable[[], Any], what: str, seconds: float = 60, every
         time.sleep(every)
 
 
+# A policy load has no API event: a policy is in force once a dry run shows what it does.
+def wait_rewritten(kubectl: Kubectl, probe: str, what: str) -> None:
+    """Until a dry run of `probe` comes back rewritten into a 1g.10gb slice."""
+    wait_for(lambda: "mig-1g.10gb" in kubectl.create(probe, "--dry-run=server", "-o", "json", check=False).stdout, what)
+
+
+def wait_refused(kubectl: Kubectl, probe: str, what: str) -> None:
+    """Until a dry run of `probe` is refused."""
+    wait_for(lambda: kubectl.create(probe, "--dry-run=server", check=False).code != 0, what)
+
+
 def ca_bundle_injected(kubectl: Kubectl) -> bool:
     hooks = kubectl.get("mutatingwebhookconfiguration", "gpu-admission")["webhooks"]
     hooks += kubectl.get("validatingwebhookconfiguration", "gpu-admission")["webhooks"]

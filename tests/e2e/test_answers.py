@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.e2e.harness import Installation, pod, policy_configmap, wait_for
+from tests.e2e.harness import Installation, pod, policy_configmap, wait_for, wait_rewritten
 from tests.e2e.install import NAMESPACE
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.policies import BROKEN, QUOTA, TEAMS
@@ -26,10 +26,7 @@ def cluster(installation: Installation) -> Kubectl:
     for namespace in ("team-answers", "quota-dry"):
         kubectl.run("create", "namespace", namespace)
     probe = pod("probe", "quota-dry", gpus=1)
-    wait_for(
-        lambda: "mig-1g.10gb" in kubectl.create(probe, "--dry-run=server", "-o", "json", check=False).stdout,
-        "the e2e policies to be loaded",
-    )
+    wait_rewritten(kubectl, probe, "the e2e policies to be loaded")
     return kubectl
 
 

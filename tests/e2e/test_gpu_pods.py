@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import Installation, pod, policy_configmap, wait_for
+from tests.e2e.harness import Installation, pod, policy_configmap, wait_for, wait_rewritten
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.policies import TEAMS
 
@@ -22,10 +22,7 @@ def teams(installation: Installation) -> Kubectl:
     kubectl.run("create", "namespace", "team-a")
     # The policy is live once a pod of team-a is rewritten by it (a policy load has no API event).
     probe = pod("probe", "team-a", gpus=1, labels={"team": "a"})
-    wait_for(
-        lambda: "mig-1g.10gb" in kubectl.create(probe, "--dry-run=server", "-o", "json", check=False).stdout,
-        "the e2e-teams policy to be loaded",
-    )
+    wait_rewritten(kubectl, probe, "the e2e-teams policy to be loaded")
     return kubectl
 
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tests.e2e.harness import Installation, pod, policy_configmap, wait_for
+from tests.e2e.harness import Installation, pod, policy_configmap, wait_for, wait_refused, wait_rewritten
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.policies import TEAMS
 
@@ -71,10 +71,7 @@ def teams(installation: Installation) -> Kubectl:
     for namespace in ("team-reinvoke", "team-ours", "vap-side"):
         kubectl.run("create", "namespace", namespace)
     probe = pod("probe", "team-ours", gpus=1, labels={"team": "a"})
-    wait_for(
-        lambda: "mig-1g.10gb" in kubectl.create(probe, "--dry-run=server", "-o", "json", check=False).stdout,
-        "the e2e-teams policy to be loaded",
-    )
+    wait_rewritten(kubectl, probe, "the e2e-teams policy to be loaded")
     return kubectl
 
 
@@ -112,10 +109,7 @@ def generated_pods(count: int, namespace: str) -> list[tuple[str, str]]:
 
 def test_the_team_label_rule_as_a_validating_admission_policy_and_as_ours_agree_on_50_pods(teams: Kubectl):
     teams.apply(TEAM_LABEL_VAP)
-    wait_for(
-        lambda: teams.create(pod("probe", "vap-side", gpus=1), "--dry-run=server", check=False).code != 0,
-        "the ValidatingAdmissionPolicy to be in force",
-    )
+    wait_refused(teams, pod("probe", "vap-side", gpus=1), "the ValidatingAdmissionPolicy to be in force")
     verdicts = []
     for (name, ours), (_, theirs) in zip(generated_pods(50, "team-ours"), generated_pods(50, "vap-side"), strict=True):
         ours_result = teams.create(ours, "--dry-run=server", check=False)

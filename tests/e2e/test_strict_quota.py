@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from policies.judge.usage import Usage
 from tests.e2e.balancer import Balancer
 from tests.e2e.controlplane.cluster import free_port
-from tests.e2e.harness import Installation, pod, policy_configmap, wait_for
+from tests.e2e.harness import Installation, pod, policy_configmap, wait_for, wait_rewritten
 from tests.e2e.install import Replica
 from tests.e2e.policies import QUOTA
 from webhook.cluster.shared_quota import LEDGER_LABEL, RESERVATIONS, Entry, encode_entries, lease_name, parse_lease
@@ -44,10 +44,7 @@ def three_replicas(installation: Installation) -> Iterator[list[Replica]]:
         for replica in replicas:
             replica.wait_ready()
         probe = pod("probe", NAMESPACE, gpus=1)
-        wait_for(
-            lambda: "mig-1g.10gb" in kubectl.create(probe, "--dry-run=server", "-o", "json", check=False).stdout,
-            "the quota policy loaded",
-        )
+        wait_rewritten(kubectl, probe, "the quota policy loaded")
         yield replicas
     finally:
         for replica in replicas:
