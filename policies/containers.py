@@ -137,13 +137,16 @@ def _env(fields: Mapping[str, object], path: str, gpu: bool, found: list[DeviceE
     return env
 
 
-def _env_from(fields: Mapping[str, object], path: str, found: list[str]) -> None:
+EnvFromFound = list[tuple[str, str]]  # (path, prefix) of envFrom sources that could spell a DEVICE_ENV name
+
+
+def _env_from(fields: Mapping[str, object], path: str, found: EnvFromFound) -> None:
     for i, item in enumerate(json_list(fields.get("envFrom"), f"{path}.envFrom")):
         prefix = mapping(item, f"{path}.envFrom[{i}]").get("prefix") or ""
         if not isinstance(prefix, str):
             raise InputError(f"{path}.envFrom[{i}].prefix", "must be a string")
         if prefix in DEVICE_ENV_PREFIXES:  # its keys could spell NVIDIA_VISIBLE_DEVICES
-            found.append(f"{path}.envFrom[{i}]")
+            found.append((f"{path}.envFrom[{i}]", prefix))
 
 
 def _gpu_amounts(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> dict[str, Decimal]:
@@ -166,7 +169,7 @@ def _mounts_shm(fields: Mapping[str, object], path: str) -> bool:
 
 
 def read_containers(
-    spec: Mapping[str, object], key: str, parse: QuantityParser, env: list[DeviceEnv], env_from: list[str]
+    spec: Mapping[str, object], key: str, parse: QuantityParser, env: list[DeviceEnv], env_from: EnvFromFound
 ) -> tuple[ContainerView, ...]:
     items = json_list(spec.get(key), f"spec.{key}")
     init = key != "containers"
@@ -179,7 +182,7 @@ def _item_path(key: str, index: int) -> str:
 
 
 def _container(
-    raw: object, path: str, index: int, init: bool, parse: QuantityParser, env: list[DeviceEnv], env_from: list[str]
+    raw: object, path: str, index: int, init: bool, parse: QuantityParser, env: list[DeviceEnv], env_from: EnvFromFound
 ) -> ContainerView:
     fields = mapping(raw, path)
     name = fields.get("name")

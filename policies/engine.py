@@ -8,6 +8,7 @@ from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
 from policies.gpu.mig import Problem
 from policies.judge.controllers import Template, pod_templates, put_back, replica_warnings, workload_kind
+from policies.judge.env_sources import ENV_SOURCE_KINDS, judge_env_source
 from policies.judge.quota import NoUsage, UsageSource
 from policies.judge.usage import EMPTY
 from policies.judge.validation import Decision, ratchet, subject_of, validate_ephemeral, validate_pod
@@ -31,13 +32,20 @@ def require_pod(raw: JSON) -> None:
         raise InputError("kind", f"expected a v1 Pod, got {raw.get('apiVersion')}/{raw.get('kind')}")
 
 
+def _is_env_source(api_version: object, kind: object) -> bool:
+    return kind in ENV_SOURCE_KINDS and api_version in ("v1", None)
+
+
 def require_judged(raw: JSON, policy_set: PolicySet) -> str:
-    """The object's kind, if the engine judges it: a Pod, or a workload whose templates it knows."""
+    """The object's kind, if the engine judges it: a Pod, a workload whose templates it knows, or
+    a ConfigMap or Secret (what envFrom could take from it)."""
     if not isinstance(raw, dict):
         raise InputError("", "expected a Kubernetes object")
     kind = raw.get("kind")
     if _is_pod(raw.get("apiVersion"), kind):
         return "Pod"
+    if _is_env_source(raw.get("apiVersion"), kind):
+        return str(kind)
     workload_kind(raw, policy_set.workloads)
     return str(kind)
 
@@ -59,8 +67,13 @@ class Engine:
         return mutate_pod(raw, self.policy_set, self.parse_quantity, request, cluster)
 
     def judges(self, api_version: object, kind: object) -> bool:
-        """Whether objects of this kind are judged: Pods, and workloads whose templates are known."""
-        return _is_pod(api_version, kind) or self.policy_set.workloads.find(api_version, kind) is not None
+        """Whether objects of this kind are judged: Pods, workloads whose templates are known,
+        ConfigMaps and Secrets."""
+        return (
+            _is_pod(api_version, kind)
+            or _is_env_source(api_version, kind)
+            or self.policy_set.workloads.find(api_version, kind) is not None
+        )
 
     def mutate_any(
         self, raw: JSON, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
@@ -68,8 +81,11 @@ class Engine:
         """A Pod as the mutating webhook leaves it; a workload with each pod template as the
         mutating webhook will leave its pods (what `gpu-admission mutate` shows). Changes and
         warnings of a template name its path."""
-        if require_judged(raw, self.policy_set) == "Pod":
+        kind = require_judged(raw, self.policy_set)
+        if kind == "Pod":
             return self.mutate(raw, request, cluster)
+        if kind in ENV_SOURCE_KINDS:  # judged, never changed
+            return MutationResult(raw, (), (), (), (), ())
         request = request or RequestInfo()
         result: JSON = raw
         changes: list[Change] = []
@@ -130,6 +146,8 @@ class Engine:
     def _judge(self, kind: str, raw: JSON, usage: UsageSource, request: RequestInfo, cluster: ClusterState) -> Decision:
         if kind == "Pod":
             return validate_pod(raw, self.policy_set, self.parse_quantity, usage, request, cluster=cluster)
+        if kind in ENV_SOURCE_KINDS:
+            return judge_env_source(raw, kind, request.namespace, self.policy_set, cluster)
         found = pod_templates(raw, request.namespace, self.policy_set.workloads)
         verdicts: list[Verdict] = []
         total, policies = EMPTY, []

@@ -49,7 +49,10 @@ class PodView(NamedTuple):
     node_name: str | None = None
     uid: str = ""
     device_env: tuple[DeviceEnv, ...] = ()  # every container's, ephemeral ones included
-    env_from: tuple[str, ...] = ()  # paths of envFrom sources that could name a DEVICE_ENV variable
+    # (path, prefix) of envFrom sources whose keys could spell a DEVICE_ENV variable: with no
+    # prefix, a key named so (which the ConfigMap and Secret check keeps out of the namespace);
+    # with a prefix of one ("NVIDIA_"), a key no ConfigMap check can tell from an ordinary one.
+    env_from: tuple[tuple[str, str], ...] = ()
     host_devices: tuple[tuple[str, str], ...] = ()  # (field path, hostPath) reaching GPU devices
     cdi_devices: tuple[tuple[str, str], ...] = ()  # (annotation, value) naming NVIDIA CDI devices
     gpu_share: Fraction = Fraction(0)  # GPU-equivalents asked of KAI or Run:ai by annotation
@@ -68,6 +71,7 @@ class PodView(NamedTuple):
             self.holds_gpu
             or (self.runtime_class_name or "").startswith(NVIDIA_RUNTIME_PREFIX)
             or bool(self.device_env or self.host_devices or self.cdi_devices or self.gpu_share)
+            or any(prefix for _, prefix in self.env_from)
         )
 
     @property
@@ -147,7 +151,7 @@ def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
     node_selector = string_map(spec.get("nodeSelector"), "spec.nodeSelector")
     annotations = string_map(metadata.get("annotations"), "metadata.annotations")
     env: list[DeviceEnv] = []
-    env_from: list[str] = []
+    env_from: list[tuple[str, str]] = []
     containers = read_containers(spec, "containers", parse_quantity, env, env_from)
     init_containers = read_containers(spec, "initContainers", parse_quantity, env, env_from)
     if spec.get("ephemeralContainers"):  # read for their device access only

@@ -80,7 +80,7 @@ def test_a_bad_number_in_the_environment_is_one_line_and_exit_2(tmp_path, name, 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 MIXED = """\
 apiVersion: v1
-kind: ConfigMap
+kind: Service
 metadata: {name: c, namespace: ml}
 ---
 apiVersion: v1

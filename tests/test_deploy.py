@@ -102,9 +102,14 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
         "jobs",
         "cronjobs",
         "configmaps",
+        "secrets",
     } | {kind.resource for kind in custom_kinds()}
-    (policies_hook,) = [h for h in validating if "configmaps" in h["rules"][0]["resources"]]
+    (policies_hook,) = [h for h in validating if h["name"].startswith("validate-policies")]
     assert policies_hook["objectSelector"] == {"matchLabels": {"gpu-admission.io/policy": "true"}}
+    # ConfigMaps and Secrets are sent only with a key named NVIDIA_VISIBLE_DEVICES & co.
+    (env_sources,) = [h for h in validating if "secrets" in h["rules"][0]["resources"]]
+    (condition,) = env_sources["matchConditions"]
+    assert "object.data" in condition["expression"] and "objectSelector" not in env_sources
 
 
 def pod_hooks(objects: list[dict]) -> list[dict]:

@@ -4,6 +4,7 @@ HTTPS: the mutating webhook, its patch applied by jsonpatch, then the validating
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any
 
@@ -76,6 +77,13 @@ def affinity(*terms: list[dict[str, Any]]) -> dict[str, Any]:
 
 def product_in(*labels: str) -> list[dict[str, Any]]:
     return [{"key": PRODUCT, "operator": "In", "values": list(labels)}]
+
+
+def env_source(kind: str, namespace: str, **data: str) -> dict[str, Any]:
+    """A ConfigMap or Secret with `data` as the API server holds it (a Secret's base64)."""
+    if kind == "Secret":
+        data = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": "env", "namespace": namespace}, "data": data}
 
 
 H100_SLICE_NODE, H100_NODE = "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "NVIDIA-H100-80GB-HBM3"
@@ -181,6 +189,29 @@ WALKS = [
         ),
         "envFrom",
     ),
+    # envFrom under a prefix of the device variables, in a pod that asks for no GPU: the NVIDIA
+    # runtime may be the node's default, and no ConfigMap check tells VISIBLE_DEVICES from any key.
+    (
+        "envfrom-with-a-prefix-that-spells-it-in-a-pod-without-a-gpu",
+        pod(dict(plain_container(), envFrom=[{"prefix": "NVIDIA_", "secretRef": {"name": "env"}}]), namespace="secure"),
+        "envFrom prefix 'NVIDIA_' could spell NVIDIA_VISIBLE_DEVICES",
+    ),
+    # The key itself, where envFrom without a prefix (in any pod) would take it.
+    (
+        "a-configmap-that-sets-visible-devices",
+        env_source("ConfigMap", "secure", NVIDIA_VISIBLE_DEVICES="all"),
+        "ConfigMap key NVIDIA_VISIBLE_DEVICES grants GPU devices",
+    ),
+    (
+        "a-secret-that-sets-mig-config-devices",
+        env_source("Secret", "secure", NVIDIA_MIG_CONFIG_DEVICES="0"),
+        "Secret key NVIDIA_MIG_CONFIG_DEVICES grants GPU devices",
+    ),
+    (
+        "a-secret-whose-value-is-no-base64",
+        {**env_source("Secret", "secure"), "data": {"NVIDIA_VISIBLE_DEVICES": "!!"}},
+        "Secret key NVIDIA_VISIBLE_DEVICES grants GPU devices",
+    ),
     (
         "a-hostpath-on-a-device",
         pod(plain_container(), namespace="secure", volumes=[{"name": "d", "hostPath": {"path": "/dev/nvidia0"}}]),
@@ -254,6 +285,17 @@ ALLOWED = [
         pod(dict(gpu_container(), env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]), namespace="secure"),
     ),
     (
+        "envfrom-without-a-prefix-in-a-pod-without-a-gpu",
+        pod(dict(plain_container(), envFrom=[{"configMapRef": {"name": "env"}}]), namespace="secure"),
+    ),
+    (
+        "envfrom-with-an-ordinary-prefix-in-a-gpu-pod",
+        pod(dict(gpu_container(), envFrom=[{"prefix": "APP_", "configMapRef": {"name": "env"}}]), namespace="secure"),
+    ),
+    ("a-configmap-that-sets-visible-devices-void", env_source("ConfigMap", "secure", NVIDIA_VISIBLE_DEVICES="void")),
+    ("a-secret-with-ordinary-keys", env_source("Secret", "secure", VISIBLE_DEVICES="all", TOKEN="x")),
+    ("a-configmap-where-no-policy-reaches", env_source("ConfigMap", "elsewhere", NVIDIA_VISIBLE_DEVICES="all")),
+    (
         "an-ordinary-hostpath",
         pod(gpu_container(), namespace="secure", volumes=[{"name": "d", "hostPath": {"path": "/var/log"}}]),
     ),
@@ -272,6 +314,21 @@ ALLOWED = [
 def test_what_grants_nothing_more_is_allowed(api, obj):
     allowed, _, response = api.create(obj)
     assert allowed, response
+
+
+def test_a_secrets_values_are_never_quoted_back(api):
+    allowed, _, response = api.create(env_source("Secret", "secure", NVIDIA_VISIBLE_DEVICES="s3cr3t-value"))
+    assert not allowed
+    assert "s3cr3t" not in response["status"]["message"]
+    assert "data.NVIDIA_VISIBLE_DEVICES" in response["status"]["message"]
+
+
+def test_a_configmap_update_that_keeps_a_key_it_already_had_only_warns(api):
+    old = env_source("ConfigMap", "secure", NVIDIA_VISIBLE_DEVICES="all")
+    allowed, response = api.update(old, env_source("ConfigMap", "secure", NVIDIA_VISIBLE_DEVICES="all", B="1"))
+    assert allowed and any("already so before this update" in w for w in response["warnings"])
+    allowed, _ = api.update(env_source("ConfigMap", "secure"), old)
+    assert not allowed
 
 
 def test_a_slice_the_policy_picks_the_model_of_is_pinned_to_that_models_nodes_and_weighs_its_weight(api):

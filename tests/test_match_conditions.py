@@ -11,27 +11,31 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policies.judge.quota import NoUsage
 from policies.model.cel import CelInput, compile_expression
 from policies.pod import parse_pod
 from policies.quantity import parse_quantity
 from policies.request import RequestInfo
+from tests.conftest import engine_from, policy
 
+ENGINE = engine_from(policy("everywhere", "match: {}"))
 WEBHOOKS = Path(__file__).resolve().parent.parent / "deploy" / "base" / "webhooks.yaml"
 
 
-def _conditions() -> list[list[Any]]:
+def _conditions(resource: str, hooks_expected: int) -> list[list[Any]]:
     documents = list(yaml.safe_load_all(WEBHOOKS.read_text()))
     hooks = [
         h
         for doc in documents
         for h in doc["webhooks"]
-        if "matchConditions" in h and "pods" in h["rules"][0]["resources"]
+        if "matchConditions" in h and resource in h["rules"][0]["resources"]
     ]
-    assert len(hooks) == 2
+    assert len(hooks) == hooks_expected
     return [[compile_expression(c["expression"]) for c in hook["matchConditions"]] for hook in hooks]
 
 
-CONDITIONS = _conditions()
+CONDITIONS = _conditions("pods", 2)
+(ENV_SOURCE_CONDITIONS,) = _conditions("secrets", 1)
 MOUNTS = st.sampled_from(
     ["/data", "/var/run/nvidia-container-devices/all", "/run/nvidia-container-devices/GPU-0", "/var/run/secrets/x"]
 )
@@ -86,6 +90,10 @@ def pods(draw):
         )
         if env:
             item["env"] = env
+        prefixes = draw(st.lists(st.sampled_from([None, "", "N", "NVIDIA_", "NVIDIA_MIG_", "APP_"]), max_size=2))
+        if prefixes:
+            sources = [{"configMapRef": {"name": "env"}} for _ in prefixes]
+            item["envFrom"] = [s | ({} if p is None else {"prefix": p}) for s, p in zip(sources, prefixes, strict=True)]
         mounts = draw(st.lists(MOUNTS, max_size=2))
         if mounts:
             item["volumeMounts"] = [{"name": f"m{i}", "mountPath": path} for i, path in enumerate(mounts)]
@@ -132,3 +140,18 @@ def test_every_pod_the_engine_would_act_on_reaches_the_webhook(raw, user):
     for conditions in CONDITIONS:
         reaches = all(c.evaluate_bool(data) for c in conditions)
         assert reaches or not acts, (raw, user)
+
+
+ENV_KEYS = st.sampled_from(["NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "VISIBLE_DEVICES", "HOME", "A"])
+ENV_VALUES = st.sampled_from(["all", "void", "", "0", "YWxs", "!!"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["ConfigMap", "Secret"]), st.none() | st.dictionaries(ENV_KEYS, ENV_VALUES, max_size=3))
+def test_every_configmap_and_secret_the_engine_would_deny_reaches_the_webhook(kind, data):
+    raw: dict[str, Any] = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "env", "namespace": "ml"}}
+    if data is not None:
+        raw["data"] = data
+    decision = ENGINE.validate(raw, NoUsage(), RequestInfo(namespace="ml"))
+    reaches = all(c.evaluate_bool(CelInput({"object": raw})) for c in ENV_SOURCE_CONDITIONS)
+    assert reaches or decision.allowed, raw

@@ -33,6 +33,8 @@ NAMESPACE = "gpu-admission"
 DEVICE_ENV = "['NVIDIA_VISIBLE_DEVICES', 'NVIDIA_MIG_CONFIG_DEVICES', 'NVIDIA_MIG_MONITOR_DEVICES']"
 # NVIDIA's resources, and DRA extended resources of a device class (KEP-5004)
 ASKS = "r.startsWith('nvidia.com/') || r.startsWith('deviceclass.resource.kubernetes.io/')"
+# A ConfigMap's or Secret's keys that envFrom would hand over as those variables: a map lookup each.
+NAMED_DEVICE_KEYS = f"has(object.data) && {DEVICE_ENV}.exists(k, k in object.data)"
 LONG_BOUND = 256  # env, volumes and annotations: ordinary pods carry more of them than of containers
 
 
@@ -54,7 +56,9 @@ def pod_condition(pod: str, template: bool = False) -> list[str]:
     env = f"has(c.env) && ({_each('c.env', LONG_BOUND)}(e, e.name in {DEVICE_ENV}))"
     listed = "m.mountPath.contains('nvidia-container-devices')"  # the toolkit's device list by mounts
     mounts = f"has(c.volumeMounts) && ({_each('c.volumeMounts', BOUND)}(m, {listed}))"
-    env = f"({env}) || ({mounts})"
+    prefixed = f"has(f.prefix) && f.prefix != '' && {DEVICE_ENV}.exists(n, n.startsWith(f.prefix))"
+    env_from = f"has(c.envFrom) && ({_each('c.envFrom', BOUND)}(f, {prefixed}))"
+    env = f"({env}) || ({mounts}) || ({env_from})"
     lines = [
         f"({_each(f'{spec}.containers', BOUND)}(c, has(c.resources) &&",
         f"  {resources[0]}",
@@ -169,8 +173,9 @@ POD_COMMENT = [
     "Every pod that could reach a GPU, so an outage never blocks ordinary pods: one asking for an",
     "nvidia.com/ resource (init containers too), running under an NVIDIA RuntimeClass, setting",
     "NVIDIA_VISIBLE_DEVICES & co. in any container (ephemeral ones too: the NVIDIA runtime may be",
-    "the node's default), mounting a hostPath that may lead to the node's devices (any path with",
-    "dev, nvidia, a dot or a double slash in it, or /), naming CDI devices, or asking for Triton.",
+    "the node's default) or taking envFrom under a prefix of those names, mounting a hostPath that",
+    "may lead to the node's devices (any path with dev, nvidia, a dot or a double slash in it, or /),",
+    "naming CDI devices, or asking for Triton.",
     "Kubelets' mirror pods are skipped; the annotation alone is anyone's to write.",
 ]
 POD_RULE = '{apiGroups: [""], apiVersions: [v1], operations: [%s], resources: [%s], scope: Namespaced}'
@@ -258,6 +263,19 @@ def validating(target: Target) -> list[str]:
             conditions=[("templates-that-ask-for-a-gpu", [kind_condition(entry)])],
             comment=comment,
         )
+    lines += _webhook(
+        target,
+        "validate-env-sources.gpu-admission.io",
+        "/validate",
+        [POD_RULE % ("CREATE, UPDATE", "configmaps, secrets")],
+        failure=target.failure_policy(),
+        conditions=[("keys-that-name-nvidia-devices", [NAMED_DEVICE_KEYS])],
+        comment=[
+            "ConfigMaps and Secrets with a key named NVIDIA_VISIBLE_DEVICES & co.: an envFrom without a",
+            "prefix, in any pod, would hand their value to the NVIDIA runtime. Only those are sent",
+            "(a map lookup per name, whatever the object's size); their values never leave the webhook.",
+        ],
+    )
     lines += _webhook(
         target,
         "validate-policies.gpu-admission.io",

@@ -4,7 +4,9 @@ containers devices itself, since nothing it takes that way is counted by any quo
 Checked (policies.model.policy.DeviceCheck), in every container, init and ephemeral ones too:
 NVIDIA_VISIBLE_DEVICES, NVIDIA_MIG_CONFIG_DEVICES and NVIDIA_MIG_MONITOR_DEVICES set to anything
 but empty, `void` or `none` (or from valueFrom, which cannot be known here); envFrom sources whose
-keys could spell them; hostPath volumes on the node's devices; CDI annotations naming NVIDIA
+keys could spell them (in a pod that can reach a GPU any without a prefix; in any pod one with a
+prefix of those names, "NVIDIA_"; a key named so outright is kept out of ConfigMaps and Secrets by
+policies.judge.env_sources); hostPath volumes on the node's devices; CDI annotations naming NVIDIA
 devices. All are on by default.
 
 Which settings hold: those of the first cluster policy, in precedence order, that has a
@@ -48,8 +50,15 @@ def _breaches(pod: PodView) -> Iterator[tuple[DeviceCheck, str, str]]:
                 f"{found.name} {told} would hand the container GPU devices past the device plugin "
                 "(only empty, void and none may be set)",
             )
-    if pod.reaches_gpu:
-        for path in pod.env_from:
+    for path, prefix in pod.env_from:
+        if prefix:  # in any pod: no ConfigMap check can tell VISIBLE_DEVICES from an ordinary key
+            yield (
+                DeviceCheck.ENV_FROM,
+                path,
+                f"envFrom prefix {prefix!r} could spell NVIDIA_VISIBLE_DEVICES from an ordinary key: "
+                "give it a prefix no NVIDIA variable starts with",
+            )
+        elif pod.reaches_gpu:
             yield (
                 DeviceCheck.ENV_FROM,
                 path,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -72,3 +73,39 @@ def test_the_same_pod_spec_in_a_tenants_namespace_is_denied_for_its_device_acces
     assert result.code != 0
     assert "gpu-admission.io" in result.stderr and "denied the request" in result.stderr
     assert "NVIDIA_VISIBLE_DEVICES" in result.stderr
+
+
+def test_a_tenants_configmap_or_secret_naming_the_devices_is_refused_where_envfrom_would_take_it(
+    operator: Kubectl,
+):
+    operator.run("create", "namespace", "tenant-env")
+    for kind in ("configmap", "secret generic"):
+        args = ["create", *kind.split(), "devices", "-n", "tenant-env", "--from-literal=NVIDIA_VISIBLE_DEVICES=all"]
+        result = operator.run(*args, check=False)
+        assert result.code != 0, result.stdout
+        assert "validate-env-sources.gpu-admission.io" in result.stderr
+        assert "key NVIDIA_VISIBLE_DEVICES grants GPU devices" in result.stderr
+    operator.run("create", "configmap", "app", "-n", "tenant-env", "--from-literal=NVIDIA_VISIBLE_DEVICES=void")
+    operator.run("create", "secret", "generic", "app", "-n", "tenant-env", "--from-literal=TOKEN=all")
+
+
+@pytest.mark.parametrize(
+    "prefix, admitted",
+    [(None, True), ("APP_", True), ("NVIDIA_", False)],
+    ids=["no-prefix", "an-ordinary-prefix", "a-prefix-of-the-device-variables"],
+)
+def test_a_pod_without_a_gpu_may_take_envfrom_unless_its_prefix_could_spell_the_devices(
+    operator: Kubectl, prefix: str | None, admitted: bool
+):
+    operator.run("create", "namespace", "tenant-envfrom", check=False)
+    source: dict[str, Any] = {"secretRef": {"name": "app", "optional": True}}
+    if prefix is not None:
+        source["prefix"] = prefix
+    name = f"envfrom-{(prefix or 'none').rstrip('_').lower()}"
+    container = {"name": "main", "image": "busybox", "envFrom": [source]}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "tenant-envfrom"}}
+    pod["spec"] = {"containers": [container]}
+    result = operator.create(json.dumps(pod), check=False)
+    assert (result.code == 0) is admitted, result.stderr
+    if not admitted:
+        assert "envFrom prefix 'NVIDIA_' could spell NVIDIA_VISIBLE_DEVICES" in result.stderr

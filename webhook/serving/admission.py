@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from policies.errors import InputError
+from policies.judge.env_sources import ENV_SOURCE_KINDS
 from policies.model.loader import load_texts
 from policies.quantity import parse_quantity
 from policies.request import Operation
@@ -106,9 +107,21 @@ def _policy_configmap(holder: EngineHolder, request: AdmissionRequest) -> Admiss
     return AdmissionResponse(request.uid, False, message=message, code=422)
 
 
+def _env_source(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    """A ConfigMap or Secret: what envFrom would take from it (no budget is charged, so no
+    reservation either)."""
+    engine = holder.engine
+    if engine is None:
+        return AdmissionResponse(request.uid, True)
+    decision = engine.validate(_require_object(request), holder.usage, request.info(), holder.cluster)
+    return AdmissionResponse(request.uid, decision.allowed, warnings=decision.warnings, message=decision.message)
+
+
 def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
-    if request.kind.group == "" and request.kind.kind == "ConfigMap" and request.operation in JUDGED_OPERATIONS:
-        return _guarded("validate", holder, request, lambda: _policy_configmap(holder, request))
+    if request.kind.group == "" and request.kind.kind in ENV_SOURCE_KINDS and request.operation in JUDGED_OPERATIONS:
+        policies = request.kind.kind == "ConfigMap" and is_policy_configmap(_dict(request.object))
+        judge = _policy_configmap if policies else _env_source
+        return _guarded("validate", holder, request, lambda: judge(holder, request))
     engine = holder.engine
     if (
         engine is None

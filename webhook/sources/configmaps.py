@@ -17,7 +17,9 @@ SOURCE_PREFIX = "configmap/"
 
 
 def is_policy_configmap(configmap: JSON) -> bool:
-    return ((configmap.get("metadata") or {}).get("labels") or {}).get(POLICY_LABEL_KEY) == "true"
+    metadata = configmap.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    return isinstance(labels, dict) and labels.get(POLICY_LABEL_KEY) == "true"
 
 
 def policy_owner(namespace: str, policy_namespace: str) -> str | None:

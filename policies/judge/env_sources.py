@@ -1,0 +1,93 @@
+"""ConfigMaps and Secrets that would set NVIDIA's device variables through `envFrom`.
+
+An `envFrom` without a prefix hands a container every key of its ConfigMap or Secret as a
+variable, and which keys those are is unknown when the pod is admitted: the object may not exist
+yet, and may be edited after. So the keys are judged where they are written: a ConfigMap (its
+`data`, all that kubelet reads for envFrom) or Secret whose key is NVIDIA_VISIBLE_DEVICES (or
+another DEVICE_ENV name) with a value that grants devices is a breach of `security.envFrom`, as
+the pod would have been. A prefix that could spell those names is judged on the pod (in any pod:
+policies.judge.security), so only the names themselves need keeping out here.
+
+Which settings hold: those of the policies that apply to every pod of the namespace (no pod
+selector, no condition), since any of its pods may take the object by envFrom; with policies
+there that apply only to some pods, the defaults. A namespace no policy reaches is not judged,
+as its pods are not. Values are never quoted back: a Secret's are secret.
+"""
+
+from __future__ import annotations
+
+import binascii
+from base64 import b64decode
+from collections.abc import Mapping
+
+from policies.cluster import ClusterState
+from policies.errors import InputError
+from policies.gpu.devices import DEVICE_ENV, grants_devices
+from policies.judge.security import settings
+from policies.judge.validation import Decision, subject_of
+from policies.judge.verdict import Verdict
+from policies.model.policy import DEFAULT_SECURITY, Action, DeviceCheck, GPUPolicy
+from policies.model.policyset import PolicySet
+from policies.mutate.document import JSON
+
+ENV_SOURCE_KINDS = ("ConfigMap", "Secret")
+
+
+def _value(kind: str, raw: object) -> str | None:
+    """The text a container would see; None where it cannot be read (so it may grant)."""
+    if not isinstance(raw, str):
+        return None
+    if kind == "ConfigMap":
+        return raw
+    try:
+        return b64decode(raw, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _applying_to_every_pod(policies: tuple[GPUPolicy, ...]) -> tuple[GPUPolicy, ...]:
+    return tuple(p for p in policies if p.match.pod_selector is None and p.match.condition is None)
+
+
+def judge_env_source(
+    raw: JSON, kind: str, namespace: str | None, policy_set: PolicySet, cluster: ClusterState
+) -> Decision:
+    """The verdict on a ConfigMap or Secret in `namespace` (the API server's word; the object's
+    own, or `default`, where none is given, as for `gpu-admission validate`)."""
+    if not isinstance(raw, dict):
+        raise InputError("", f"expected a {kind}")
+    metadata = raw.get("metadata")
+    if not namespace:
+        written = metadata.get("namespace") if isinstance(metadata, dict) else None
+        namespace = written if isinstance(written, str) and written else "default"
+    data = raw.get("data")
+    if data is None:
+        return Decision(True)
+    if not isinstance(data, Mapping):
+        raise InputError("data", "must be a map of keys to values")
+    named = [key for key in DEVICE_ENV if key in data and grants_devices(_value(kind, data[key]))]
+    if not named:
+        return Decision(True)
+    reached = policy_set.in_namespace(namespace, cluster.namespace_labels(namespace))
+    if not reached:
+        return Decision(True)
+    every_pod = _applying_to_every_pod(reached)
+    if every_pod:
+        spec, owner = settings(every_pod)
+    else:
+        spec, owner = DEFAULT_SECURITY, f"{reached[0].name}, default security"
+    if DeviceCheck.ENV_FROM in spec.allow:
+        return Decision(True, policies=tuple(p.name for p in reached))
+    policy, subject = owner.split(",")[0], subject_of(raw, namespace)
+    verdicts = tuple(
+        Verdict(
+            policy,
+            f"security.{DeviceCheck.ENV_FROM.value}",
+            f"data.{key}",
+            f"{kind} key {key} grants GPU devices to any container of the namespace that takes it by envFrom, "
+            f"past the device plugin (only empty, void and none may be set) (policy {owner})",
+            spec.action,
+        ).about(subject)
+        for key in sorted(named)
+    )
+    return Decision(spec.action is not Action.DENY, verdicts, policies=tuple(p.name for p in reached))
