@@ -1,6 +1,7 @@
 """What the engine may know of the cluster beyond the object under review: namespace labels (for
-namespaceSelector), free GPU capacity (to prefer models and profiles that can run now), and the
-ResourceQuotas on whole GPUs that a MIG rewrite would sidestep (to warn).
+namespaceSelector), free GPU capacity (to prefer models and profiles that can run now), the
+ResourceQuotas on whole GPUs that a MIG rewrite would sidestep (to warn), and the DRA
+ResourceClaims and ResourceClaimTemplates a pod names (what they can allocate is its charge).
 
 The edge fills it from its watches; offline, from `--cluster-state`; with nothing, it knows nothing.
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from policies.gpu.capacity import Capacity, NoCapacity
+from policies.gpu.claims import ClaimDemand
 
 
 class ClusterState(Protocol):
@@ -26,12 +28,28 @@ class ClusterState(Protocol):
         """Names of the namespace's ResourceQuotas on `requests.nvidia.com/gpu`."""
         ...
 
+    @property
+    def knows_claims(self) -> bool:
+        """Whether every ResourceClaim and template of the cluster is known (a live replica's
+        watch): a claim not found then does not exist (yet)."""
+        ...
+
+    def claim_demand(self, namespace: str, template: bool, name: str) -> ClaimDemand | None:
+        """What a ResourceClaim (or, `template`, a ResourceClaimTemplate) can allocate of
+        NVIDIA's GPUs; None where it is not known."""
+        ...
+
 
 @dataclass(frozen=True)
 class KnownCluster:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     capacity: Capacity = field(default_factory=NoCapacity)
     quotas: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    claims: Mapping[tuple[str, bool, str], ClaimDemand] = field(default_factory=dict)
+    knows_claims: bool = False
+
+    def claim_demand(self, namespace: str, template: bool, name: str) -> ClaimDemand | None:
+        return self.claims.get((namespace, template, name))
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.namespaces.get(namespace)

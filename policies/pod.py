@@ -33,6 +33,15 @@ FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 SHARED_MEMORY_ANNOTATION = "gpu-memory"
 
 
+class ClaimRef(NamedTuple):
+    """A pod's DRA claim (spec.resourceClaims[i]): a ResourceClaim by name, or the template one
+    is made from. What it can allocate is the cluster's to say (policies.gpu.claims)."""
+
+    path: str
+    template: bool
+    name: str
+
+
 class PodView(NamedTuple):
     name: str
     namespace: str
@@ -56,6 +65,7 @@ class PodView(NamedTuple):
     host_devices: tuple[tuple[str, str], ...] = ()  # (field path, hostPath) reaching GPU devices
     cdi_devices: tuple[tuple[str, str], ...] = ()  # (annotation, value) naming NVIDIA CDI devices
     gpu_share: Fraction = Fraction(0)  # GPU-equivalents asked of KAI or Run:ai by annotation
+    claims: tuple[ClaimRef, ...] = ()  # DRA claims: every one is allocated, referenced or not
 
     @property
     def mirror(self) -> bool:
@@ -76,8 +86,9 @@ class PodView(NamedTuple):
 
     @property
     def in_scope(self) -> bool:
-        """What gpu-admission acts on: pods that could reach a GPU, and pods asking for Triton."""
-        return self.reaches_gpu or self.annotation("triton") == "inject"
+        """What gpu-admission acts on: pods that could reach a GPU (a DRA claim may: which devices
+        it holds is looked up), and pods asking for Triton."""
+        return self.reaches_gpu or bool(self.claims) or self.annotation("triton") == "inject"
 
     @property
     def all_containers(self) -> tuple[ContainerView, ...]:
@@ -140,6 +151,20 @@ def _gpu_share(annotations: Mapping[str, str]) -> Fraction:
     return share * devices
 
 
+def _claims(spec: Mapping[str, object]) -> tuple[ClaimRef, ...]:
+    found = []
+    for i, item in enumerate(json_list(spec.get("resourceClaims"), "spec.resourceClaims")):
+        path = f"spec.resourceClaims[{i}]"
+        claim = mapping(item, path)
+        for key, template in (("resourceClaimName", False), ("resourceClaimTemplateName", True)):
+            name = claim.get(key)
+            if name is not None:
+                if not isinstance(name, str) or not name:
+                    raise InputError(f"{path}.{key}", "must be a name")
+                found.append(ClaimRef(path, template, name))
+    return tuple(found)
+
+
 def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
     """A PodView of a Pod's JSON, or of a pod template (metadata + spec)."""
     pod = mapping(raw, "")
@@ -181,4 +206,5 @@ def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
         host_devices=host_devices,
         cdi_devices=tuple((k, v) for k, v in annotations.items() if cdi_names_gpus(k, v)),
         gpu_share=_gpu_share(annotations),
+        claims=_claims(spec) if "resourceClaims" in spec else (),
     )

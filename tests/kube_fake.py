@@ -28,6 +28,8 @@ KINDS = {
     "leases": "Lease",
     "secrets": "Secret",
     "resourcequotas": "ResourceQuota",
+    "resourceclaims": "ResourceClaim",
+    "resourceclaimtemplates": "ResourceClaimTemplate",
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
 }
@@ -84,6 +86,7 @@ class Request:
 class FakeKube:
     def __init__(self) -> None:
         self.forbidden: set[str] = set()  # resources whose reads answer 403, as RBAC would
+        self.unserved: set[str] = set()  # resources of an API group this server lacks: 404
         self.version = 1
         self.objects: dict[Key, dict[str, Any]] = {}
         self.history: list[tuple[int, str, str, dict[str, Any]]] = []  # (version, resource, type, object)
@@ -231,6 +234,9 @@ class FakeKube:
         self.log(Request.of(request, "GET", route, query))
         if route.resource in self.forbidden:
             self._reply(request, 403, self._status(403, "Forbidden", f"{route.resource} is forbidden"))
+            return
+        if route.resource in self.unserved:
+            self._reply(request, 404, self._status(404, "NotFound", "the server could not find the requested resource"))
             return
         if route.name:
             with self.changed:

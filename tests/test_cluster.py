@@ -129,7 +129,8 @@ def test_a_replica_is_ready_only_once_policies_pods_namespaces_and_nodes_have_li
     replica = Replica(kube)
     replicas.append(replica)
     replica.wait_ready()
-    assert [w.name for w in replica.watches] == ["configmaps", "namespaces", "nodes", "resourcequotas", "pods"]
+    names = ["configmaps", "namespaces", "nodes", "resourcequotas", "resourceclaims", "resourceclaimtemplates", "pods"]
+    assert [w.name for w in replica.watches] == names
 
 
 def test_pods_are_listed_in_pages_and_feed_the_quota_counters(kube, replicas):

@@ -32,7 +32,7 @@ from webhook.cluster.shared_quota import parse_lease
 
 ROOT = Path(__file__).resolve().parent.parent
 NS = "gpu-admission"
-WATCHED = {"configmaps", "namespaces", "nodes", "resourcequotas", "pods"}
+WATCHED = {"configmaps", "namespaces", "nodes", "resourcequotas", "resourceclaims", "resourceclaimtemplates", "pods"}
 LIMITED = policy(
     "five-pods",  # no consistency written: the default must be exact
     "match: {namespaces: [team-a]}\nquota: {limits: {pods: 5}}",
@@ -152,7 +152,7 @@ def test_each_replica_keeps_one_set_of_watch_streams_whatever_it_serves(kube, la
     reviews = [(replica, review(slice_pod(n), uid=f"u{n}", dry_run=True)) for replica in replicas for n in range(64)]
     with concurrent.futures.ThreadPoolExecutor(48) as pool:  # busy: every replica's threads serving at once
         assert {status for status, _ in pool.map(lambda r: r[0].call("POST", "/validate", r[1]), reviews)} == {200}
-    assert kube.wait_for(lambda: len(kube.open_watches) == 15, timeout=10)
+    assert kube.wait_for(lambda: len(kube.open_watches) == 3 * len(WATCHED), timeout=10)
     for replica in replicas:
         streams = {resource: n for (agent, resource), n in kube.open_watches.items() if f"({replica.name})" in agent}
         assert streams == dict.fromkeys(WATCHED, 1), replica.name

@@ -136,3 +136,26 @@ def test_validating_a_poisoned_policy_configmap_is_a_422_with_the_lint_error():
         holder, parse_review({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
     )
     assert not answer.allowed and answer.code == 422 and "spec.runtime.shmSize" in answer.message
+
+
+def swap_in(directory: Path, version: str, files: dict[str, str]) -> None:
+    """What kubelet's atomic writer does to a ConfigMap volume: the new version's files in a
+    directory of their own, then the `..data` symlink renamed over the old one."""
+    (directory / version).mkdir()
+    for name, text in files.items():
+        (directory / version / name).write_text(text)
+        if not (directory / name).is_symlink():
+            (directory / name).symlink_to(Path("..data") / name)
+    (directory / "..data_tmp").symlink_to(version)
+    (directory / "..data_tmp").rename(directory / "..data")
+
+
+def test_a_configmap_volume_swapped_by_kubelet_is_loaded_at_the_first_look(tmp_path):
+    swap_in(tmp_path, "..v1", {"quota.yaml": policy("quota", "quota: {limits: {pods: 1}}")})
+    holder, store, watcher, reported = watched(tmp_path)
+    watcher.check_once(settle=False)
+    generation = store.generation
+    swap_in(tmp_path, "..v2", {"quota.yaml": policy("quota", "quota: {limits: {pods: 2}}")})
+    assert watcher.check_once() and store.generation == generation + 1
+    (policy_loaded,) = holder.engine.policy_set.policies
+    assert policy_loaded.quota.limits.pods == 2

@@ -77,6 +77,7 @@ def pod_condition(pod: str, template: bool = False) -> list[str]:
     annotations = f"{metadata}.annotations"
     lines += [
         f"(has({spec}.runtimeClassName) && {spec}.runtimeClassName.startsWith('nvidia')) ||",
+        f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0) ||",
         f"(has({spec}.volumes) && ({_each(f'{spec}.volumes', LONG_BOUND)}(v, has(v.hostPath) &&",
         "  v.hostPath.path.matches('^/*$|dev|nvidia|run|[.]|//')))) ||",
         f"({guard}has({annotations}) && ('gpu-admission.io/triton' in {annotations} ||",
@@ -175,7 +176,7 @@ POD_COMMENT = [
     "NVIDIA_VISIBLE_DEVICES & co. in any container (ephemeral ones too: the NVIDIA runtime may be",
     "the node's default) or taking envFrom under a prefix of those names, mounting a hostPath that",
     "may lead to the node's devices (any path with dev, nvidia, a dot or a double slash in it, or /),",
-    "naming CDI devices, or asking for Triton.",
+    "naming CDI devices, holding DRA claims (what they allocate is looked up), or asking for Triton.",
     "Kubelets' mirror pods are skipped; the annotation alone is anyone's to write.",
 ]
 POD_RULE = '{apiGroups: [""], apiVersions: [v1], operations: [%s], resources: [%s], scope: Namespaced}'

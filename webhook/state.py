@@ -14,7 +14,7 @@ from policies.judge.validation import Decision
 from policies.model.policyset import PolicySet
 from webhook.cluster.live import ClusterView
 from webhook.cluster.quota_metrics import QuotaCollector, replica_quota_lines
-from webhook.cluster.reservations import PodRef
+from webhook.cluster.reservations import UPDATE, PodRef
 from webhook.cluster.usage import PodUsageTracker
 
 
@@ -81,13 +81,24 @@ class EngineHolder:
         self.view.policy_set_changed()
 
     def admit(
-        self, decide: Callable[[], Decision], namespace: str, name: str, metadata: Mapping[str, object], dry_run: bool
+        self,
+        decide: Callable[[], Decision],
+        namespace: str,
+        name: str,
+        obj: Mapping[str, Any],
+        dry_run: bool,
+        update: bool = False,
     ) -> Decision:
-        """Decide and, if allowed for real, reserve the pod's usage, as one step."""
+        """Decide and, if allowed for real, reserve the pod's usage, as one step (the object is
+        kept with the reservation: a new policy set charges it again). An `update` that grows a
+        pod's charge holds what it grows to (webhook.cluster.reservations.UPDATE)."""
+        found = obj.get("metadata")
+        metadata: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        uid = str(metadata.get("uid") or "")
         pod = PodRef(
             namespace,
             str(metadata.get("name") or name),
             str(metadata.get("generateName") or ""),
-            str(metadata.get("uid") or ""),
+            f"{uid or namespace + '/' + name}{UPDATE}" if update else uid,
         )
-        return self.view.usage.admit(decide, pod, dry_run)
+        return self.view.usage.admit(decide, pod, dry_run, obj)

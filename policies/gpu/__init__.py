@@ -3,6 +3,7 @@
     models.py     the MIG-capable models, their profiles, and how the device plugin and GPU
                   Feature Discovery name them (resources, node labels): pure data
     devices.py    how a container reaches devices past the device plugin (env, hostPath, CDI)
+    claims.py     what a DRA ResourceClaim can allocate of NVIDIA's GPUs, as resource names
     catalog.py    lookups over the models; what a node label offers (NodeKind), what an
                   nvidia.com/ resource is (GpuResource)
     capacity.py   free slices and GPUs per model and profile, as the cluster reports them
@@ -11,6 +12,6 @@
     gate.py       one gate for every GPU resource a container names; where a pod must be pinned
     mig.py        the MIG plan of a pod: rewrites, problems, the pin
 
-Layers, bottom up: models and devices, catalog, capacity and placement (below the policy model
+Layers, bottom up: models and devices, catalog and claims, capacity and placement (below the policy model
 and the pod: they know neither); gate and choices, then mig (which read policies and pods).
 """

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from policies.cluster import NO_CLUSTER, ClusterState
 from policies.gpu.catalog import CATALOG
+from policies.judge.claim_usage import claims_charge, with_claims
 from policies.judge.quota import scope_of
 from policies.judge.usage import Usage, counts_against_quota, gpus_held, pod_usage
 from policies.model.cel import CelEvaluationError, CelInput, CompiledExpression
@@ -79,19 +80,27 @@ class PodFacts:
         return (self.namespace, self.labels, self.holding, usage, self.node, self.gpus)
 
 
-def facts_of(raw: JSON, needs: Needs, parse_quantity: QuantityParser) -> PodFacts | None:
+def facts_of(
+    raw: JSON, needs: Needs, parse_quantity: QuantityParser, cluster: ClusterState = NO_CLUSTER
+) -> PodFacts | None:
     """The facts of an existing pod; None if it holds no GPU or no longer holds what it had.
+    `cluster`: its DRA claims (a pod's claims it names are charged as at admission).
 
     A condition that fails to evaluate does not hold (as in matching, where it is no match)."""
     view = parse_pod(raw, parse_quantity)
-    if not view.holds_gpu or not counts_against_quota(view):
+    if not (view.holds_gpu or view.claims) or not counts_against_quota(view):
         return None
+    usage = pod_usage(view, CATALOG)
+    if view.claims:
+        usage = with_claims(usage, claims_charge(view, view.namespace, cluster, CATALOG))
+        if usage.is_zero:
+            return None
     labels = tuple(sorted((key, view.labels[key]) for key in needs.label_keys if key in view.labels))
     holding: frozenset[str] = frozenset()
     if needs.conditions:
         data = RequestInfo(namespace=view.namespace).cel_input(raw)
         holding = frozenset(source for source, condition in needs.conditions.items() if _holds(condition, data))
-    return PodFacts(view.namespace, labels, holding, pod_usage(view, CATALOG), view.node_name, gpus_held(view))
+    return PodFacts(view.namespace, labels, holding, usage, view.node_name, gpus_held(view))
 
 
 def charges_of(facts: PodFacts, policy_set: PolicySet, namespace_labels: Mapping[str, str] | None) -> Charges:

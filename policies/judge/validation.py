@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
+from policies.judge.claim_usage import ClaimsCharge, claim_verdicts, claims_charge, with_claims
 from policies.judge.quota import UsageSource, check_quota, scope_of
 from policies.judge.rules import check_rules
 from policies.judge.security import check_security
@@ -124,8 +125,10 @@ def validate_pod(
         message = f"{sidecar.message} (policy {sidecar.policy})"
         verdicts.append(Verdict(sidecar.policy, "triton", sidecar.path, message, Action.DENY))
     verdicts.extend(check_security(view, match.policies))
-    usage = pod_usage(view, policy_set.catalog)
-    added = _added_by_update(usage, request, parse_quantity, policy_set)
+    claims = claims_charge(view, namespace, cluster, policy_set.catalog)
+    verdicts.extend(claim_verdicts(claims, match.policies, cluster))
+    usage = with_claims(pod_usage(view, policy_set.catalog), claims)
+    added = _added_by_update(usage, claims, request, parse_quantity, policy_set)
     charges: list[tuple[str, str]] = []
     for policy in match.policies:
         verdicts.extend(check_rules(policy, data))
@@ -134,15 +137,14 @@ def validate_pod(
         scope = scope_of(policy.quota, namespace)
         current = usage_source.usage(policy, scope)
         verdicts.extend(check_quota(policy, policy.quota, namespace, usage, current, added))
-        if added is None:
-            charges.append((policy.name, scope))
+        charges.append((policy.name, scope))  # an UPDATE's growth is held too, until the watch shows it
     verdicts = [v.about(subject) for v in verdicts]
     allowed = not any(v.action is Action.DENY for v in verdicts)
     return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in match.policies), tuple(charges))
 
 
 def _added_by_update(
-    usage: Usage, request: RequestInfo, parse_quantity: QuantityParser, policy_set: PolicySet
+    usage: Usage, claims: ClaimsCharge, request: RequestInfo, parse_quantity: QuantityParser, policy_set: PolicySet
 ) -> Usage | None:
     """What an UPDATE adds to a pod's charge: a gated pod may still narrow its node constraints
     (onto split nodes, where a whole GPU becomes a slice of a budget it did not touch) or change
@@ -151,7 +153,8 @@ def _added_by_update(
     if request.operation is not Operation.UPDATE or not isinstance(request.old_object, dict):
         return None
     try:
-        before = pod_usage(parse_pod(request.old_object, parse_quantity), policy_set.catalog)
+        # A pod's resourceClaims cannot change: the old pod held the same claims.
+        before = with_claims(pod_usage(parse_pod(request.old_object, parse_quantity), policy_set.catalog), claims)
     except InputError:
         return None
     grown = usage.more_than(before)

@@ -23,11 +23,14 @@ from policies.mutate.mutation import MutationResult
 from policies.pod import PodView, parse_pod
 from policies.quantity import parse_quantity
 from webhook.cli.inputs import Inputs, read_inputs
+from webhook.cluster.claims import CLAIM_KINDS, ClaimCache
 from webhook.cluster.namespaces import GpuQuotaCache, namespace_labels
 from webhook.sources.files import directory_texts, read_manifests
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
-CLUSTER_KINDS = "cluster state holds Pods, Namespaces, Nodes and ResourceQuotas only"
+CLUSTER_KINDS = (
+    "cluster state holds Pods, Namespaces, Nodes, ResourceQuotas, ResourceClaims and ResourceClaimTemplates only"
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     views: list[PodView] = []
     namespaces: dict[str, dict[str, str]] = {}
     resource_quotas: list[dict[str, Any]] = []
+    claims: list[dict[str, Any]] = []
     capacity = CapacityLedger(CATALOG)
     for label, item in read_manifests(path):
         if not isinstance(item, dict):
@@ -111,12 +115,18 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
             capacity.mark_synced()
         elif kind == "ResourceQuota":
             resource_quotas.append(item)
+        elif kind in CLAIM_KINDS:
+            claims.append(item)
         else:
             raise InputError("kind", CLUSTER_KINDS, label)
     capacity.replace_uses(node_uses((v.node_name, gpus_held(v)) for v in views if counts_against_quota(v)))
     quotas = GpuQuotaCache()
     quotas.replace_all(resource_quotas)
-    return pods, KnownCluster(namespaces, capacity, quotas.by_namespace()), nodes
+    known = ClaimCache()
+    for template in (False, True):
+        known.lister(template)(c for c in claims if (c.get("kind") == CLAIM_KINDS[1]) is template)
+    # Claims a file does not hold may exist: a pod naming one is warned of, not denied.
+    return pods, KnownCluster(namespaces, capacity, quotas.by_namespace(), known.demands()), nodes
 
 
 def judge_all(engine: Engine, files: list[str], namespace: str, state: str | None) -> tuple[Inputs, list[Judged]]:

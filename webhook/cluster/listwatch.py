@@ -38,7 +38,11 @@ class ListWatch:
         watch_seconds: int = 300,
         backoff: tuple[float, float] = (0.2, 30.0),
         page: int = PAGE,
+        optional: bool = False,
     ) -> None:
+        """`optional`: a resource the API server may not serve (404: an API group it does not
+        have) is synced with nothing listed (on_list is not called: its handler can tell it was
+        never listed), and asked for again after the longest backoff."""
         self.name = name
         self.list_func = list_func
         self.args = args
@@ -48,6 +52,7 @@ class ListWatch:
         self.watch_seconds = watch_seconds
         self.backoff = backoff
         self.page = page
+        self.optional = optional
         self.synced = threading.Event()
         self.relists = 0
         self.expired = 0
@@ -140,6 +145,9 @@ class ListWatch:
                 delay = min(delay * 2, self.backoff[1])
             except ApiException as error:
                 version = None
+                if error.status == 404 and self.optional:
+                    self._absent()
+                    continue
                 if error.status == 410:
                     self.expired += 1
                     log.info("watch expired (410 Gone), relisting", extra={"fields": {"watch": self.name}})
@@ -158,6 +166,12 @@ class ListWatch:
                 version = None
                 self._stop.wait(delay)
                 delay = min(delay * 2, self.backoff[1])
+
+    def _absent(self) -> None:
+        if not self.synced.is_set():
+            log.info("resource not served, watching for it later", extra={"fields": {"watch": self.name}})
+            self.synced.set()
+        self._stop.wait(self.backoff[1])
 
     def _watch_from(self, version: str) -> str:
         """One watch request, streamed event by event; returns the last resourceVersion seen."""

@@ -1,5 +1,5 @@
-"""One replica's view of its cluster: namespace labels, ResourceQuotas on whole GPUs, quota usage
-and free GPU capacity, kept current by the watches (webhook.cluster.watches). It is also the
+"""One replica's view of its cluster: namespace labels, ResourceQuotas on whole GPUs, DRA claims,
+quota usage and free GPU capacity, kept current by the watches (webhook.cluster.watches). It is also the
 cluster as the engine sees it (policies.cluster.ClusterState)."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from policies.gpu.capacity import Capacity
+from policies.gpu.claims import ClaimDemand
 from policies.model.policyset import PolicySet
+from webhook.cluster.claims import ClaimCache
 from webhook.cluster.namespaces import GpuQuotaCache, NamespaceCache
 from webhook.cluster.usage import PodUsageTracker
 
@@ -17,7 +19,9 @@ class ClusterView:
     def __init__(self, policy_set: Callable[[], PolicySet | None]) -> None:
         self.namespaces = NamespaceCache()
         self.quotas = GpuQuotaCache()
+        self.claims = ClaimCache()
         self.usage = PodUsageTracker(policy_set, namespace_labels=self.namespaces.known)
+        self.usage.cluster = self
         self.namespaces.on_labels_changed(self.usage.recharge_namespaces)
         self.watches: list[Any] = []  # webhook.cluster.listwatch.ListWatch, one per resource watched
         self.background: list[Any] = []  # other threads with a stop() (leadership)
@@ -33,6 +37,13 @@ class ClusterView:
 
     def gpu_quotas(self, namespace: str) -> tuple[str, ...]:
         return self.quotas.names(namespace)
+
+    @property
+    def knows_claims(self) -> bool:
+        return self.claims.complete
+
+    def claim_demand(self, namespace: str, template: bool, name: str) -> ClaimDemand | None:
+        return self.claims.demand(namespace, template, name)
 
     # -- wiring ------------------------------------------------------------------------------------
     def not_ready(self) -> str:

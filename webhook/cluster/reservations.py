@@ -1,19 +1,34 @@
 """Reservations: usage held for pods admitted but not yet seen in the pod watch.
 
 A reservation is released when its pod shows up (matched by uid, by name, or by the prefix of a
-generateName), or when it expires. Totals are kept per (policy, scope), so reading what a budget
-has reserved costs the same with one reservation or thousands. Not thread-safe on its own: the
+generateName), or when it expires.
+
+An UPDATE that grows a pod's charge (a gated pod's node selector widened off split nodes) holds
+what the pod grows to, under the pod's key and UPDATE, until it expires; what it adds to a budget
+is only what the watch does not show the pod holding yet (`outstanding`), so it counts until the
+updated pod is seen, and again if an older event of the pod comes after, never twice.
+
+Totals are kept per (policy, scope), so reading what a budget has reserved costs the same with
+one reservation or thousands (an UPDATE's few are worked out when read). Not thread-safe on its own: the
 tracker (webhook.cluster.usage) calls it under its lock.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Container
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from policies.judge.pod_facts import Charges
 from policies.judge.usage import EMPTY, Usage
+
+UPDATE = "/update"  # the key suffix of what an UPDATE grows a pod to
+
+
+def updated_pod(key: str) -> str | None:
+    """The pod key an UPDATE's reservation or Lease entry is for; None for a CREATE's."""
+    return key[: -len(UPDATE)] if key.endswith(UPDATE) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +62,7 @@ class Reservation:
     expires: float
     made: float = 0.0
     strict: Charges = ()  # the budgets whose shared Lease holds an entry for the pod
+    raw: Mapping[str, Any] | None = None  # the pod as admitted: a new policy set charges it again
 
 
 class Reservations:
@@ -56,6 +72,7 @@ class Reservations:
         self._expiry: deque[tuple[float, str]] = deque()
         self._prefixed: set[str] = set()  # reservations of pods known only by generateName
         self._checked: set[str] = set()  # asked of the API server already (forged-review sweep)
+        self._updates: dict[str, Reservation] = {}  # UPDATE reservations, out of the totals
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -63,12 +80,32 @@ class Reservations:
     def total(self, key: tuple[str, str]) -> Usage:
         return self._totals.get(key, EMPTY)
 
+    def recharge(self, charges: Callable[[Reservation], Charges | None], namespaces: Container[str] = ()) -> int:
+        """Charge the reservations (of `namespaces`, or all) again, as `charges` says now (None:
+        as they are); what they hold moves between budgets. Returns how many moved."""
+        moved = 0
+        for reservation in list(self._by_key.values()):
+            if namespaces and reservation.pod.namespace not in namespaces:
+                continue
+            fresh = charges(reservation)
+            if fresh is not None and fresh != reservation.charges:
+                self.add(replace(reservation, charges=fresh))
+                moved += 1
+        return moved
+
+    def updates(self, charge: tuple[str, str]) -> list[Reservation]:
+        """The UPDATE reservations charged to a budget (their part is worked out by the caller)."""
+        return [r for r in self._updates.values() if charge in r.charges]
+
     def add(self, reservation: Reservation) -> None:
         self.release(reservation.pod.key)
         self._by_key[reservation.pod.key] = reservation
         if reservation.pod.by_prefix:
             self._prefixed.add(reservation.pod.key)
         self._expiry.append((reservation.expires, reservation.pod.key))
+        if updated_pod(reservation.pod.key) is not None:
+            self._updates[reservation.pod.key] = reservation
+            return
         for key in reservation.charges:
             self._totals[key] = self._totals.get(key, EMPTY) + reservation.usage
 
@@ -78,6 +115,8 @@ class Reservations:
             return
         self._prefixed.discard(key)
         self._checked.discard(key)
+        if self._updates.pop(key, None) is not None:
+            return
         for charge in reservation.charges:
             left = self._totals.get(charge, EMPTY) - reservation.usage
             if left.holds_anything:

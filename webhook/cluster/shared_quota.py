@@ -37,7 +37,7 @@ import orjson
 from kubernetes.client.exceptions import ApiException
 
 from policies.judge.usage import EMPTY, Usage
-from webhook.cluster.reservations import PodRef
+from webhook.cluster.reservations import PodRef, updated_pod
 from webhook.metrics import STRICT_CONFLICTS
 
 LEDGER_LABEL = "gpu-admission.io/quota-ledger"
@@ -106,14 +106,15 @@ class SharedReservations:
         self._turns: dict[Key, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def pending(self, key: Key, seen: Callable[[str], bool]) -> Usage:
-        """Reservations in the Lease (as last read) that have not expired and that this
-        replica's watch has not yet shown as pods."""
+    def pending(self, key: Key, outstanding: Callable[[str, Usage, Usage | None], Usage]) -> Usage:
+        """Reservations in the Lease (as last read) that have not expired, each at what it adds
+        beyond what this replica's watch shows (`outstanding`: nothing for a pod seen; an
+        UPDATE's entry beyond the pod's, or its CREATE's entry in the same Lease)."""
         now = self.monotonic()
+        alive = {entry.key: entry.usage for entry in self._state(key).entries if self._alive(key, entry, now)}
         total = EMPTY
-        for entry in self._state(key).entries:
-            if self._alive(key, entry, now) and not seen(entry.key):
-                total = total + entry.usage
+        for entry_key, usage in alive.items():
+            total = total + outstanding(entry_key, usage, alive.get(updated_pod(entry_key) or ""))
         return total
 
     @contextlib.contextmanager

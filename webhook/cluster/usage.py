@@ -20,18 +20,19 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
 from policies.gpu.capacity import CapacityLedger, node_gpus, node_uses
 from policies.gpu.catalog import CATALOG
 from policies.judge.ledger import Ledger, PodCounts
 from policies.judge.pod_facts import Charges, Needs, PodFacts, charges_of, facts_of, needs_of
-from policies.judge.usage import Usage
+from policies.judge.usage import EMPTY, Usage
 from policies.judge.validation import Decision
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, Consistency, GPUPolicy
 from policies.model.policyset import PolicySet
 from policies.quantity import parse_quantity
-from webhook.cluster.reservations import PodRef, Reservation, Reservations
+from webhook.cluster.reservations import PodRef, Reservation, Reservations, updated_pod
 from webhook.cluster.shared_quota import LedgerUnavailable, SharedReservations
 from webhook.metrics import STRICT_OUT_OF_TIME, TRACKED_PODS
 
@@ -58,6 +59,7 @@ class PodUsageTracker:
         self.strict_budget = STRICT_BUDGET
         self.shared = shared
         self.capacity = CapacityLedger(CATALOG)
+        self.cluster: ClusterState = NO_CLUSTER  # the view it is part of: DRA claims pods name
         self._lock = threading.RLock()
         self._needs = Needs()  # what the kept facts were made for
         self._counts = PodCounts(self._charge)
@@ -81,8 +83,13 @@ class PodUsageTracker:
         with self._lock:
             self._expire()
             if self.shared is not None and _strict(policy):
-                return self.shared.pending(key, self._seen)
-            return self._reservations.total(key)
+                return self.shared.pending(key, self._outstanding)
+            total = self._reservations.total(key)
+            for update in self._reservations.updates(key):
+                created = self._reservations.get(updated_pod(update.pod.key) or "")
+                held = created.usage if created is not None else None
+                total = total + self._outstanding(update.pod.key, update.usage, held)
+            return total
 
     @property
     def reservations(self) -> int:
@@ -103,25 +110,41 @@ class PodUsageTracker:
         """Whether this replica's watch has shown the pod: counted now, or deleted lately."""
         return uid in self._counts.pods or uid in self._gone
 
+    def _outstanding(self, key: str, usage: Usage, created: Usage | None = None) -> Usage:
+        """What a reservation (or Lease entry) under `key` adds to its budget now: a CREATE's all
+        of `usage` until the watch shows the pod; an UPDATE's what `usage` holds beyond what the
+        watch shows the pod holding or, not seen yet, beyond its CREATE's reservation (`created`)."""
+        pod = updated_pod(key)
+        if pod is None:
+            return EMPTY if self._seen(key) else usage
+        if pod in self._gone:
+            return EMPTY
+        facts = self._counts.pods.get(pod)
+        return usage.more_than(facts.usage if facts is not None else created or EMPTY)
+
     # -- admission -----------------------------------------------------------------------------
-    def admit(self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool) -> Decision:
+    def admit(
+        self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None = None
+    ) -> Decision:
         """Decide and, if allowed for real, reserve, as one step (retried while a strict Lease
         moves, within the strict time budget).
 
         A strict quota whose Lease cannot be read or written denies: it cannot be judged.
         """
         try:
-            return self._admit(decide, pod, dry_run)
+            return self._admit(decide, pod, dry_run, raw)
         except LedgerUnavailable as error:
             with self._lock:
                 self._reservations.release(pod.key)
             return _denied(Decision(False), f"strict quota ledger unreachable, denied to be safe: {error}")
 
-    def _admit(self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool) -> Decision:
+    def _admit(
+        self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None
+    ) -> Decision:
         deadline = self._clock() + self.strict_budget
         attempts = 0
         while True:
-            decision, strict = self._reserve(decide, pod, dry_run)
+            decision, strict = self._reserve(decide, pod, dry_run, raw)
             if not strict:
                 return decision
             assert self.shared is not None
@@ -130,7 +153,7 @@ class PodUsageTracker:
                 if not ours:
                     return self._out_of_time(decision, attempts)
                 while True:
-                    decision, in_turn = self._reserve(decide, pod, dry_run)
+                    decision, in_turn = self._reserve(decide, pod, dry_run, raw)
                     if not in_turn:
                         return decision
                     if not set(in_turn) <= set(strict):  # a new policy set meanwhile: other Leases
@@ -145,18 +168,25 @@ class PodUsageTracker:
             if self._clock() >= deadline:
                 return self._out_of_time(decision, attempts)
 
-    def _reserve(self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool) -> tuple[Decision, Charges]:
+    def _reserve(
+        self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None
+    ) -> tuple[Decision, Charges]:
         """Decide and, if allowed for real, hold the pod's usage; returns the strict quotas among
-        its charges (their reservation is not made until written to their Leases)."""
+        its charges (their reservation is not made until written to their Leases). A pod no
+        budget charges is held too, charged nothing: a new policy set may charge it."""
         with self._lock:
             self._expire()
             decision = decide()
-            if dry_run or not decision.allowed or decision.usage.empty or not decision.charges:
+            if dry_run or not decision.allowed or decision.usage.empty:
                 return decision, ()
+            if updated_pod(pod.key) is not None and not decision.charges:
+                return decision, ()  # an UPDATE that grows no budget: the pod is held already
             strict = self._strict_charges(decision.charges)
             local = tuple(c for c in decision.charges if c not in strict)
             now = self._clock()
-            self._reservations.add(Reservation(pod, local, decision.usage, now + self.ttl, now, strict))
+            self._reservations.add(
+                Reservation(pod, local, decision.usage, now + self.ttl, now, strict, _in(raw, pod.namespace))
+            )
             return decision, strict
 
     def _release(self, pod: PodRef) -> None:
@@ -251,6 +281,7 @@ class PodUsageTracker:
         with self._lock:
             self._counts, self._needs = counts, needs
             counts.recharge(self._charge)  # a policy set swapped in meanwhile: charged by it
+            self._reservations.recharge(self._reservation_charges)
             self.capacity.replace_uses(uses)
             self._reservations.release_seen(counts.pods)
             until = self._clock() + self.ttl
@@ -268,14 +299,17 @@ class PodUsageTracker:
             if not self._needs.covers(needs_of(policy_set)):
                 return False
             moved = self._counts.recharge(self._charge)
+            moved += self._reservations.recharge(self._reservation_charges)
             shapes = self._counts.shapes
         log.info("pods charged by the new policy set", extra={"fields": {"moved": moved, "shapes": shapes}})
         return True
 
     def recharge_namespaces(self, namespaces: Iterable[str]) -> None:
         """The labels of `namespaces` changed: their pods may match other namespaceSelectors."""
+        changed = frozenset(namespaces)
         with self._lock:
-            self._counts.recharge(self._charge, frozenset(namespaces))
+            self._counts.recharge(self._charge, changed)
+            self._reservations.recharge(self._reservation_charges, changed)
 
     def charges_of(self, key: str) -> Charges:
         """The budgets the counted pod `key` (its uid) is charged to now."""
@@ -304,7 +338,7 @@ class PodUsageTracker:
         """What a watched pod holds. One this engine cannot read is left out and logged: raised,
         it would end every relist at that pod and keep the pod watch from ever syncing."""
         try:
-            return facts_of(raw, needs, parse_quantity)
+            return facts_of(raw, needs, parse_quantity, self.cluster)
         except InputError as error:
             metadata = raw.get("metadata") or {}
             where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
@@ -319,6 +353,29 @@ class PodUsageTracker:
         if policy_set is None:
             return ()
         return charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
+
+    def _reservation_charges(self, reservation: Reservation) -> Charges | None:
+        """The local budgets a reserved pod is charged to by the policy set in force (its strict
+        ones stay in the Leases they were written to); None where it cannot be said."""
+        policy_set = self._policy_set()
+        if reservation.raw is None or policy_set is None:
+            return None
+        try:
+            facts = facts_of(reservation.raw, needs_of(policy_set), parse_quantity, self.cluster)
+        except InputError:
+            return None
+        if facts is None:
+            return ()
+        charges = charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
+        return tuple(c for c in charges if c not in reservation.strict)
+
+
+def _in(raw: Mapping[str, Any] | None, namespace: str) -> Mapping[str, Any] | None:
+    """The pod as kept with its reservation: in the namespace the API server names."""
+    if raw is None:
+        return None
+    metadata = raw.get("metadata")
+    return {**raw, "metadata": {**(metadata if isinstance(metadata, Mapping) else {}), "namespace": namespace}}
 
 
 def _pod_key(metadata: dict[str, Any]) -> str:

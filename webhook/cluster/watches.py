@@ -1,6 +1,7 @@
 """The webhook connected to its cluster: policy ConfigMaps (with all namespaces: every namespace's),
-pods (quota counters), namespaces (labels for namespaceSelector), nodes (free GPU capacity) and
-ResourceQuotas (on whole GPUs, that a MIG rewrite sidesteps), each listed and watched into the
+pods (quota counters), namespaces (labels for namespaceSelector), nodes (free GPU capacity),
+ResourceQuotas (on whole GPUs, that a MIG rewrite sidesteps) and DRA claims (what pods naming
+them can allocate), each listed and watched into the
 replica's view; strict quotas' shared Leases; status Events and annotations on policy ConfigMaps.
 With the API server unreachable the webhook keeps serving what it has.
 
@@ -33,7 +34,7 @@ from webhook.cluster.listwatch import ListWatch
 from webhook.cluster.live import ClusterView
 from webhook.cluster.policy_namespaces import PolicyNamespaces
 from webhook.cluster.policy_status import PolicyStatusReporter
-from webhook.cluster.reservations import PodRef
+from webhook.cluster.reservations import PodRef, updated_pod
 from webhook.cluster.shared_quota import SharedReservations
 from webhook.cluster.watch_stream import JSON
 from webhook.sources.configmaps import POLICY_LABEL, SOURCE_PREFIX, policy_owner, texts_of
@@ -126,15 +127,18 @@ def connect(
             quotas.observe,
             **options,
         ),
+        *claim_watches(view, api_client, **options),
         ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
     ]
     configmaps, namespaces_watch, pods = watches[0], watches[1], watches[-1]
+    claim_lists = [w for w in watches if w.name.startswith("resourceclaim")]
 
     def recharge_or_relist() -> None:
         if not usage.recharge():
             pods.relist()
 
     view.on_policy_set(recharge_or_relist)
+    view.claims.on_changed(pods.relist)  # a pod's charge includes what its claims can allocate
     view.watches.extend(watches)
     for watch in watches[:-1]:
         watch.start()
@@ -143,11 +147,39 @@ def connect(
         # Pods are charged by the policies (and namespace labels) in force when they are counted.
         configmaps.synced.wait()
         namespaces_watch.synced.wait()
+        for claims in claim_lists:
+            claims.synced.wait()
         pods.start()
 
     threading.Thread(target=pods_once_policies_and_namespaces_are_known, name="watch-pods-start", daemon=True).start()
     threading.Thread(target=_sweep_forged, args=(view, pods, core), name="reservation-sweep", daemon=True).start()
     return watches
+
+
+def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: Any) -> list[ListWatch]:
+    """DRA ResourceClaims and ResourceClaimTemplates (resource.k8s.io/v1, Kubernetes 1.34 on;
+    optional: an API server without it has none)."""
+    resource = client.ResourceV1Api(api_client)
+    return [
+        ListWatch(
+            "resourceclaims",
+            resource.list_resource_claim_for_all_namespaces,
+            (),
+            view.claims.lister(template=False),
+            view.claims.observer(template=False),
+            optional=True,
+            **options,
+        ),
+        ListWatch(
+            "resourceclaimtemplates",
+            resource.list_resource_claim_template_for_all_namespaces,
+            (),
+            view.claims.lister(template=True),
+            view.claims.observer(template=True),
+            optional=True,
+            **options,
+        ),
+    ]
 
 
 def _sweep_forged(view: ClusterView, pods: ListWatch, core: client.CoreV1Api, interval: float = 1.0) -> None:
@@ -171,7 +203,7 @@ def _pod_exists(api: client.CoreV1Api, ref: PodRef) -> bool | None:
     except Exception:  # refused, reset, timed out: ask again later
         return None
     uid = (orjson.loads(response.data).get("metadata") or {}).get("uid")  # type: ignore[attr-defined]
-    return not ref.uid or uid == ref.uid
+    return not ref.uid or uid == (updated_pod(ref.uid) or ref.uid)
 
 
 def _read_namespace(api: client.CoreV1Api, name: str) -> dict[str, Any] | None:

@@ -137,8 +137,9 @@ def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRespon
             lambda: engine.validate(raw, holder.usage, request.info(), holder.cluster),
             request.namespace,
             request.name,
-            _dict(raw.get("metadata")),
+            raw,
             request.dry_run,
+            update=request.operation is Operation.UPDATE,
         )
         return AdmissionResponse(
             request.uid,

@@ -1,9 +1,13 @@
 """Policies from directories (a mounted ConfigMap volume), reloaded when their files change.
 
-Kubelet updates a mounted ConfigMap by swapping a `..data` symlink, so the check compares the
-resolved files' identities, not directory mtimes. A file written in place is loaded only once it
-has held still for a whole interval (same size, inode and mtime at two checks in a row), so one
-caught half-written is never loaded; a file whose bytes are no UTF-8 is a problem of that file.
+Kubelet updates a mounted ConfigMap by swapping a `..data` symlink (its atomic writer: every file
+of the new version is whole before the swap), so the check compares the resolved files'
+identities, not directory mtimes, and a change made that way is loaded at once. In any other
+directory, a change is loaded only once it has held still for a whole interval (same size, inode
+and mtime at two checks in a row), so a file caught half-written is never loaded; written
+elsewhere and renamed in, it is whole when seen, and held still one interval all the same (a
+rename cannot be told from a new file being written). A file whose bytes are no UTF-8 is a
+problem of that file.
 Nothing stops the watcher: a check that fails is logged with its traceback and tried again at the
 next interval, and `healthy` says whether the last check got through.
 """
@@ -20,6 +24,12 @@ from webhook.sources.store import PolicyStore
 
 log = logging.getLogger("gpu_admission.directories")
 Signature = tuple[tuple[str, int, int, int], ...]
+
+
+def _atomically_written(directory: Path) -> bool:
+    """Kubelet's ConfigMap and projected volumes: files reached through a `..data` symlink that
+    is swapped whole."""
+    return (directory / "..data").is_symlink()
 
 
 class DirectoryWatcher:
@@ -74,7 +84,7 @@ class DirectoryWatcher:
         if signature == self._loaded.get(directory):
             self._settling.pop(directory, None)
             return False
-        if settle and self._settling.get(directory) != signature:
+        if settle and not _atomically_written(directory) and self._settling.get(directory) != signature:
             self._settling[directory] = signature  # changed since the last look: let it settle
             return False
         texts: list[tuple[str, str]] = []

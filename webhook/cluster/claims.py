@@ -1,0 +1,105 @@
+"""The DRA ResourceClaims and ResourceClaimTemplates of the cluster, as what each can allocate of
+NVIDIA's GPUs (policies.gpu.claims): a pod that names one is charged that, at admission and while
+it runs. Only the demand is kept, not the objects.
+
+Claims made by Kubernetes from a template for one pod (they carry the annotation
+`resource.kubernetes.io/pod-claim-name`) are left out: pods name the template, which is
+looked up instead. A claim whose demand changes (deleted and made again, which is how a claim's
+immutable spec changes) asks for the pods to be charged again (`on_changed`).
+
+On an API server without `resource.k8s.io/v1` nothing is listed, so nothing is known: a pod naming
+a claim there (DRA's beta versions) is warned of, not charged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from policies.errors import InputError
+from policies.gpu.claims import ClaimDemand, claim_demand
+
+log = logging.getLogger("gpu_admission.claims")
+GENERATED = "resource.kubernetes.io/pod-claim-name"
+CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+UNREADABLE = ClaimDemand(unbounded=("(unreadable)",))  # charged as what no budget can hold
+Key = tuple[str, bool, str]  # namespace, template, name
+
+
+def _key(obj: dict[str, Any], template: bool) -> Key:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace", "")), template, str(metadata.get("name", ""))
+
+
+def _demand(obj: dict[str, Any], template: bool) -> ClaimDemand | None:
+    """What the object can allocate; None for a claim made for one pod from a template."""
+    metadata = obj.get("metadata") or {}
+    if not template and GENERATED in (metadata.get("annotations") or {}):
+        return None
+    spec = obj.get("spec")
+    try:
+        if template:
+            return claim_demand((spec or {}).get("spec"), "spec.spec")
+        return claim_demand(spec)
+    except (InputError, AttributeError) as error:
+        log.warning("claim read as unbounded", extra={"fields": {"claim": "/".join(map(str, _key(obj, template)))}})
+        log.debug("claim unreadable: %s", error)
+        return UNREADABLE
+
+
+class ClaimCache:
+    def __init__(self) -> None:
+        self._demands: dict[Key, ClaimDemand] = {}
+        self._lock = threading.Lock()
+        self.listed: set[bool] = set()  # which kinds (template or not) have listed once
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_changed(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def demands(self) -> dict[Key, ClaimDemand]:
+        return dict(self._demands)
+
+    def demand(self, namespace: str, template: bool, name: str) -> ClaimDemand | None:
+        return self._demands.get((namespace, template, name))
+
+    @property
+    def complete(self) -> bool:
+        return self.listed == {False, True}
+
+    def observer(self, template: bool) -> Callable[[str, dict[str, Any]], None]:
+        def observe(kind: str, obj: dict[str, Any]) -> None:
+            key = _key(obj, template)
+            demand = None if kind == "DELETED" else _demand(obj, template)
+            with self._lock:
+                before = self._demands.pop(key, None)
+                if demand is not None:
+                    self._demands[key] = demand
+            if demand != before and any(d is not None and d.holds_gpu for d in (demand, before)):
+                self._changed()
+
+        return observe
+
+    def lister(self, template: bool) -> Callable[[Iterable[dict[str, Any]]], None]:
+        def replace_all(items: Iterable[dict[str, Any]]) -> None:
+            fresh = {}
+            for obj in items:
+                demand = _demand(obj, template)
+                if demand is not None:
+                    fresh[_key(obj, template)] = demand
+            with self._lock:
+                stale = {k: v for k, v in self._demands.items() if k[1] == template}
+                kept = {k: v for k, v in self._demands.items() if k[1] != template}
+                self._demands = kept | fresh
+                first = template not in self.listed
+                self.listed.add(template)
+            if not first and stale != fresh:
+                self._changed()
+
+        return replace_all
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
