@@ -9,6 +9,7 @@ import yaml
 from policies.errors import InputError
 from policies.gpu.catalog import CATALOG
 from policies.judge.ledger import Ledger
+from policies.judge.pod_facts import Needs, facts_of
 from policies.judge.quota import NoUsage
 from policies.judge.usage import Usage, pod_usage
 from policies.pod import parse_pod
@@ -129,6 +130,9 @@ def test_a_kai_or_runai_share_by_annotation_is_a_gpu_pod_charged_what_it_asks(an
     decision = engine.validate(shared, NoUsage())
     assert not decision.allowed and "gpuEquivalents" in decision.message
     assert engine.mutate(shared).object["spec"]["containers"][0] == {"name": "main", "image": "vllm"}
+    # Running, it is counted by the pod watch as admitted (not taken for a pod holding nothing).
+    running = facts_of(dict(shared, status={"phase": "Running"}), Needs(), parse_quantity)
+    assert running is not None and running.usage.equivalents(Fraction(1)) == Fraction(charged)
 
 
 @pytest.mark.parametrize("fraction", ["0", "1.5", "1e600000", "half"], ids=["zero", "over-one", "exponent", "words"])

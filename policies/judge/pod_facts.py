@@ -88,7 +88,7 @@ def facts_of(
 
     A condition that fails to evaluate does not hold (as in matching, where it is no match)."""
     view = parse_pod(raw, parse_quantity)
-    if not (view.holds_gpu or view.claims) or not counts_against_quota(view):
+    if not (view.holds_gpu or view.claims or view.gpu_share) or not counts_against_quota(view):
         return None
     usage = pod_usage(view, CATALOG)
     if view.claims:
