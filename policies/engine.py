@@ -7,7 +7,15 @@ from dataclasses import dataclass, replace
 from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
 from policies.gpu.mig import Problem
-from policies.judge.controllers import Template, pod_templates, put_back, replica_warnings, workload_kind
+from policies.judge.controllers import (
+    Template,
+    made_by_note,
+    over_alone,
+    pod_templates,
+    put_back,
+    replica_warnings,
+    workload_kind,
+)
 from policies.judge.env_sources import ENV_SOURCE_KINDS, judge_env_source
 from policies.judge.quota import NoUsage, UsageSource
 from policies.judge.usage import EMPTY
@@ -15,6 +23,7 @@ from policies.judge.validation import Decision, ratchet, subject_of, validate_ep
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action
 from policies.model.policyset import PolicySet
+from policies.model.workloads import Form
 from policies.mutate.document import JSON, Change
 from policies.mutate.mutation import MutationResult, mutate_pod
 from policies.quantity import QuantityParser
@@ -92,10 +101,16 @@ class Engine:
         warnings: list[str] = []
         problems: list[Problem] = []
         policies: list[str] = []
+        made_by = workload_kind(raw, self.policy_set.workloads).made_by
         for template in pod_templates(raw, request.namespace, self.policy_set.workloads):
             mutation = self._mutate_template(template, request, cluster)
-            result = put_back(result, template, mutation.object) if mutation.changed else result
-            changes += [c._replace(path=f"{template.path}.{c.path}") for c in mutation.changes]
+            if template.found is not None and template.found.form is Form.RESOURCES:
+                # No template to write to: what the pod webhook will do is said, not done.
+                if mutation.policies:
+                    warnings.append(made_by_note(template.path, made_by, mutation.changes))
+            else:
+                result = put_back(result, template, mutation.object) if mutation.changed else result
+                changes += [c._replace(path=f"{template.path}.{c.path}") for c in mutation.changes]
             warnings += [f"{template.path}: {w}" for w in mutation.warnings]
             problems += mutation.problems
             policies += [p for p in mutation.policies if p not in policies]
@@ -149,36 +164,53 @@ class Engine:
         if kind in ENV_SOURCE_KINDS:
             return judge_env_source(raw, kind, request.namespace, self.policy_set, cluster)
         found = pod_templates(raw, request.namespace, self.policy_set.workloads)
+        made_by = workload_kind(raw, self.policy_set.workloads).made_by
         verdicts: list[Verdict] = []
+        notes: list[str] = []
         total, policies = EMPTY, []
         for template in found:
-            decision = self._judge_template(raw, template, usage, request, cluster)
+            decision, changes = self._judge_template(raw, template, usage, request, cluster)
             verdicts += decision.verdicts
             total = total + decision.usage
             policies += [p for p in decision.policies if p not in policies]
+            if made_by and not decision.usage.empty:  # GPU pods only: others never meet this webhook
+                notes.append(made_by_note(template.path, made_by, changes))
         allowed = not any(v.action is Action.DENY for v in verdicts)
-        return Decision(allowed, tuple(verdicts), total, tuple(policies))
+        return Decision(allowed, tuple(verdicts), total, tuple(policies), notes=tuple(notes))
 
     def _judge_template(
         self, raw: JSON, template: Template, usage: UsageSource, request: RequestInfo, cluster: ClusterState
-    ) -> Decision:
+    ) -> tuple[Decision, tuple[Change, ...]]:
+        """The template's verdict, and what the mutating webhook will change in its pods.
+
+        A budget its pods would overrun is a warning (pods are admitted one by one later, and
+        others may leave), unless one pod alone holds more than the limit: then every pod it
+        makes will be denied, and the workload is, at apply time, like a per-pod cap."""
         namespace = template.pod["metadata"]["namespace"]
         creating = request._replace(namespace=namespace, operation=Operation.CREATE, old_object=None)
         subject = f"{subject_of(raw, namespace)} {template.path}"
         try:
             # The workload's pods will pass the mutating webhook first: judge them as they will be.
-            pod = mutate_pod(template.pod, self.policy_set, self.parse_quantity, creating, cluster).object
-            decision = validate_pod(pod, self.policy_set, self.parse_quantity, usage, creating, subject, cluster)
+            mutation = mutate_pod(template.pod, self.policy_set, self.parse_quantity, creating, cluster)
+            decision = validate_pod(
+                mutation.object, self.policy_set, self.parse_quantity, usage, creating, subject, cluster
+            )
         except InputError as error:
             raise InputError(f"{template.path}.{error.path}", error.message) from None
-        verdicts = [
-            replace(v, action=Action.WARN) if v.rule.startswith("quota.") and ".perPod." not in v.rule else v
-            for v in decision.verdicts
-        ]
         matched = tuple(p for p in self.policy_set.policies if p.name in decision.policies)
+        certain = over_alone(matched, decision.usage)
+        verdicts = [_at_apply(v, certain) for v in decision.verdicts]
         verdicts += [
             v.about(subject) for v in replica_warnings(matched, namespace, decision.usage, template.replicas, usage)
         ]
-        return Decision(
-            not any(v.action is Action.DENY for v in verdicts), tuple(verdicts), decision.usage, decision.policies
-        )
+        allowed = not any(v.action is Action.DENY for v in verdicts)
+        return Decision(allowed, tuple(verdicts), decision.usage, decision.policies), mutation.changes
+
+
+def _at_apply(verdict: Verdict, certain: frozenset[tuple[str, str]]) -> Verdict:
+    """A template's quota verdict at apply time: a warning, unless one pod alone overruns."""
+    if not verdict.rule.startswith("quota.") or ".perPod." in verdict.rule or verdict.rule == "quota.claims":
+        return verdict
+    if (verdict.policy, verdict.rule) in certain and verdict.action is Action.DENY:
+        return replace(verdict, message=f"every pod of this template would be denied: {verdict.message}")
+    return replace(verdict, action=Action.WARN)

@@ -9,7 +9,11 @@ import pytest
 import yaml
 from cel_expr_python import cel
 
+from policies.judge.controllers import pod_templates
 from policies.model.workload_conditions import custom_kinds, kind_condition
+from policies.model.workload_kinds import BUILT_IN_TABLE
+from policies.pod import parse_pod
+from policies.quantity import parse_quantity
 
 ROOT = Path(__file__).parent.parent
 WEBHOOKS = ROOT / "deploy" / "base" / "webhooks.yaml"
@@ -54,8 +58,13 @@ def corpus_workloads():
 
 
 def strip_gpus(node):
+    """`node` asking for no GPU: no nvidia.com/ resource, and no operator's `gpu` count either."""
     if isinstance(node, dict):
-        return {k: strip_gpus(v) for k, v in node.items() if not (isinstance(k, str) and k.startswith("nvidia.com/"))}
+        return {
+            k: strip_gpus(v)
+            for k, v in node.items()
+            if not (isinstance(k, str) and (k.startswith("nvidia.com/") or k in ("gpu", "gpuType", "custom")))
+        }
     if isinstance(node, list):
         return [strip_gpus(v) for v in node]
     return node
@@ -63,7 +72,7 @@ def strip_gpus(node):
 
 @pytest.mark.parametrize("document", list(corpus_workloads()))
 def test_the_condition_sends_gpu_workloads_and_leaves_gpu_free_ones_out(document):
-    asks = "nvidia.com/" in yaml.safe_dump(document.get("spec"))
+    asks = any(parse_pod(t.pod, parse_quantity).holds_gpu for t in pod_templates(document, "ml", BUILT_IN_TABLE))
     assert matches(document) is asks
     assert matches(strip_gpus(copy.deepcopy(document))) is False
 

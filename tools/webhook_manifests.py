@@ -254,7 +254,7 @@ def validating(target: Target) -> list[str]:
         )
         rule = (
             f"{{apiGroups: [{entry.group}], apiVersions: ['*'], operations: [CREATE, UPDATE], "
-            f"resources: [{entry.resource}], scope: Namespaced}}"
+            f"resources: [{entry.resource}], scope: {'Cluster' if entry.cluster_scoped else 'Namespaced'}}}"
         )
         lines += _webhook(
             target,

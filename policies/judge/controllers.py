@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 from policies.containers import mapping
 from policies.errors import InputError
+from policies.gpu.models import WHOLE_GPU_RESOURCE
 from policies.judge.quota import UsageSource, dimensions, scope_label, scope_of
 from policies.judge.usage import Usage
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy
 from policies.model.workloads import KSERVE_MODEL_FIELDS, Form, Found, WorkloadKind, WorkloadTable, templates
-from policies.mutate.document import JSON
+from policies.mutate.document import JSON, Change
 
 # The fields of a v1 PodSpec: what a `podspec` site keeps (a KServe component carries its own
 # fields beside them: minReplicas, canaryTrafficPercent, logger, ...).
@@ -34,8 +35,20 @@ POD_SPEC_FIELDS = frozenset(
         "subdomain", "terminationGracePeriodSeconds", "tolerations", "topologySpreadConstraints", "volumes",
     }
 )  # fmt: skip
+# The fields of a v1 Container: what a KServe model (a container with KServe's own fields beside
+# them: storageUri, runtime, modelFormat) lends its kserve-container, and gets back.
+CONTAINER_FIELDS = frozenset(
+    {
+        "name", "image", "command", "args", "workingDir", "ports", "envFrom", "env", "resources",
+        "resizePolicy", "restartPolicy", "restartPolicyRules", "volumeMounts", "volumeDevices",
+        "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath",
+        "terminationMessagePolicy", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty",
+    }
+)  # fmt: skip
 # An Argo Workflows template's pod-level fields besides its one container (or script).
 CONTAINER_SITE_POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "volumes", "initContainers", "securityContext")
+# The pod-level fields an operator copies into the pods it builds from a `resources` site.
+OPERATOR_POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "runtimeClassName", "schedulerName")
 KSERVE_CONTAINER = "kserve-container"
 
 
@@ -83,7 +96,9 @@ def _template(raw: JSON, found: Found, namespace: str, owner: Mapping[str, objec
             raise InputError(dotted, f"a {raw.get('kind')} needs a pod template with a spec")
         metadata, spec = dict(mapping(value.get("metadata"), f"{dotted}.metadata")), value["spec"]
     elif found.form is Form.PODSPEC:
-        metadata, spec = {}, _component_spec(value)
+        metadata, spec = {}, _component_spec(value, found.model)
+    elif found.form is Form.RESOURCES:
+        metadata, spec = {}, _operator_pod(value, found.pod_fields, dotted)
     else:
         container = value.get("container") or value.get("script")
         if container is None:
@@ -100,23 +115,55 @@ def _template(raw: JSON, found: Found, namespace: str, owner: Mapping[str, objec
     return Template(pod, found.replicas, dotted, found)
 
 
-def _component_spec(value: dict[str, object]) -> JSON:
-    """A KServe component as a pod spec: its PodSpec fields, its `model` as kserve-container."""
+def _component_spec(value: dict[str, object], model_container: bool = True) -> JSON:
+    """A KServe component as a pod spec: its PodSpec fields, its `model` as kserve-container
+    (`model_container` False: a plain pod spec, as LLMInferenceService's)."""
     spec = {k: v for k, v in value.items() if k in POD_SPEC_FIELDS}
-    field = model_field(value)
+    field = model_field(value) if model_container else None
     model = value[field] if field else None
     if isinstance(model, dict):
-        container = {k: model[k] for k in ("image", "resources", "env", "args", "command") if k in model}
+        container = {k: v for k, v in model.items() if k in CONTAINER_FIELDS and k != "name"}
         others = spec.get("containers")
         spec["containers"] = [{"name": KSERVE_CONTAINER, **container}, *(others if isinstance(others, list) else [])]
     spec.setdefault("containers", [])
     return spec
 
 
+def _operator_pod(value: dict[str, object], pod_fields: object, dotted: str) -> JSON:
+    """The pod an operator builds from a `resources` site: one main container asking what the
+    site says, with the pod-level fields beside it where the kind keeps them."""
+    resources = {
+        part: operator_resources(value[part], f"{dotted}.{part}") for part in ("requests", "limits") if part in value
+    } or {"limits": operator_resources(value, dotted)}
+    spec: JSON = {"containers": [{"name": "main", "resources": resources}]}
+    if isinstance(pod_fields, dict):
+        spec.update({k: pod_fields[k] for k in OPERATOR_POD_FIELDS if k in pod_fields})
+    return spec
+
+
+def operator_resources(raw: object, dotted: str) -> dict[str, object]:
+    """A resource map as Kubernetes writes it, from an operator's: a bare `gpu` count is of
+    `gpuType` (nvidia.com/gpu by default), `custom` holds more (Dynamo, vLLM's production stack);
+    a ResourceList passes as it is."""
+    items = dict(mapping(raw, dotted))
+    custom = items.pop("custom", None)
+    gpu_type = items.pop("gpuType", None) or WHOLE_GPU_RESOURCE
+    if not isinstance(gpu_type, str):
+        raise InputError(f"{dotted}.gpuType", "must be a resource name")
+    if "gpu" in items:
+        items[gpu_type] = items.pop("gpu")
+    if custom is not None:
+        items.update(mapping(custom, f"{dotted}.custom"))
+    return items
+
+
 def put_back(raw: JSON, template: Template, pod: JSON) -> JSON:
-    """`raw` with the template at `template.found` replaced by what a mutation made of its pod."""
+    """`raw` with the template at `template.found` replaced by what a mutation made of its pod;
+    `raw` itself where an operator builds the pods (nothing of the pod goes back to it)."""
     found = template.found
     assert found is not None
+    if found.form is Form.RESOURCES:
+        return raw
     result = copy.deepcopy(raw)
     parent = result
     for part in found.path[:-1]:
@@ -130,12 +177,11 @@ def put_back(raw: JSON, template: Template, pod: JSON) -> JSON:
         site["metadata"], site["spec"] = metadata, spec
     elif found.form is Form.PODSPEC:
         containers = list(spec.get("containers") or [])
-        model = model_field(site)
+        model = model_field(site) if found.model else None
         if model and containers and containers[0].get("name") == KSERVE_CONTAINER:
+            # KServe's model is a container (its name is KServe's): all that mutation wrote goes back.
             model_container = containers.pop(0)
-            for field in ("resources", "env"):
-                if field in model_container:
-                    site[model][field] = model_container[field]
+            site[model].update({k: v for k, v in model_container.items() if k != "name"})
         site.update({k: v for k, v in spec.items() if k != "containers"})
         if containers or "containers" in site:
             site["containers"] = containers
@@ -177,3 +223,22 @@ def replica_warnings(
                     )
                 )
     return verdicts
+
+
+def over_alone(policies: tuple[GPUPolicy, ...], usage: Usage) -> frozenset[tuple[str, str]]:
+    """(policy, rule) of every budget one pod holding `usage` overruns by itself, whatever else
+    is charged: every such pod will be denied."""
+    return frozenset(
+        (policy.name, f"quota.{name.split()[0]}")
+        for policy in policies
+        if policy.quota is not None
+        for name, _, asked, limit in dimensions(policy.quota.limits, usage, policy.quota.shared_weight)
+        if asked > limit
+    )
+
+
+def made_by_note(path: str, made_by: str, changes: tuple[Change, ...]) -> str:
+    """Where an operator, not a template of the object, makes the pods: who, and what the pod
+    webhook will do to them when they come."""
+    then = "make these changes: " + "; ".join(str(c) for c in changes) if changes else "admit them as judged here"
+    return f"{path}: {made_by}; the pod webhook will then {then}"

@@ -45,6 +45,7 @@ class Decision(NamedTuple):
     usage: Usage = EMPTY
     policies: tuple[str, ...] = ()
     charges: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()  # what is worth knowing but judges nothing (who makes a workload's pods)
 
     @property
     def denials(self) -> tuple[Verdict, ...]:

@@ -22,6 +22,7 @@ from policies.model.policy import (
     Source,
 )
 from policies.model.sections import SectionReader
+from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import WILDCARD, Form, Site, WorkloadKind, split
 from policies.model.yamldoc import Document, read_documents
 from policies.quantity import QuantityParser
@@ -32,8 +33,8 @@ _MATCH = frozenset({"namespaces", "podSelector", "namespaceSelector", "condition
 
 
 WORKLOAD_KIND = "WorkloadKind"
-_WORKLOAD_SPEC = frozenset({"group", "kind", "resource", "templates"})
-_SITE = frozenset({"path", "form", "replicas"})
+_WORKLOAD_SPEC = frozenset({"group", "kind", "resource", "templates", "madeBy", "clusterScoped"})
+_SITE = frozenset({"path", "form", "replicas", "pod"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,7 @@ def _load_file(
             workload_reader = WorkloadReader(document, namespace)
             entry = workload_reader.read()
             problems.extend(workload_reader.problems)
+            advice.extend(workload_reader.advice)
             if entry is not None:
                 workloads.append(entry)
             continue
@@ -213,15 +215,28 @@ class WorkloadReader(FieldReader):
         resource = spec.get("resource", "")
         if not isinstance(resource, str):
             self.problem("spec.resource", "must be a string (the plural the API server serves)")
+        made_by = spec.get("madeBy", "")
+        if not isinstance(made_by, str):
+            self.problem("spec.madeBy", "must be a string (who makes the kind's pods)")
+        cluster_scoped = spec.get("clusterScoped", False)
+        if not isinstance(cluster_scoped, bool):
+            self.problem("spec.clusterScoped", "must be true or false")
         sites = self.sites(spec.get("templates"), "spec.templates")
         if self.problems or kind is None:
             return None
+        built_in = BUILT_IN_TABLE.find(f"{group}/v1" if group else "v1", kind)
+        if built_in is not None:
+            reads = ", ".join(site.dotted for site in built_in.sites)
+            self.advise(
+                "spec.kind", f"replaces the built-in {kind} of {group or 'the core group'}, which reads {reads}"
+            )
         where = f"{self.document.file}:{self.document.line}"
-        return WorkloadKind(str(group), kind, sites, str(resource), f"WorkloadKind {self.policy} ({where})")
+        source = f"WorkloadKind {self.policy} ({where})"
+        return WorkloadKind(str(group), kind, sites, str(resource), source, str(made_by), bool(cluster_scoped))
 
     def sites(self, raw: object, path: str) -> tuple[Site, ...]:
         if not isinstance(raw, list) or not raw:
-            self.problem(path, "a list of {path, form, replicas}: where the kind's pod templates are")
+            self.problem(path, "a list of {path, form, replicas, pod}: where the kind's pods' asks are")
             return ()
         sites = []
         for i, item in enumerate(raw):
@@ -242,5 +257,12 @@ class WorkloadReader(FieldReader):
             for j, replicas in enumerate(counted):
                 if split(replicas).count(WILDCARD) > wildcards:
                     self.problem(f"{at}.replicas[{j}]", f"has more {WILDCARD} than the path it counts")
-            sites.append(Site(split(dotted), form, tuple(split(r) for r in counted)))
+            pod = fields.get("pod", "")
+            if not isinstance(pod, str) or (pod and form is not Form.RESOURCES):
+                self.problem(f"{at}.pod", "a dotted path to the pod-level fields, for a `resources` site only")
+                continue
+            if split(pod).count(WILDCARD) > wildcards:
+                self.problem(f"{at}.pod", f"has more {WILDCARD} than the path it goes with")
+                continue
+            sites.append(Site(split(dotted), form, tuple(split(r) for r in counted), pod=split(pod)))
         return tuple(sites)

@@ -14,7 +14,8 @@ from typing import TypeVar
 from policies.gpu.catalog import CATALOG, Catalog
 from policies.model.cel import CelEvaluationError, CelInput
 from policies.model.policy import GPUPolicy
-from policies.model.workloads import BUILT_IN_TABLE, WorkloadTable
+from policies.model.workload_kinds import BUILT_IN_TABLE
+from policies.model.workloads import WorkloadTable
 
 _GLOB_CHARS = "*?["
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"

@@ -104,15 +104,19 @@ def _workload_kind() -> Schema:
         {
             "path": documented(string(), "dotted path", "`*` for every item of a list or value of a map"),
             "form": documented(
-                enum_of("template", "podspec", "container"),
-                "`template` | `podspec` | `container`",
-                "a PodTemplateSpec, a pod spec inline, or one container",
+                enum_of("template", "podspec", "container", "resources"),
+                "`template` | `podspec` | `container` | `resources`",
+                "a PodTemplateSpec, a pod spec inline, one container, or what an operator's pod asks "
+                "(a ResourceRequirements, or a map with a bare `gpu` count)",
                 "template",
             ),
             "replicas": optional(
                 {"type": "array", "items": string()},
                 "list of dotted paths",
                 "whole numbers that multiply into the pods the site makes",
+            ),
+            "pod": optional(
+                string(), "dotted path", "`resources` sites: the object holding the pods' nodeSelector, tolerations"
             ),
         },
         ("path",),
@@ -125,6 +129,8 @@ def _workload_kind() -> Schema:
             "templates": documented(
                 {"type": "array", "items": site, "minItems": 1}, "list", "the sites of its pod templates"
             ),
+            "madeBy": optional(string(), "string", "who makes its pods, where an operator builds them"),
+            "clusterScoped": optional({"type": "boolean"}, "boolean", "a cluster-scoped kind (webhook rules)"),
         },
         ("kind", "templates"),
     )

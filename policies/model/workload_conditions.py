@@ -12,7 +12,8 @@ site's path, which may stand for list items or map values, is written for both.
 
 from __future__ import annotations
 
-from policies.model.workloads import BUILT_IN, KSERVE_MODEL_FIELDS, WILDCARD, Form, Over, WorkloadKind
+from policies.model.workload_kinds import BUILT_IN
+from policies.model.workloads import KSERVE_MODEL_FIELDS, WILDCARD, Form, Over, WorkloadKind
 
 _ASKS = "r.startsWith('nvidia.com/')"
 # Kubernetes evaluates conditions with cost tracking on, and each step of a comprehension over a
@@ -51,7 +52,7 @@ def _pod_spec(s: str, depth: int) -> str:
     return " || ".join((*lists, runtime))
 
 
-def _at_site(x: str, form: Form, depth: int) -> str:
+def _at_site(x: str, form: Form, depth: int, model: bool = True) -> str:
     if form is Form.TEMPLATE:
         annotations = f"{x}.metadata.annotations"
         triton = (
@@ -59,29 +60,38 @@ def _at_site(x: str, form: Form, depth: int) -> str:
             f"'gpu-admission.io/triton' in {annotations})"
         )
         return f"({_is(f'{x}.spec', 'map')} && ({_pod_spec(f'{x}.spec', depth)})) || {triton}"
+    if form is Form.RESOURCES:
+        # A ResourceRequirements, or an operator's map: a bare `gpu` count, or `custom` resources.
+        asks = f"{_ASKS} || r == 'gpu' || r == 'custom'"
+        parts = (
+            f"({_is(f'{x}.{part}', 'map')} && {bounded(f'{x}.{part}', asks, 'r')})" for part in ("limits", "requests")
+        )
+        return " || ".join((*parts, bounded(x, asks, "r")))
+    if form is Form.PODSPEC and not model:
+        return _pod_spec(x, depth)
     if form is Form.PODSPEC:
         fields = ", ".join(f"'{m}'" for m in KSERVE_MODEL_FIELDS)
         m = f"m{depth}"
-        model = f"{m} in {x} && type({x}[{m}]) == map && {_container(f'{x}[{m}]')}"
-        return f"{_pod_spec(x, depth)} || [{fields}].exists({m}, {model})"
+        in_model = f"{m} in {x} && type({x}[{m}]) == map && {_container(f'{x}[{m}]')}"
+        return f"{_pod_spec(x, depth)} || [{fields}].exists({m}, {in_model})"
     return " || ".join(f"({_is(f'{x}.{f}', 'map')} && {_container(f'{x}.{f}')})" for f in ("container", "script"))
 
 
-def _path(base: str, path: tuple[str, ...], form: Form, over: Over, depth: int = 0) -> str:
+def _path(base: str, path: tuple[str, ...], form: Form, over: Over, depth: int = 0, model: bool = True) -> str:
     if not path:
-        return _at_site(base, form, depth)
+        return _at_site(base, form, depth, model)
     head, rest = path[0], path[1:]
     if head == WILDCARD:
         k, v = f"k{depth}", f"v{depth}"
-        on_map = bounded(base, _path(f"{base}[{k}]", rest, form, over, depth + 1), k)
-        on_list = bounded(base, _path(v, rest, form, over, depth + 1), v)
+        on_map = bounded(base, _path(f"{base}[{k}]", rest, form, over, depth + 1, model), k)
+        on_list = bounded(base, _path(v, rest, form, over, depth + 1, model), v)
         if over is Over.MAP:
             return on_map
         if over is Over.LIST:
             return on_list
         return f"(type({base}) == map ? {on_map} : {on_list})"
     field = f"{base}.{head}"
-    inner = _path(field, rest, form, over, depth)
+    inner = _path(field, rest, form, over, depth, model)
     if rest and rest[0] == WILDCARD:
         kind = {Over.MAP: "map", Over.LIST: "list"}.get(over)
         return f"{_is(field, kind) if kind else f'has({field})'} && ({inner})"
@@ -89,7 +99,9 @@ def _path(base: str, path: tuple[str, ...], form: Form, over: Over, depth: int =
 
 
 def kind_condition(entry: WorkloadKind) -> str:
-    sites = " || ".join(f"({_path('object', site.path, site.form, site.over)})" for site in entry.sites)
+    sites = " || ".join(
+        f"({_path('object', site.path, site.form, site.over, model=site.model)})" for site in entry.sites
+    )
     return f"(object.kind == '{entry.kind}' && ({sites}))"
 
 

@@ -9,11 +9,21 @@ sits there:
              container (KServe's `kserve-container`)
   container  one container, with the pod's nodeSelector, affinity and tolerations beside it
              (an Argo Workflows template)
+  resources  what one pod's main container asks, outside any pod template, for an operator to
+             build pods from: a ResourceRequirements (Kubeflow Trainer's resourcesPerNode,
+             NIMService's resources), or an operator's own map where a bare `gpu` count means
+             `gpuType` or nvidia.com/gpu and `custom` holds more resources (Dynamo, vLLM's
+             production stack); `pod` names where the pod's nodeSelector, affinity, tolerations
+             and runtimeClassName are, if anywhere
 `replicas` are paths (with the same `*` bindings) whose whole-number values multiply into how
-many pods a site makes: used to warn where they would not fit a quota.
+many pods a site makes: used to warn where they would not fit a quota. `made_by` says who makes
+a kind's pods where it is not a pod controller's template: the operator, which the pod webhook
+then meets.
 
 Built in: the core controllers, Kubeflow's training jobs and notebooks, MPIJob, Ray, LeaderWorkerSet,
-JobSet, Argo Workflows, KServe and Knative. Policy files add more with `kind: WorkloadKind`
+JobSet, Argo Workflows, KServe and Knative, Volcano, and the GPU workloads of 2025-26 whose GPU
+asks are no pod template: Kubeflow Trainer v2, NVIDIA NIM, NVIDIA Dynamo, vLLM's production stack
+and KServe's LLMInferenceService (policies/model/workload_kinds.py). Policy files add more with `kind: WorkloadKind`
 documents (read by policies.model.loader).
 """
 
@@ -30,6 +40,7 @@ class Form(enum.Enum):
     TEMPLATE = "template"
     PODSPEC = "podspec"
     CONTAINER = "container"
+    RESOURCES = "resources"
 
 
 class Over(enum.Enum):
@@ -56,6 +67,8 @@ class Site:
     replicas: tuple[tuple[str, ...], ...] = ()
     required: bool = False  # the kind cannot be without it (a Deployment's template)
     over: Over = Over.ANY
+    pod: tuple[str, ...] = ()  # resources: where the pod-level fields are (same `*` bindings)
+    model: bool = True  # podspec: a KServe `model` (or framework) field there is one more container
 
     @property
     def dotted(self) -> str:
@@ -69,6 +82,8 @@ class WorkloadKind:
     sites: tuple[Site, ...]
     resource: str = ""  # the plural the API server serves it as (for webhook rules)
     source: str = "built in"
+    made_by: str = ""  # who makes its pods, where no pod template of it is copied into them
+    cluster_scoped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +96,8 @@ class Found:
     value: object
     replicas: int
     required: bool = False
+    pod_fields: object = None  # resources: the object holding the pod-level fields, if any
+    model: bool = True  # podspec: a KServe model field is one more container
 
     @property
     def dotted(self) -> str:
@@ -91,8 +108,8 @@ def split(path: str) -> tuple[str, ...]:
     return tuple(part for part in path.split(".") if part)
 
 
-def _site(path: str, form: Form = Form.TEMPLATE, *replicas: str, over: Over = Over.ANY) -> Site:
-    return Site(split(path), form, tuple(split(r) for r in replicas), over=over)
+def _site(path: str, form: Form = Form.TEMPLATE, *replicas: str, over: Over = Over.ANY, pod: str = "") -> Site:
+    return Site(split(path), form, tuple(split(r) for r in replicas), over=over, pod=split(pod))
 
 
 def _core(group: str, kind: str, path: str, *replicas: str) -> WorkloadKind:
@@ -116,7 +133,7 @@ def _ray(kind: str, cluster: str) -> WorkloadKind:
     return WorkloadKind("ray.io", kind, sites, kind.lower() + "s")
 
 
-BUILT_IN: tuple[WorkloadKind, ...] = (
+POD_TEMPLATE_KINDS: tuple[WorkloadKind, ...] = (
     _core("apps", "Deployment", "spec.template", "spec.replicas"),
     _core("apps", "StatefulSet", "spec.template", "spec.replicas"),
     _core("apps", "ReplicaSet", "spec.template", "spec.replicas"),
@@ -187,7 +204,7 @@ BUILT_IN: tuple[WorkloadKind, ...] = (
 
 @dataclass(frozen=True)
 class WorkloadTable:
-    kinds: tuple[WorkloadKind, ...] = BUILT_IN
+    kinds: tuple[WorkloadKind, ...] = POD_TEMPLATE_KINDS
 
     def find(self, api_version: object, kind: object) -> WorkloadKind | None:
         """The entry for an object's apiVersion and kind (any version of its group)."""
@@ -207,9 +224,6 @@ class WorkloadTable:
         return WorkloadTable(tuple(k for k in self.kinds if (k.group, k.kind) not in replaced) + extra)
 
 
-BUILT_IN_TABLE = WorkloadTable()
-
-
 def templates(raw: Mapping[str, object], entry: WorkloadKind) -> Iterator[Found]:
     """Every pod template of `raw` that `entry` names, in order; absent sites are skipped, except
     a required one, found as None (the caller says what is missing)."""
@@ -223,7 +237,8 @@ def templates(raw: Mapping[str, object], entry: WorkloadKind) -> Iterator[Found]
                 number = _resolve(raw, counted, bindings)
                 if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
                     replicas *= number
-            yield Found(path, site.form, value, replicas)
+            pod_fields = _resolve(raw, site.pod, bindings) if site.pod else None
+            yield Found(path, site.form, value, replicas, pod_fields=pod_fields, model=site.model)
 
 
 def _expand(

@@ -58,9 +58,15 @@ def _text(judged: Judged) -> str:
     lines += [f"  mutated: {change}" for change in judged.mutation.changes]
     lines += [f"  warning: {w}" for w in judged.mutation.warnings if not w.startswith("will be denied")]
     lines += [f"  {v.action.value}: {v}" for v in judged.decision.verdicts]
+    lines += [f"  note: {n}" for n in _notes(judged)]
     if judged.decision.policies:
         lines.append(f"  policies: {', '.join(judged.decision.policies)}")
     return "\n".join(lines)
+
+
+def _notes(judged: Judged) -> list[str]:
+    """Who makes a workload's pods, and what the pod webhook will do to them (said once)."""
+    return [n for n in judged.decision.notes if n not in judged.mutation.warnings]
 
 
 def _json(judged: Judged) -> dict[str, object]:
@@ -74,6 +80,7 @@ def _json(judged: Judged) -> dict[str, object]:
             for v in judged.decision.verdicts
         ],
         "warnings": [*judged.mutation.warnings, *judged.decision.warnings],  # as -o text prints them
+        "notes": _notes(judged),
         "auditAnnotations": judged.decision.audit_annotations,
     }
 

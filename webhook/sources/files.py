@@ -13,7 +13,8 @@ from policies.errors import InputError, PolicyProblem
 from policies.model.loader import LoadResult, load_texts
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
-from policies.model.workloads import BUILT_IN_TABLE, WorkloadKind
+from policies.model.workload_kinds import BUILT_IN_TABLE
+from policies.model.workloads import WorkloadKind
 from policies.model.yamldoc import FAST_LOADER
 from policies.quantity import parse_quantity
 

@@ -23,7 +23,8 @@ from policies.errors import PolicyProblem
 from policies.model.loader import load_texts
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
-from policies.model.workloads import BUILT_IN_TABLE, WorkloadKind
+from policies.model.workload_kinds import BUILT_IN_TABLE
+from policies.model.workloads import WorkloadKind
 from policies.quantity import parse_quantity
 
 log = logging.getLogger("gpu_admission.policies")

@@ -1,0 +1,115 @@
+"""The built-in workload kinds: those with pod templates (policies.model.workloads), and the GPU
+workloads of 2025-26 whose pods an operator builds from fields that are no pod template.
+
+Each entry below is read from the kind's published API types (the Go structs its CRD is
+generated from), at the version named:
+- Kubeflow Trainer v2, trainer.kubeflow.org/v1alpha1 (kubeflow/trainer, pkg/apis/trainer/v1alpha1):
+  a TrainJob's trainer asks `spec.trainer.resourcesPerNode` (a ResourceRequirements) on each of
+  `spec.trainer.numNodes` nodes; its pods are the JobSet of the runtime `spec.runtimeRef` names,
+  whose own templates (TrainingRuntime, ClusterTrainingRuntime: `spec.template`, a JobSet
+  template) are judged where the runtime is applied.
+- NVIDIA NIM Operator, apps.nvidia.com/v1alpha1 (NVIDIA/k8s-nim-operator, api/apps/v1alpha1):
+  a NIMService's `spec.resources` for each of `spec.replicas` pods, beside `spec.nodeSelector`,
+  `spec.tolerations`.
+- NVIDIA Dynamo, nvidia.com/v1alpha1 (ai-dynamo/dynamo, deploy/cloud/operator/api/v1alpha1):
+  each of a DynamoGraphDeployment's `spec.services` asks `resources` (`gpu` a count of `gpuType`,
+  default nvidia.com/gpu; `custom` more) for each of `replicas` x `multinode.nodeCount` pods,
+  beside `extraPodSpec`.
+- vLLM production stack, production-stack.vllm.ai/v1alpha1 (vllm-project/production-stack,
+  operator/api/v1alpha1): a VLLMRuntime's `spec.deploymentConfig.resources` (`gpu`, `gpuType`)
+  for each of `spec.deploymentConfig.replicas` pods.
+- KServe, serving.kserve.io/v1alpha1 LLMInferenceService: pod specs `spec.template` and
+  `spec.worker` (and `spec.prefill`'s) for each of `replicas`.
+- Volcano, batch.volcano.sh/v1alpha1 Job: `spec.tasks[*].template` for each task's `replicas`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from policies.model.workloads import POD_TEMPLATE_KINDS, Form, Over, WorkloadKind, WorkloadTable, _site
+
+TRAINER = "Kubeflow Trainer builds a JobSet from the runtime its spec.runtimeRef names"
+
+OPERATOR_KINDS: tuple[WorkloadKind, ...] = (
+    WorkloadKind(
+        "trainer.kubeflow.org",
+        "TrainJob",
+        (_site("spec.trainer.resourcesPerNode", Form.RESOURCES, "spec.trainer.numNodes"),),
+        "trainjobs",
+        made_by=f"{TRAINER}, its trainer node asking spec.trainer.resourcesPerNode",
+    ),
+    *(
+        WorkloadKind(
+            "trainer.kubeflow.org",
+            kind,
+            (
+                _site(
+                    "spec.template.spec.replicatedJobs.*.template.spec.template",
+                    Form.TEMPLATE,
+                    "spec.template.spec.replicatedJobs.*.replicas",
+                    "spec.template.spec.replicatedJobs.*.template.spec.parallelism",
+                    over=Over.LIST,
+                ),
+            ),
+            kind.lower() + "s",
+            made_by=f"{TRAINER}: these templates, for each TrainJob that names it",
+            cluster_scoped=kind.startswith("Cluster"),
+        )
+        for kind in ("TrainingRuntime", "ClusterTrainingRuntime")
+    ),
+    WorkloadKind(
+        "apps.nvidia.com",
+        "NIMService",
+        (_site("spec.resources", Form.RESOURCES, "spec.replicas", pod="spec"),),
+        "nimservices",
+        made_by="the NIM Operator makes its pods (a Deployment, or a LeaderWorkerSet for multi-node)",
+    ),
+    WorkloadKind(
+        "nvidia.com",
+        "DynamoGraphDeployment",
+        (
+            _site(
+                "spec.services.*.resources",
+                Form.RESOURCES,
+                "spec.services.*.replicas",
+                "spec.services.*.multinode.nodeCount",
+                over=Over.MAP,
+                pod="spec.services.*.extraPodSpec",
+            ),
+        ),
+        "dynamographdeployments",
+        made_by="the Dynamo operator makes each service's pods (through Grove or a LeaderWorkerSet)",
+    ),
+    WorkloadKind(
+        "production-stack.vllm.ai",
+        "VLLMRuntime",
+        (_site("spec.deploymentConfig.resources", Form.RESOURCES, "spec.deploymentConfig.replicas"),),
+        "vllmruntimes",
+        made_by="the vLLM production-stack operator makes its pods (a Deployment)",
+    ),
+    WorkloadKind(
+        "serving.kserve.io",
+        "LLMInferenceService",
+        tuple(
+            replace(_site(path, Form.PODSPEC, replicas), model=False)  # plain pod specs
+            for path, replicas in (
+                ("spec.template", "spec.replicas"),
+                ("spec.worker", "spec.replicas"),
+                ("spec.prefill.template", "spec.prefill.replicas"),
+                ("spec.prefill.worker", "spec.prefill.replicas"),
+            )
+        ),
+        "llminferenceservices",
+        made_by="KServe makes its pods (Deployments, or LeaderWorkerSets with a worker)",
+    ),
+    WorkloadKind(
+        "batch.volcano.sh",
+        "Job",
+        (_site("spec.tasks.*.template", Form.TEMPLATE, "spec.tasks.*.replicas", over=Over.LIST),),
+        "jobs",
+    ),
+)
+
+BUILT_IN: tuple[WorkloadKind, ...] = POD_TEMPLATE_KINDS + OPERATOR_KINDS
+BUILT_IN_TABLE = WorkloadTable(BUILT_IN)

@@ -1,0 +1,156 @@
+"""Workloads whose pods an operator builds from a resources field (Kubeflow Trainer v2, NIM, Dynamo,
+vLLM's production stack), judged for what their pods will ask, over HTTPS as the workload
+webhook is called; and certain failure denied at apply time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policies.judge.controllers import pod_templates
+from policies.judge.quota import NoUsage
+from policies.model.loader import load_texts
+from policies.quantity import parse_quantity
+from tests.conftest import engine_from, policy
+from tests.server_harness import ApiServer, Client, admission_review, https_server
+from webhook.state import EngineHolder, Settings
+
+POLICIES = [
+    policy("one-gpu-a-pod", 'match: {namespaces: [capped]}\nquota: {perPod: {gpuEquivalents: "1"}}'),
+    policy("no-whole-gpus", "match: {namespaces: [sliced]}\nquota: {limits: {gpus: 0}}"),
+    policy("four-gpus", "match: {namespaces: [team]}\nquota: {limits: {gpus: 4}}"),
+]
+
+
+def trainjob(namespace: str, gpus: int, nodes: int) -> dict[str, Any]:
+    trainer = {"numNodes": nodes, "resourcesPerNode": {"limits": {"nvidia.com/gpu": gpus}}}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "llama", "namespace": namespace},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": trainer},
+    }
+
+
+def dynamo(namespace: str, **resources: Any) -> dict[str, Any]:
+    worker = {"replicas": 2, "resources": {"limits": resources}, "extraPodSpec": {"nodeSelector": {"pool": "gpu"}}}
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": "agg", "namespace": namespace},
+        "spec": {"services": {"Frontend": {"replicas": 1}, "Worker": worker}},
+    }
+
+
+def deployment(namespace: str, replicas: int, gpus: int) -> dict[str, Any]:
+    container = {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "serve", "namespace": namespace},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [container]}}},
+    }
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    holder = EngineHolder(Settings())
+    holder.swap(engine_from(*POLICIES))
+    with https_server(holder, tmp_path_factory.mktemp("certs")) as (port, ca):
+        client = Client(port, ca)
+        yield ApiServer(client)
+        client.close()
+
+
+def review(api: ApiServer, obj: dict[str, Any]) -> dict[str, Any]:
+    status, body = api.client.review("/validate", admission_review(obj))
+    assert status == 200
+    return body["response"]
+
+
+@pytest.mark.parametrize(
+    "obj, reason",
+    [
+        (trainjob("capped", 8, 2), "TrainJob capped/llama spec.trainer.resourcesPerNode"),
+        (dynamo("capped", gpu="2"), "DynamoGraphDeployment capped/agg spec.services.Worker.resources"),
+        (dynamo("capped", gpu="1", gpuType="nvidia.com/mig-7g.80gb", custom={"nvidia.com/gpu": "1"}), "per-pod cap"),
+    ],
+    ids=["trainer-nodes-of-8-gpus", "dynamo-workers-of-2-gpus", "dynamo-gpu-type-and-custom-add-up"],
+)
+def test_an_operators_pods_are_judged_for_what_they_will_ask_and_denied_at_apply(api, obj, reason):
+    response = review(api, obj)
+    assert response["allowed"] is False
+    assert reason in response["status"]["message"]
+
+
+def test_what_an_operators_pods_ask_within_the_caps_is_admitted(api):
+    assert review(api, trainjob("capped", 1, 4))["allowed"]
+    assert review(api, dynamo("capped", gpu="1"))["allowed"]
+
+
+def test_a_template_one_pod_of_which_overruns_a_budget_alone_is_denied_and_replicas_together_only_warn(api):
+    alone = review(api, deployment("sliced", 1, 1))
+    assert alone["allowed"] is False
+    assert "every pod of this template would be denied: sliced: gpus 0 + 1 exceeds 0" in alone["status"]["message"]
+    together = review(api, deployment("team", 3, 2))
+    assert together["allowed"] is True
+    assert any("3 replicas would hold gpus 0 + 3x2 = 6, over 4" in w for w in together["warnings"])
+
+
+def test_validate_says_who_makes_the_pods_and_what_the_pod_webhook_will_do():
+    engine = engine_from(policy("defaults", 'match: {namespaces: [ml]}\nruntime: {env: {NCCL_DEBUG: "INFO"}}'))
+    decision = engine.validate(trainjob("ml", 8, 2), NoUsage())
+    (note,) = decision.notes
+    assert note.startswith("spec.trainer.resourcesPerNode: Kubeflow Trainer builds a JobSet from the runtime")
+    assert "the pod webhook will then make these changes: spec.containers[0].env: NCCL_DEBUG" in note
+    mutated = engine.mutate_any(trainjob("ml", 8, 2))
+    assert mutated.object == trainjob("ml", 8, 2) and not mutated.changes  # nothing written into the TrainJob
+    assert note in mutated.warnings
+
+
+def test_the_pod_an_operator_builds_carries_the_pod_fields_the_kind_keeps():
+    engine = engine_from(policy("pinned", 'match: {namespaces: [ml]}\nquota: {perPod: {gpuEquivalents: "1"}}'))
+    # The Frontend names no resources: no pod of it is judged (it asks for nothing).
+    (worker,) = pod_templates(dynamo("ml", gpu="1"), "ml", engine.policy_set.workloads)
+    assert worker.path == "spec.services.Worker.resources"
+    assert worker.pod["spec"]["nodeSelector"] == {"pool": "gpu"} and worker.replicas == 2
+    assert worker.pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
+
+
+WORKLOAD_KIND = """\
+apiVersion: gpu-admission.io/v1alpha1
+kind: WorkloadKind
+metadata: {name: %s}
+spec:
+  group: %s
+  kind: %s
+  templates: [%s]
+"""
+
+
+@pytest.mark.parametrize(
+    "text, problem, advice",
+    [
+        (
+            WORKLOAD_KIND % ("agents", "example.com", "Agent", "{path: spec.gpu, form: resources, pod: spec}"),
+            "",
+            "",
+        ),
+        (
+            WORKLOAD_KIND % ("bad", "example.com", "Agent", "{path: spec.template, form: template, pod: spec}"),
+            "for a `resources` site only",
+            "",
+        ),
+        (
+            WORKLOAD_KIND % ("mine", "trainer.kubeflow.org", "TrainJob", "{path: spec.podTemplate}"),
+            "",
+            "replaces the built-in TrainJob of trainer.kubeflow.org, which reads spec.trainer.resourcesPerNode",
+        ),
+    ],
+    ids=["a-resources-site-with-its-pod-fields", "pod-fields-on-a-template-site", "a-built-in-kind-replaced"],
+)
+def test_workload_kinds_load_with_resources_sites_and_lint_says_what_a_replacement_replaces(text, problem, advice):
+    result = load_texts((("kinds.yaml", text),), parse_quantity)
+    assert [p.message for p in result.problems if problem in p.message] if problem else not result.problems
+    assert any(advice in a.message for a in result.advice) if advice else not result.advice
