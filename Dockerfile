@@ -1,11 +1,11 @@
 # gpu-admission webhook image: non-root, gunicorn entry point, read-only root filesystem friendly.
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY policies ./policies
 COPY webhook ./webhook
 COPY certs ./certs
-RUN pip install --no-cache-dir --prefix=/install .
+RUN pip install --no-cache-dir --prefix=/install -c constraints.txt .
 
 FROM python:3.11-slim
 COPY --from=build /install /usr/local

@@ -11,11 +11,22 @@ from __future__ import annotations
 
 import os
 import socket
+from importlib.metadata import PackageNotFoundError, version
 
 from kubernetes import client, config
 
 REPLICA = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
-VERSION = "0.1.0"
+
+
+def _version() -> str:
+    """The installed package's (pyproject.toml is the one place a version is written)."""
+    try:
+        return version("gpu-admission")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+VERSION = _version()
 
 
 def api_client(configuration: client.Configuration | None = None) -> client.ApiClient:

@@ -68,10 +68,10 @@ class Deadlines:
                 overdue = [fd for fd, deadline in self._due.items() if deadline <= now]
                 for fd in overdue:
                     del self._due[fd]
+                    # Counted before the cut: whoever sees the connection close sees it counted.
+                    self.cut += 1
+                    connection_metrics().cut.inc()
                     cut_short(fd)
-            for _ in overdue:
-                self.cut += 1
-                connection_metrics().cut.inc()
             if overdue:
                 log.info("requests cut past their deadline", extra={"fields": {"count": len(overdue)}})
 

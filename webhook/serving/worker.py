@@ -41,12 +41,33 @@ from concurrent import futures
 from functools import partial
 from typing import Any
 
+import gunicorn
 from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 
 from webhook.metrics import connection_metrics
 from webhook.serving.deadlines import Deadlines
 
+
+# gthread internals this worker builds on (there since gunicorn 25.2): checked at import, so a
+# gunicorn without them stops the server at start with this message, not with an AttributeError
+# under load.
+def missing_gthread_internals() -> list[str]:
+    missing = []
+    if not hasattr(gthread, "TConn"):
+        missing.append("gthread.TConn")
+    if not hasattr(ThreadWorker, "on_pending_socket_readable"):
+        missing.append("ThreadWorker.on_pending_socket_readable")
+    if not {"pending_conns", "keepalived_conns"} <= set(ThreadWorker.__init__.__code__.co_names):
+        missing.append("ThreadWorker.pending_conns")
+    return missing
+
+
+if missing_gthread_internals():
+    raise RuntimeError(
+        f"gunicorn {gunicorn.__version__} lacks what gpu-admission's worker builds on "
+        f"({', '.join(missing_gthread_internals())}): install gunicorn>=25.2,<28"
+    )
 ON_THREAD_WAIT = 1.0
 ANSWER_TIMEOUT = 30.0
 TLS_LINES_PER_SECOND = 5
