@@ -7,6 +7,7 @@ import pytest
 
 from policies.judge.ledger import Ledger
 from policies.judge.quota import NoUsage
+from policies.model.cel import CelEvaluationError, CelInput, compile_expression
 from policies.model.policy import Action
 from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
 
@@ -272,3 +273,21 @@ def test_an_update_that_narrows_a_gated_pod_onto_split_nodes_is_judged_for_the_s
     assert "slices" in decision.message
     unchanged = engine.validate(gated, full, RequestInfo("team-a", Operation.UPDATE, old_object=gated))
     assert unchanged.allowed  # an update that adds nothing is not judged against the budget
+
+
+def test_a_rule_text_shared_by_policies_is_evaluated_once_a_request_and_judges_for_each():
+    calls = []
+    data = CelInput(lambda: calls.append(1) or {"object": {"metadata": {"labels": {}}}})
+    shared = compile_expression("'team' in object.metadata.labels")
+    assert [shared.evaluate_bool(data) for _ in range(10)] == [False] * 10
+    assert len(data._results) == 1 and calls == [1]
+    failing = compile_expression("object.metadata.labels.team == 'a'")
+    for _ in range(3):  # a failure is kept too: each policy still fails closed on it
+        with pytest.raises(CelEvaluationError):
+            failing.evaluate_bool(data)
+    rule = (
+        "rules: [{name: team, expression: \"'team' in object.metadata.labels\", message: needs a team, action: deny}]"
+    )
+    engine = engine_from(*(policy(f"p{i}", f"match: {{namespaces: [ml]}}\n{rule}") for i in range(3)))
+    decision = engine.validate(pod(gpu_container(), namespace="ml"), NoUsage())
+    assert sorted(v.policy for v in decision.verdicts if v.rule == "team") == ["p0", "p1", "p2"]

@@ -38,6 +38,9 @@ class CelEvaluationError(RuntimeError):
     """Evaluation failed (missing field, wrong type): callers fail closed."""
 
 
+_MISSING = object()
+
+
 class CelInput:
     """The variables of one admission request, converted into CEL values once per set of fields.
 
@@ -46,12 +49,28 @@ class CelInput:
     the expression can read (policies.model.cel_fields), the whole object when that is not known.
     """
 
-    __slots__ = ("_data", "_activations", "_variables")
+    __slots__ = ("_data", "_activations", "_variables", "_results")
 
     def __init__(self, data: Mapping[str, object] | Callable[[], Mapping[str, object]]) -> None:
         self._data = data
         self._activations: dict[tuple[frozenset[str] | None, bool], Any] = {}
         self._variables: dict[int, dict[str, object]] = {}
+        # Results of expressions that read no policy's variables, by source: ten policies with the
+        # same rule text evaluate it once a request (a failure is kept too, and raised again).
+        self._results: dict[str, object] = {}
+
+    def once(self, source: str, evaluate: Callable[[], object]) -> object:
+        """`evaluate()`, once per request for each expression source."""
+        found = self._results.get(source, _MISSING)
+        if found is _MISSING:
+            try:
+                found = evaluate()
+            except CelEvaluationError as error:
+                found = error
+            self._results[source] = found
+        if isinstance(found, CelEvaluationError):
+            raise found
+        return found
 
     def _input(self, fields: frozenset[str] | None, old: bool) -> Mapping[str, object]:
         data = self._data
@@ -100,8 +119,9 @@ class CompiledExpression:
     reads_variables: bool = False  # names variables
 
     def evaluate(self, data: CelInput, variables: Variables = ()) -> object:
-        values = data.variable_values(variables) if self.reads_variables and variables else None
-        return self.evaluate_with(data, values)
+        if self.reads_variables and variables:  # the policy's own values: not shared with others
+            return self.evaluate_with(data, data.variable_values(variables))
+        return data.once(self.source, lambda: self.evaluate_with(data, None))
 
     def evaluate_with(self, data: CelInput, values: Mapping[str, object] | None) -> object:
         value = self.program.eval(activation=data.activation(self.object_fields, self.reads_old, values))
