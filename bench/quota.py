@@ -10,11 +10,14 @@ namespace quota, a policy-wide quota and a rule. Admission is measured the way /
 Memory is the growth of this process's RSS while the pods are counted (the pods themselves are
 made one at a time and dropped, as pages of a list are).
 
-Strict contention: two replicas (each a tracker with its Lease client, through the real
+Strict contention: three replicas (each a tracker with its Lease client, through the real
 kubernetes client) against the test suite's in-process API server, 8 threads each admitting
-distinct pods under one quota at once; p50/p99 per admission, side by side with `local`.
+distinct pods under one quota, all at once and offered at 150, 300 and 1,000 a second; p50/p99
+per admission, throughput and Lease requests per admission, for `local`, `strict` admitting with
+a Lease write per pod (shares off, as before escrow) and `strict` with shares (escrow), side by
+side in one run. Every denial is a false one (the budget holds a million pods), and counted.
 
-    python bench/quota.py [--pods 100000] [--rounds 5] [--contended 400]
+    python bench/quota.py [--pods 100000] [--rounds 5] [--contended 450] [--rates burst,150,300,1000]
 """
 
 from __future__ import annotations
@@ -143,37 +146,59 @@ spec:
 """
 
 
-def contended(consistency: str, admissions: int, threads: int = 8) -> tuple[list[float], int]:
-    """Seconds per admission with two replicas admitting at once, and the Lease conflicts."""
+MODES = {  # label: (consistency, shares)
+    "local": ("local", False),
+    "strict, a write a pod": ("strict", False),
+    "strict, shares": ("strict", True),
+}
+
+
+def contended(
+    mode: str, admissions: int, rate: float | None = None, replica_count: int = 3, threads: int = 8
+) -> tuple[list[float], int, int, int]:
+    """Seconds per admission with `replica_count` replicas admitting at once (`threads` each), all
+    at once or offered at `rate` a second; the Lease conflicts, the Lease requests made, and the
+    denials (all false: the budget holds a million pods)."""
     import kubernetes
 
     from tests.kube_fake import FakeKube
+    from webhook.cluster.escrow import Escrow
 
+    consistency, shares = MODES[mode]
     kube = FakeKube()
     kube.start()
     loaded = load_texts([("strict.yaml", STRICT % consistency)], parse_quantity)
     engine = Engine(PolicySet(loaded.policies), parse_quantity)
     replicas = []
-    for name in ("a", "b"):
+    for index in range(replica_count):
+        name = f"replica-{index}"
         api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
         shared = SharedReservations(kubernetes.client.CoordinationV1Api(api), "gpu-admission", name)
-        replicas.append(PodUsageTracker(lambda: engine.policy_set, shared=shared))
+        tracker = PodUsageTracker(lambda: engine.policy_set, shared=shared)
+        tracker.escrow = Escrow(name) if shares else None
+        replicas.append(tracker)
     seconds: list[float] = []
+    denied = []
+    start_all = time.perf_counter()
 
     def admit(i: int) -> None:
-        tracker = replicas[i % 2]
+        if rate is not None:  # offered at a steady rate: wait for this admission's moment
+            time.sleep(max(0.0, start_all + i / rate - time.perf_counter()))
+        tracker = replicas[i % replica_count]
         candidate = pod(i)
         candidate["metadata"]["namespace"] = "team-a"
         ref = PodRef("team-a", f"pod-{i}", uid=f"uid-{i}")
         start = time.perf_counter()
         decision = tracker.admit(lambda: engine.validate(candidate, tracker), ref, dry_run=False)
         seconds.append(time.perf_counter() - start)
-        assert decision.allowed, decision.message
+        if not decision.allowed:
+            denied.append(decision.message)
 
-    with concurrent.futures.ThreadPoolExecutor(2 * threads) as pool:
+    with concurrent.futures.ThreadPoolExecutor(replica_count * threads) as pool:
         list(pool.map(admit, range(admissions)))
+    requests = sum(1 for r in kube.requests if r.resource == "leases")
     kube.stop()
-    return seconds, sum(r.shared.conflicts for r in replicas if r.shared is not None)
+    return seconds, sum(r.shared.conflicts for r in replicas if r.shared is not None), requests, len(denied)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -186,7 +211,8 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--admissions", type=int, default=2000)
-    parser.add_argument("--contended", type=int, default=400, help="admissions by two contending replicas")
+    parser.add_argument("--contended", type=int, default=450, help="admissions by three contending replicas")
+    parser.add_argument("--rates", default="burst,150,300,1000", help="offered loads: burst or admissions a second")
     args = parser.parse_args()
     loaded = load_texts([("bench.yaml", POLICIES)], parse_quantity)
     assert not loaded.problems, loaded.problems
@@ -214,14 +240,20 @@ def main() -> None:
         f" ({large.shapes} records) vs counting them again {relist_s * 1000:.0f} ms"
         f" ({relist_s * 1000 / recharge:.0f}x), and no list from the API server"
     )
-    print(f"two replicas admitting at once under one quota ({args.contended} admissions, 16 threads):")
-    for consistency in ("local", "strict"):
-        seconds, conflicts = contended(consistency, args.contended)
-        p50, p99 = (percentile(seconds, share) * 1000 for share in (0.5, 0.99))
-        print(
-            f"  {consistency:6} p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  max {max(seconds) * 1000:6.1f} ms"
-            f"  Lease conflicts {conflicts}"
-        )
+    print(f"three replicas x 8 threads admitting under one quota, {args.contended} admissions, side by side:")
+    for offered in args.rates.split(","):
+        rate = None if offered == "burst" else float(offered)
+        print(f"  offered: {offered if rate is None else f'{rate:g}/s'}")
+        for mode in MODES:
+            began = time.perf_counter()
+            seconds, conflicts, requests, denied = contended(mode, args.contended, rate)
+            took = time.perf_counter() - began
+            p50, p99 = (percentile(seconds, share) * 1000 for share in (0.5, 0.99))
+            print(
+                f"    {mode:22} p50 {p50:6.1f} ms  p99 {p99:7.1f} ms  {args.contended / took:6.0f} admissions/s"
+                f"  Lease requests/admission {requests / args.contended:.2f}  conflicts {conflicts}"
+                f"  false denials {denied}"
+            )
 
 
 if __name__ == "__main__":

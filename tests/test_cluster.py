@@ -32,7 +32,7 @@ class Replica:
 
     count = 0
 
-    def __init__(self, kube: FakeKube, all_namespaces: bool = False, page: int = 500) -> None:
+    def __init__(self, kube: FakeKube, all_namespaces: bool = False, page: int = 500, **connected: Any) -> None:
         Replica.count += 1
         self.identity = f"replica-{Replica.count}"
         self.holder = EngineHolder(Settings(policy_namespace=NS))
@@ -40,6 +40,7 @@ class Replica:
         api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
         api.user_agent = f"gpu-admission/test ({self.identity})"
         options: dict[str, Any] = {"watch_seconds": 1, "backoff": (0.05, 0.2), "page": page}
+        options.update(connected)
         self.watches = connect(
             self.holder.view, self.store, NS, api, all_namespaces=all_namespaces, identity=self.identity, **options
         )

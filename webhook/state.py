@@ -52,7 +52,9 @@ class EngineHolder:
 
     def quota_metrics(self) -> QuotaCollector:
         """The replica's quota view as metrics, computed when scraped."""
-        return QuotaCollector(lambda: replica_quota_lines(self.view, self._policy_set()))
+        return QuotaCollector(
+            lambda: replica_quota_lines(self.view, self._policy_set()), lambda: self.view.usage.escrow
+        )
 
     @property
     def ready(self) -> bool:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from policies.judge.quota_view import QuotaLine, quota_lines, scopes
 from policies.judge.usage import Usage
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
+from webhook.cluster.escrow import Escrow
 from webhook.cluster.live import ClusterView
 
 
@@ -35,10 +36,13 @@ class QuotaCollector(Collector):
     """gpu_admission_quota_{used,reserved,limit}{policy, scope, dimension}; per-pod caps are
     limits only (`dimension="per pod ..."`)."""
 
-    def __init__(self, lines: Callable[[], list[QuotaLine]]) -> None:
+    def __init__(
+        self, lines: Callable[[], list[QuotaLine]], escrow: Callable[[], Escrow | None] = lambda: None
+    ) -> None:
         self._lines = lines
+        self._escrow = escrow
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         labels = ["policy", "scope", "dimension"]
         used = GaugeMetricFamily("gpu_admission_quota_used", "Held by counted pods, per quota dimension", labels=labels)
         reserved = GaugeMetricFamily(
@@ -52,3 +56,31 @@ class QuotaCollector(Collector):
                 used.add_metric(values, float(line.used))
                 reserved.add_metric(values, float(line.reserved))
         yield from (used, reserved, limit)
+        escrow = self._escrow()
+        if escrow is not None:
+            yield from share_families(escrow)
+
+
+def share_families(escrow: Escrow) -> Iterator[Metric]:
+    """This replica's shares of strict budgets (webhook.cluster.escrow), and how they moved."""
+    labels = ["policy", "scope", "dimension"]
+    text = "This replica's share of a strict budget (what is left, and what it admitted lately)"
+    held = GaugeMetricFamily("gpu_admission_quota_share", text, labels=labels)
+    for (policy, scope), usage in escrow.holdings().items():
+        amounts: list[tuple[str, float]] = [
+            ("gpuEquivalents", float(usage.gpu_equivalents)),
+            ("gpus", float(usage.gpus)),
+            ("pods", float(usage.pods)),
+        ]
+        amounts += [(f"slices {profile}", float(count)) for profile, count in usage.slices.items()]
+        for name, amount in amounts:
+            held.add_metric([policy, scope or "(policy-wide)", name], amount)
+    yield held
+    for name, value, about in (
+        ("refills", escrow.refills, "Shares granted to this replica through the Lease"),
+        ("returns", escrow.returns, "Idle shares this replica gave back"),
+        ("fallbacks", escrow.fallbacks, "Admissions judged by the per-pod compare-and-swap near the limit"),
+    ):
+        counter = CounterMetricFamily(f"gpu_admission_quota_share_{name}", about)
+        counter.add_metric([], float(value))
+        yield counter

@@ -22,6 +22,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from policies.judge.ledger import Ledger
+from policies.judge.usage import Usage
+from webhook.cluster.escrow import GRANT_PREFIX
 from webhook.cluster.identity import api_client, load_kubeconfig
 from webhook.cluster.shared_quota import LEDGER_LABEL, parse_lease
 from webhook.sources.configmaps import POLICY_LABEL, texts_of
@@ -115,5 +117,20 @@ def _reservations(state: LiveState, leases: list[dict[str, Any]]) -> None:
         scope = annotations.get("gpu-admission.io/scope", "")
         scope = "" if scope == "(policy-wide)" else scope
         for entry in parse_lease(lease).entries:
-            if entry.key not in seen and entry.expires > now:
+            if entry.key.startswith(GRANT_PREFIX) and entry.expires > now:  # a replica's share: held
                 state.reserved.charge([(policy, scope)], entry.usage)
+                holder = entry.key.removeprefix(GRANT_PREFIX)
+                state.notes.append(
+                    f"{policy} {scope or '(policy-wide)'}: replica {holder} holds {describe(entry.usage)}"
+                )
+            elif entry.key not in seen and entry.expires > now:
+                state.reserved.charge([(policy, scope)], entry.usage)
+
+
+def describe(usage: Usage) -> str:
+    """A share in words: what its limited dimensions hold (counted as reserved)."""
+    parts = [f"gpuEquivalents {usage.gpu_equivalents}"] if usage.gpu_equivalents else []
+    parts += [f"slices {name} {count}" for name, count in sorted(usage.slices.items())]
+    parts += [f"gpus {usage.gpus}"] if usage.gpus else []
+    parts += [f"pods {usage.pods}"] if usage.pods else []
+    return ", ".join(parts) or "nothing"

@@ -144,24 +144,39 @@ class SharedReservations:
     def reserve(self, keys: tuple[Key, ...], pod: PodRef, usage: Usage) -> bool:
         """Add the pod's reservation to every Lease; False if one moved since it was read (it is
         read again: judge the pod again and retry)."""
-        for key in keys:
-            state = self._state(key)
-            now = self.monotonic()
-            entries = [e for e in state.entries if self._alive(key, e, now) and e.key != pod.key]
-            entries.append(Entry(pod.key, math.ceil(self.clock() + self.ttl), usage))  # whole seconds, as stored
-            try:
-                written = self._write(key, state.version, entries)
-            except ApiException as error:
-                if error.status not in (404, 409):
-                    raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
-                self.conflicts += 1
-                STRICT_CONFLICTS.inc()
-                self._remember(key, self._read(key))
-                return False
-            except Exception as error:  # refused, reset, timed out
-                raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
-            self._remember(key, written)
+        return all(self.put(key, pod.key, usage) for key in keys)
+
+    def put(self, key: Key, entry_key: str, usage: Usage | None) -> bool:
+        """Write the entry `entry_key` (a pod's reservation, or a replica's share: `None` takes it
+        out) into the Lease of `key`, at the version read; False if the Lease moved since (it is
+        read again)."""
+        state = self._state(key)
+        now = self.monotonic()
+        entries = [e for e in state.entries if self._alive(key, e, now) and e.key != entry_key]
+        if usage is not None:  # expires in whole seconds, as stored
+            entries.append(Entry(entry_key, math.ceil(self.clock() + self.ttl), usage))
+        try:
+            written = self._write(key, state.version, entries)
+        except ApiException as error:
+            if error.status not in (404, 409):
+                raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
+            self.conflicts += 1
+            STRICT_CONFLICTS.inc()
+            self._remember(key, self._read(key))
+            return False
+        except Exception as error:  # refused, reset, timed out
+            raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
+        self._remember(key, written)
         return True
+
+    def holders(self, key: Key, own: str) -> int:
+        """Replicas other than `own` holding a share of the budget (its entries `grant:<replica>`)."""
+        now = self.monotonic()
+        return sum(
+            1
+            for entry in self._state(key).entries
+            if entry.key.startswith("grant:") and entry.key != own and self._alive(key, entry, now)
+        )
 
     def withdraw(self, keys: tuple[Key, ...], pod: PodRef) -> None:
         """Take the pod's entry out of every Lease (its pod was never created). Best effort: an

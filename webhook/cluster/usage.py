@@ -29,9 +29,10 @@ from policies.judge.pod_facts import Charges, Needs, PodFacts, charges_of, facts
 from policies.judge.usage import EMPTY, Usage
 from policies.judge.validation import Decision
 from policies.judge.verdict import Verdict
-from policies.model.policy import Action, Consistency, GPUPolicy
+from policies.model.policy import Action, Consistency, GPUPolicy, Quota
 from policies.model.policyset import PolicySet
 from policies.quantity import parse_quantity
+from webhook.cluster.escrow import GRANT_PREFIX, Escrow, refill
 from webhook.cluster.reservations import PodRef, Reservation, Reservations, updated_pod
 from webhook.cluster.shared_quota import LedgerUnavailable, SharedReservations
 from webhook.metrics import STRICT_OUT_OF_TIME, TRACKED_PODS
@@ -60,6 +61,7 @@ class PodUsageTracker:
         self.shared = shared
         self.capacity = CapacityLedger(CATALOG)
         self.cluster: ClusterState = NO_CLUSTER  # the view it is part of: DRA claims pods name
+        self.escrow: Escrow | None = None  # strict budgets' shares held by this replica (webhook.cluster.escrow)
         self._lock = threading.RLock()
         self._needs = Needs()  # what the kept facts were made for
         self._counts = PodCounts(self._charge)
@@ -82,13 +84,13 @@ class PodUsageTracker:
         key = (policy.name, scope)
         with self._lock:
             self._expire()
-            if self.shared is not None and _strict(policy):
-                return self.shared.pending(key, self._outstanding)
-            total = self._reservations.total(key)
+            total = self._reservations.total(key)  # a strict budget's too: pods admitted from a share
             for update in self._reservations.updates(key):
                 created = self._reservations.get(updated_pod(update.pod.key) or "")
                 held = created.usage if created is not None else None
                 total = total + self._outstanding(update.pod.key, update.usage, held)
+            if self.shared is not None and _strict(policy):
+                total = total + self.shared.pending(key, self._outstanding)
             return total
 
     @property
@@ -114,6 +116,8 @@ class PodUsageTracker:
         """What a reservation (or Lease entry) under `key` adds to its budget now: a CREATE's all
         of `usage` until the watch shows the pod; an UPDATE's what `usage` holds beyond what the
         watch shows the pod holding or, not seen yet, beyond its CREATE's reservation (`created`)."""
+        if key.startswith(GRANT_PREFIX):  # a replica's share: the others' count whole, ours not at all
+            return EMPTY if self.escrow is not None and key == self.escrow.key else usage
         pod = updated_pod(key)
         if pod is None:
             return EMPTY if self._seen(key) else usage
@@ -152,6 +156,17 @@ class PodUsageTracker:
             with self.shared.turn(strict, deadline - self._clock()) as ours:
                 if not ours:
                     return self._out_of_time(decision, attempts)
+                if self.escrow is not None:
+                    decision, in_turn = self._reserve(decide, pod, dry_run, raw)
+                    if not in_turn:  # a share granted while this one waited its turn (or denied anew)
+                        return decision
+                    self._release(pod)
+                    quotas = self._quotas(in_turn)
+                    if refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self._claimed):
+                        decision, in_turn = self._reserve(decide, pod, dry_run, raw)
+                        if not in_turn:  # admitted from the share just granted (or judged anew and denied)
+                            return decision
+                        self._release(pod)
                 while True:
                     decision, in_turn = self._reserve(decide, pod, dry_run, raw)
                     if not in_turn:
@@ -182,6 +197,8 @@ class PodUsageTracker:
             if updated_pod(pod.key) is not None and not decision.charges:
                 return decision, ()  # an UPDATE that grows no budget: the pod is held already
             strict = self._strict_charges(decision.charges)
+            if strict and self.escrow is not None and self.escrow.take(strict, self._quotas(strict), decision.usage):
+                strict = ()  # taken from this replica's shares: held here, like a local budget's
             local = tuple(c for c in decision.charges if c not in strict)
             now = self._clock()
             self._reservations.add(
@@ -228,6 +245,17 @@ class PodUsageTracker:
                 extra={"fields": {"pod": reservation.pod.key, "namespace": reservation.pod.namespace}},
             )
         return released
+
+    def _quotas(self, keys: Charges) -> dict[tuple[str, str], Quota]:
+        policy_set = self._policy_set()
+        found = {key: policy.quota for key in keys if policy_set and (policy := policy_set.by_name(key[0]))}
+        return {key: quota for key, quota in found.items() if quota is not None}
+
+    def _claimed(self, key: tuple[str, str]) -> Usage:
+        """What the budget holds in this replica's view, its own share left out."""
+        policy_set = self._policy_set()
+        policy = policy_set.by_name(key[0]) if policy_set is not None else None
+        return self.usage(policy, key[1]) if policy is not None else EMPTY
 
     def _strict_charges(self, charges: Charges) -> Charges:
         policy_set = self._policy_set()
@@ -300,6 +328,8 @@ class PodUsageTracker:
                 return False
             moved = self._counts.recharge(self._charge)
             moved += self._reservations.recharge(self._reservation_charges)
+            if self.escrow is not None:  # shares of budgets the new set changed are given back
+                self.escrow.forget(lambda key, quota: self._quotas((key,)).get(key) == quota)
             shapes = self._counts.shapes
         log.info("pods charged by the new policy set", extra={"fields": {"moved": moved, "shapes": shapes}})
         return True

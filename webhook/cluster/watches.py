@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 
 from certs.lease import LeaseLock
 from webhook.cluster.background_audit import AUDIT_SECONDS_DEFAULT, BackgroundAudit
+from webhook.cluster.escrow import Escrow, ShareKeeper
 from webhook.cluster.identity import REPLICA
 from webhook.cluster.identity import api_client as identity_api_client
 from webhook.cluster.leadership import Leadership
@@ -79,14 +80,18 @@ def connect(
     labelled_namespaces: bool = False,
     identity: str = REPLICA,
     audit_every: float | None = None,
+    strict_ttl: float = 30.0,
     **options: Any,
 ) -> list[ListWatch]:
     """Start every watch; returns them (tests stop them, and view.background). `namespace` is
-    the webhook's own; `audit_every`: the leader's background audit period (None: no audit)."""
+    the webhook's own; `audit_every`: the leader's background audit period (None: no audit);
+    `strict_ttl`: how long a strict quota's reservations and shares count after they are read."""
     api_client = api_client or identity_api_client()
     core = client.CoreV1Api(api_client)
-    shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, identity)
+    shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, identity, ttl=strict_ttl)
     view.usage.shared = shared
+    if os.environ.get("GPU_ADMISSION_STRICT_SHARES", "1") != "0":  # escrow for strict budgets
+        view.usage.escrow = Escrow(identity, ttl=strict_ttl)
     status_lease = LeaseLock(api_client, namespace, STATUS_LEASE, identity, STATUS_LEASE_SECONDS)
     reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)
     store.listeners.append(reporter)
@@ -95,6 +100,10 @@ def connect(
     leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=reporter.reconcile, chores=chores)
     view.background.append(leadership)
     leadership.start()
+    if view.usage.escrow is not None:  # this replica's shares, written again when due
+        keeper = ShareKeeper(view.usage.escrow, shared)
+        view.background.append(keeper)
+        keeper.start()
     auditor = BackgroundAudit(store.snapshot, leading=lambda: status_lease.held, every=audit_every or 0)
     if audit_every:
         view.on_policy_set(auditor.policy_set_changed)
