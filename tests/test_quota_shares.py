@@ -68,7 +68,7 @@ def test_shares_never_let_replicas_overshoot_together_and_near_the_limit_every_p
     allowed = admit_all(kube, started, 400, "p")
     assert allowed.count(True) <= 200
     # Shares idle for a sixth of the TTL are given back: what is left is then admitted, exactly.
-    time.sleep(TTL)  # noqa: the shares' idle return has no event to wait on
+    time.sleep(TTL)  # the shares' idle return has no event to wait on
     again = admit_all(kube, started, 200, "q")
     assert allowed.count(True) + again.count(True) == 200
 

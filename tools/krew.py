@@ -90,6 +90,11 @@ spec:
 {platforms}"""
 
 
+def outputs() -> dict[Path, str | bytes]:
+    data = archive()
+    return {ARCHIVE: data, MANIFEST: manifest(data)}
+
+
 def main() -> int:
     data = archive()
     ARCHIVE.parent.mkdir(parents=True, exist_ok=True)

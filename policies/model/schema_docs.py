@@ -13,7 +13,7 @@ HEADER = """# Policy field reference
 
 Generated from the JSON Schema (`policies/model/gpupolicy.schema.json`, built by
 `policies/model/schema.py`); `tests/test_schema.py` keeps this page, the schema file and the
-loader in agreement (`UPDATE_SCHEMA=1` rewrites both). Editors validate policy files against the
+loader in agreement (`python -m tools.generate` rewrites both). Editors validate policy files against the
 schema with a first line `# yaml-language-server: $schema=<path or URL of the schema>`.
 
 The schema checks each field on its own; what depends on two fields or on running code is the
