@@ -73,3 +73,12 @@ def test_the_docs_have_examples_of_each_kind():
         if isinstance(d, dict) and "kind" in d
     }
     assert {"Pod", "WorkloadKind", "Test"} <= kinds
+
+
+def test_the_readme_is_a_front_page_with_the_two_set_up_commands_linking_every_docs_page():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert "pip install -c constraints.txt -e '.[dev]' && .venv/bin/python -m pytest" in text
+    assert "pip install -c constraints.txt -e . && .venv/bin/gpu-admission serve" in text
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md"}
+    assert pages == set(re.findall(r"\]\(docs/([\w-]+\.md)\)", text))

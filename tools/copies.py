@@ -21,4 +21,20 @@ COPIES = {
 
 
 def outputs() -> dict[Path, str]:
-    return {copy: source.read_text() for source, copies in COPIES.items() for copy in copies}
+    found = {copy: source.read_text() for source, copies in COPIES.items() for copy in copies}
+    return found | site_index()
+
+
+REPOSITORY = "https://github.com/gpu-admission/gpu-admission/blob/main/"
+INDEX = ROOT / "docs" / "index.md"
+
+
+def site_index() -> dict[Path, str]:
+    """The docs site's home page: the README, its links made to work from docs/ (pages there by
+    their names, files outside by the repository's address)."""
+    text = (ROOT / "README.md").read_text()
+    text = text.replace("](docs/", "](")
+    for outside in ("CONTRIBUTING.md", "CHANGELOG.md"):
+        text = text.replace(f"]({outside})", f"]({REPOSITORY}{outside})")
+    header = "<!-- Generated from README.md by tools/copies.py (python -m tools.generate). -->\n"
+    return {INDEX: header + text}
