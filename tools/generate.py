@@ -1,10 +1,11 @@
 """Every derived file, from one command. `python -m tools.generate` writes them; `--check` writes
 nothing and fails (exit 1) naming each file that differs from what it would write, which CI runs.
 
-Derived here: both webhook configurations (tools/webhook_manifests.py), the krew archive and
-manifest (tools/krew.py), the GPUPolicy schema and its field reference (tools/schema_files.py),
-the README's GPU and cloud-label tables (tools/readme_tables.py), and the files kustomize and
-Helm each need a copy of in their own tree (tools/copies.py).
+Derived here: both webhook configurations (tools/webhook_manifests.py); the krew manifest, whose
+sha256 is the archive's (tools/krew.py; `python -m tools.krew` builds the archive into dist/);
+the GPUPolicy schema and its field reference (tools/schema_files.py); the GPU and cloud-label
+tables of docs/gpus.md (tools/readme_tables.py); the files kustomize and Helm each need a copy of
+in their own tree, and the docs site's home page made from the README (tools/copies.py).
 """
 
 from __future__ import annotations
