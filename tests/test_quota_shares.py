@@ -141,3 +141,10 @@ def test_random_schedules_of_admissions_deletions_crashes_and_restarts_never_ove
         assert held <= limit, f"{held} pods under a limit of {limit}"
         most = max(most, held)
     assert most >= limit // 2, "the schedule came near the limit"  # seeds 2 and 3 reach it exactly
+
+
+def test_a_process_restarted_under_the_same_name_counts_its_predecessors_share_as_another_replicas():
+    from webhook.cluster.escrow import Escrow
+
+    before, after = Escrow("gpu-admission-7d9f"), Escrow("gpu-admission-7d9f")
+    assert before.key != after.key and before.key.startswith("grant:gpu-admission-7d9f.")

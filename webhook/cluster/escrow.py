@@ -1,7 +1,7 @@
 """Escrow for `consistency: strict` quotas: each replica holds a share of a budget, granted through
 the quota's Lease, and admits from it locally, with no write to the API server.
 
-A share is one entry in the Lease, `grant:<replica>`, whose usage is what the replica holds:
+A share is one entry in the Lease, `grant:<replica>.<process>`, whose usage is what it holds:
 what is left of its grants, plus what it admitted from them in the last `ttl` seconds (other
 replicas may not see those pods in their watch yet, so they stay counted in the entry until
 every watch has: the same bound the per-pod entries rest on). Other replicas count the entry
@@ -26,6 +26,7 @@ is little where it matters.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections import deque
@@ -96,7 +97,9 @@ class Escrow:
 
     def __init__(self, identity: str, ttl: float = 30.0, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.identity = identity
-        self.key = grant_key(identity)
+        # Each process its own entry: a container restarted under the same pod name must not take
+        # its predecessor's entry for its own (and so stop counting what that one admitted lately).
+        self.key = grant_key(f"{identity}.{secrets.token_hex(4)}")
         self.ttl = ttl
         self.monotonic = monotonic
         self.shares: dict[Key, Share] = {}
