@@ -11,13 +11,10 @@ admits (`unbounded`), which no budget can hold.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from fractions import Fraction
 
 from policies.cluster import ClusterState
 from policies.gpu.catalog import Catalog
-from policies.gpu.claims import Ask
-from policies.gpu.placement import Placement, unit_charge
-from policies.judge.usage import EMPTY, Usage
+from policies.judge.usage import EMPTY, Usage, charged
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy
 from policies.pod import ClaimRef, PodView
@@ -31,22 +28,6 @@ class ClaimsCharge:
 
 
 NO_CLAIMS = ClaimsCharge()
-
-
-def _ask_usage(ask: Ask, placement: Placement, catalog: Catalog) -> Usage:
-    total = EMPTY
-    for name, count in ask:
-        charge = unit_charge(catalog.resource(name), placement, catalog)
-        slices = dict.fromkeys(charge.slices, count)
-        weight = charge.weight * count
-        total = total + Usage(
-            Fraction(0) if charge.shared else weight,
-            slices,
-            charge.gpus * count,
-            0,
-            weight if charge.shared else Fraction(0),
-        )
-    return total
 
 
 def _most(a: Usage, b: Usage) -> Usage:
@@ -76,7 +57,7 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
         for alternatives in demand.requests:
             most = EMPTY
             for ask in alternatives:
-                most = _most(most, _ask_usage(ask, pod.placement, catalog))
+                most = _most(most, charged(dict(ask), pod.placement, catalog))
             usage = usage + most
     return ClaimsCharge(usage, tuple(missing), tuple(unbounded))
 

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from policies.gpu.catalog import Catalog
 from policies.gpu.models import HAMI_RESOURCES
-from policies.gpu.placement import unit_charge
+from policies.gpu.placement import Placement, unit_charge
 from policies.pod import PodView
 
 
@@ -140,6 +140,20 @@ def pod_usage(pod: PodView, catalog: Catalog) -> Usage:
     hami = not HAMI_RESOURCES.isdisjoint(amounts) and not any(
         amounts.get(name, 0) >= 100 for name in ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage")
     )
+    return charged(amounts, pod.placement, catalog, hami, pods=1, outright=pod.gpu_share)
+
+
+def charged(
+    amounts: Mapping[str, Decimal | int],
+    placement: Placement,
+    catalog: Catalog,
+    hami: bool = False,
+    pods: int = 0,
+    outright: Fraction = Fraction(0),
+) -> Usage:
+    """What `amounts` of GPU resources hold, each unit at the most it could hold where
+    `placement` admits (a pod's containers, or a DRA claim's request), with `pods` and GPU-
+    equivalents held `outright` beside them."""
     slices: dict[str, int] = {}
     gpus = 0
     # Summed over a common denominator in ints, one Fraction at the end: each Fraction operator
@@ -147,7 +161,7 @@ def pod_usage(pod: PodView, catalog: Catalog) -> Usage:
     owned = [0, 1]  # numerator, denominator
     shared = [0, 1]
     for name, amount in amounts.items():
-        charge = unit_charge(catalog.resource(name), pod.placement, catalog, hami)
+        charge = unit_charge(catalog.resource(name), placement, catalog, hami)
         count = int(amount)
         if not charge.weight:
             continue
@@ -158,8 +172,8 @@ def pod_usage(pod: PodView, catalog: Catalog) -> Usage:
         weight = charge.weight
         total[0] = total[0] * weight.denominator + count * weight.numerator * total[1]
         total[1] *= weight.denominator
-    owned_total = Fraction(owned[0], owned[1]) + pod.gpu_share
-    return Usage(owned_total, slices, gpus, 1, Fraction(shared[0], shared[1]))
+    owned_total = Fraction(owned[0], owned[1]) + outright
+    return Usage(owned_total, slices, gpus, pods, Fraction(shared[0], shared[1]))
 
 
 def counts_against_quota(pod: PodView) -> bool:
