@@ -37,10 +37,9 @@ from fractions import Fraction
 from policies.judge.quota import Amount, dimensions
 from policies.judge.usage import EMPTY, Usage
 from policies.model.policy import Quota
-from webhook.cluster.shared_quota import SharedReservations
+from webhook.cluster.shared_quota import GRANT_PREFIX, SharedReservations
 
 log = logging.getLogger("gpu_admission.quota")
-GRANT_PREFIX = "grant:"
 CHUNK_PODS = 16  # a grant holds what this many pods like the one asking would take ...
 CHUNK_SHARE = Fraction(1, 8)  # ... or this share of the limit, whichever is more, and at most a share
 # of what is free: half of it, split between this replica and those holding shares already.

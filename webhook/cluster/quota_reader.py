@@ -23,9 +23,8 @@ from kubernetes.client.exceptions import ApiException
 
 from policies.judge.ledger import Ledger
 from policies.judge.usage import Usage
-from webhook.cluster.escrow import GRANT_PREFIX
 from webhook.cluster.identity import api_client, load_kubeconfig
-from webhook.cluster.shared_quota import LEDGER_LABEL, parse_lease
+from webhook.cluster.shared_quota import GRANT_PREFIX, LEDGER_LABEL, parse_lease
 from webhook.sources.configmaps import POLICY_LABEL, texts_of
 
 Texts = list[tuple[str, str]]

@@ -45,6 +45,7 @@ SWEEP_GRACE = 300.0  # seconds past the last reservation's expiry before its Lea
 log = logging.getLogger("gpu_admission.quota")
 TIMEOUT = (1.0, 2.0)  # connect, read: well inside the webhook's own timeout
 RESERVATIONS = "gpu-admission.io/reservations"
+GRANT_PREFIX = "grant:"  # entries holding a replica's share (webhook.cluster.escrow), not a pod's reservation
 Key = tuple[str, str]  # (policy, scope)
 
 
@@ -175,7 +176,7 @@ class SharedReservations:
         return sum(
             1
             for entry in self._state(key).entries
-            if entry.key.startswith("grant:") and entry.key != own and self._alive(key, entry, now)
+            if entry.key.startswith(GRANT_PREFIX) and entry.key != own and self._alive(key, entry, now)
         )
 
     def withdraw(self, keys: tuple[Key, ...], pod: PodRef) -> None:

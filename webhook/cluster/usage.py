@@ -32,9 +32,9 @@ from policies.judge.verdict import Verdict
 from policies.model.policy import Action, Consistency, GPUPolicy, Quota
 from policies.model.policyset import PolicySet
 from policies.quantity import parse_quantity
-from webhook.cluster.escrow import GRANT_PREFIX, Escrow, refill
+from webhook.cluster.escrow import Escrow, refill
 from webhook.cluster.reservations import PodRef, Reservation, Reservations, updated_pod
-from webhook.cluster.shared_quota import LedgerUnavailable, SharedReservations
+from webhook.cluster.shared_quota import GRANT_PREFIX, LedgerUnavailable, SharedReservations
 from webhook.metrics import STRICT_OUT_OF_TIME, TRACKED_PODS
 
 # What a strict admission may spend on its Leases (turns, writes, re-reads after conflicts):
@@ -156,21 +156,14 @@ class PodUsageTracker:
             with self.shared.turn(strict, deadline - self._clock()) as ours:
                 if not ours:
                     return self._out_of_time(decision, attempts)
-                if self.escrow is not None:
-                    decision, in_turn = self._reserve(decide, pod, dry_run, raw)
-                    if not in_turn:  # a share granted while this one waited its turn (or denied anew)
-                        return decision
+                decision, in_turn = self._reserve(decide, pod, dry_run, raw)
+                if in_turn and self.escrow is not None:  # no share granted meanwhile: ask for one
                     self._release(pod)
                     quotas = self._quotas(in_turn)
-                    if refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self._claimed):
-                        decision, in_turn = self._reserve(decide, pod, dry_run, raw)
-                        if not in_turn:  # admitted from the share just granted (or judged anew and denied)
-                            return decision
-                        self._release(pod)
-                while True:
+                    refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self._claimed)
+                    # Judged again either way: from the share, or on the Lease as the refill left it.
                     decision, in_turn = self._reserve(decide, pod, dry_run, raw)
-                    if not in_turn:
-                        return decision
+                while in_turn:
                     if not set(in_turn) <= set(strict):  # a new policy set meanwhile: other Leases
                         self._release(pod)
                         break
@@ -180,6 +173,9 @@ class PodUsageTracker:
                     self._release(pod)  # another replica wrote first: read again, judge again
                     if self._clock() >= deadline:
                         return self._out_of_time(decision, attempts)
+                    decision, in_turn = self._reserve(decide, pod, dry_run, raw)
+                if not in_turn:  # admitted without a write (a share, no strict budget left), or denied
+                    return decision
             if self._clock() >= deadline:
                 return self._out_of_time(decision, attempts)
 

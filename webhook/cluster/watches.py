@@ -169,25 +169,21 @@ def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: An
     """DRA ResourceClaims and ResourceClaimTemplates (resource.k8s.io/v1, Kubernetes 1.34 on;
     optional: an API server without it has none)."""
     resource = client.ResourceV1Api(api_client)
+    kinds = (
+        ("resourceclaims", resource.list_resource_claim_for_all_namespaces, False),
+        ("resourceclaimtemplates", resource.list_resource_claim_template_for_all_namespaces, True),
+    )
     return [
         ListWatch(
-            "resourceclaims",
-            resource.list_resource_claim_for_all_namespaces,
+            name,
+            lister,
             (),
-            view.claims.lister(template=False),
-            view.claims.observer(template=False),
+            view.claims.lister(template),
+            view.claims.observer(template),
             optional=True,
             **options,
-        ),
-        ListWatch(
-            "resourceclaimtemplates",
-            resource.list_resource_claim_template_for_all_namespaces,
-            (),
-            view.claims.lister(template=True),
-            view.claims.observer(template=True),
-            optional=True,
-            **options,
-        ),
+        )
+        for name, lister, template in kinds
     ]
 
 
