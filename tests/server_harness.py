@@ -98,6 +98,17 @@ def admission_review(
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
+@contextmanager
+def api_server(holder: EngineHolder, cert_dir: Path) -> Iterator[ApiServer]:
+    """The API server's side of admission against `holder` served over HTTPS."""
+    with https_server(holder, cert_dir) as (port, ca):
+        client = Client(port, ca)
+        try:
+            yield ApiServer(client)
+        finally:
+            client.close()
+
+
 class ApiServer:
     """The API server's side of admission, over real HTTPS: mutating webhook, its patch applied
     with an RFC 6902 implementation, then the validating webhook on the result."""

@@ -15,7 +15,7 @@ from policies.judge.quota import NoUsage
 from tests import test_cluster
 from tests.conftest import engine_from, plain_container, pod, policy
 from tests.kube_fake import FakeKube
-from tests.server_harness import ApiServer, Client, https_server
+from tests.server_harness import api_server
 from tests.test_cluster import NS, Replica, start
 from webhook.state import EngineHolder, Settings
 
@@ -131,10 +131,8 @@ def api(tmp_path_factory):
     holder.swap(engine_from(*POLICIES))
     for template in (False, True):
         holder.view.claims.lister(template)([c for c in CLAIMS if (c["kind"] == "ResourceClaimTemplate") is template])
-    with https_server(holder, tmp_path_factory.mktemp("certs")) as (port, ca):
-        client = Client(port, ca)
-        yield ApiServer(client)
-        client.close()
+    with api_server(holder, tmp_path_factory.mktemp("certs")) as server:
+        yield server
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
-from tests.server_harness import ApiServer, Client, admission_review, https_server
+from tests.server_harness import admission_review, api_server
 from webhook.state import EngineHolder, Settings
 
 POLICIES = [
@@ -57,10 +57,8 @@ KUBELET = {"username": "system:node:gpu-1", "groups": ("system:nodes", "system:a
 def api(tmp_path_factory):
     holder = EngineHolder(Settings())
     holder.swap(engine_from(*POLICIES))
-    with https_server(holder, tmp_path_factory.mktemp("certs")) as (port, ca):
-        client = Client(port, ca)
-        yield ApiServer(client)
-        client.close()
+    with api_server(holder, tmp_path_factory.mktemp("certs")) as server:
+        yield server
 
 
 def gpu_pod(

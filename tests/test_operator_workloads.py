@@ -13,7 +13,7 @@ from policies.judge.quota import NoUsage
 from policies.model.loader import load_texts
 from policies.quantity import parse_quantity
 from tests.conftest import engine_from, policy
-from tests.server_harness import ApiServer, Client, admission_review, https_server
+from tests.server_harness import ApiServer, admission_review, api_server
 from webhook.state import EngineHolder, Settings
 
 POLICIES = [
@@ -57,10 +57,8 @@ def deployment(namespace: str, replicas: int, gpus: int) -> dict[str, Any]:
 def api(tmp_path_factory):
     holder = EngineHolder(Settings())
     holder.swap(engine_from(*POLICIES))
-    with https_server(holder, tmp_path_factory.mktemp("certs")) as (port, ca):
-        client = Client(port, ca)
-        yield ApiServer(client)
-        client.close()
+    with api_server(holder, tmp_path_factory.mktemp("certs")) as server:
+        yield server
 
 
 def review(api: ApiServer, obj: dict[str, Any]) -> dict[str, Any]:

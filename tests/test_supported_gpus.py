@@ -1,11 +1,11 @@
-"""The README's "Supported GPUs" table is the catalog's, rendered by tools/readme_tables.py: it
+"""The "Supported GPUs" table of docs/gpus.md is the catalog's, rendered by tools/doc_tables.py: it
 cannot drift (`python -m tools.generate` writes it after a catalog change)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tools.readme_tables import BEGIN, CLOUD_BEGIN, CLOUD_END, END, README, render, render_cloud
+from tools.doc_tables import BEGIN, CLOUD_BEGIN, CLOUD_END, END, PAGE, render, render_cloud
 
 
 @pytest.mark.parametrize(
@@ -13,7 +13,7 @@ from tools.readme_tables import BEGIN, CLOUD_BEGIN, CLOUD_END, END, README, rend
     [(BEGIN, END, render), (CLOUD_BEGIN, CLOUD_END, render_cloud)],
     ids=["catalog", "cloud-labels"],
 )
-def test_the_readme_lists_exactly_the_catalogs_gpus(begin, end, rendered):
-    text = README.read_text()
+def test_the_gpus_page_lists_exactly_the_catalogs_gpus(begin, end, rendered):
+    text = PAGE.read_text()
     start, stop = text.index(begin), text.index(end) + len(end)
     assert text[start:stop] == rendered(), "the catalog changed: python -m tools.generate"

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from policies.gpu.devices import DEVICE_ENV as DEVICE_VARIABLES
 from policies.model.workload_conditions import BOUND, custom_kinds, kind_condition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +31,8 @@ EXCLUDED = [
     "nvidia-device-plugin",
 ]
 NAMESPACE = "gpu-admission"
-DEVICE_ENV = "['NVIDIA_VISIBLE_DEVICES', 'NVIDIA_MIG_CONFIG_DEVICES', 'NVIDIA_MIG_MONITOR_DEVICES']"
+# The variables the NVIDIA runtime reads as a device list, as a CEL list (the engine's own set).
+DEVICE_ENV = "[" + ", ".join(f"'{name}'" for name in sorted(DEVICE_VARIABLES)) + "]"
 # NVIDIA's resources, and DRA extended resources of a device class (KEP-5004)
 ASKS = "r.startsWith('nvidia.com/') || r.startsWith('deviceclass.resource.kubernetes.io/')"
 # A ConfigMap's or Secret's keys that envFrom would hand over as those variables: a map lookup each.
