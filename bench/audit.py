@@ -34,7 +34,6 @@ from policies.gpu.capacity import node_gpus  # noqa: E402
 from policies.judge.quota import NoUsage  # noqa: E402
 from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
-from policies.quantity import parse_quantity  # noqa: E402
 
 POLICY = (ROOT / "examples/policies/training-quota.yaml").read_text().replace("team-a, team-a-*", "ns-*")
 PROFILES = ("nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb", "nvidia.com/gpu")
@@ -74,7 +73,7 @@ def nodes() -> list[dict]:
 
 
 def engine() -> Engine:
-    return Engine(PolicySet(load_texts([("p.yaml", POLICY)], parse_quantity).policies), parse_quantity)
+    return Engine(PolicySet(load_texts([("p.yaml", POLICY)]).policies))
 
 
 def admissions(count: int) -> list[float]:
@@ -100,7 +99,7 @@ def main() -> None:
     parser.add_argument("--admissions", type=int, default=4000)
     args = parser.parse_args()
     made, made_nodes = pods(args.pods), nodes()
-    by_name = {n.name: n for n in (node_gpus(raw, parse_quantity) for raw in made_nodes)}
+    by_name = {n.name: n for n in (node_gpus(raw) for raw in made_nodes)}
     start = time.perf_counter()
     report = audit(engine(), made, KnownCluster({f"ns-{i}": {} for i in range(200)}), by_name)
     took = time.perf_counter() - start

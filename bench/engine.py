@@ -26,7 +26,6 @@ from policies.errors import InputError
 from policies.judge.ledger import Ledger
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
-from policies.quantity import parse_quantity
 
 POD = {
     "apiVersion": "v1",
@@ -75,9 +74,9 @@ spec:
 
 def engine(total: int, matching: int = 10) -> Engine:
     texts = [(f"p{i}.yaml", policy(i, i < matching)) for i in range(total)]
-    result = load_texts(texts, parse_quantity)
+    result = load_texts(texts)
     assert not result.problems, result.problems[:3]
-    return Engine(PolicySet(result.policies), parse_quantity)
+    return Engine(PolicySet(result.policies))
 
 
 POD_JSON = orjson.dumps(POD)

@@ -81,10 +81,9 @@ def bodies(path: str) -> list[bytes]:
     if path != "/validate":
         return [review(i) for i in range(64)]
     from policies.engine import Engine
-    from policies.quantity import parse_quantity
     from webhook.sources.files import load_policies
 
-    engine = Engine(load_policies(None)[0], parse_quantity)
+    engine = Engine(load_policies(None)[0])
     return [review(i, engine.mutate(pod(i)).object) for i in range(64)]
 
 

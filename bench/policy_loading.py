@@ -25,7 +25,6 @@ from policies.engine import Engine  # noqa: E402
 from policies.model import yamldoc  # noqa: E402
 from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
-from policies.quantity import parse_quantity  # noqa: E402
 from webhook.serving import admission  # noqa: E402
 from webhook.serving.review import parse_review  # noqa: E402
 from webhook.state import EngineHolder  # noqa: E402
@@ -62,9 +61,9 @@ def main() -> None:
     args = parser.parse_args()
     texts = [(f"p{i}.yaml", sample.policy(i, i < 10)) for i in range(1000)]
     holder = EngineHolder()
-    holder.swap(Engine(PolicySet(load_texts(texts[:10], parse_quantity).policies), parse_quantity))
+    holder.swap(Engine(PolicySet(load_texts(texts[:10]).policies)))
     review = parse_review(configmap_review(300))
-    assert not load_texts(texts, parse_quantity).problems
+    assert not load_texts(texts).problems
     assert admission.validate(holder, review).allowed
     for name, loader in (
         ("libyaml (CSafeLoader, shipped)", yaml.CSafeLoader),
@@ -73,7 +72,7 @@ def main() -> None:
         loads, reviews = [], []
         with mock.patch.object(yamldoc, "FAST_LOADER", loader):
             for _ in range(args.rounds):
-                loads.append(seconds(lambda: load_texts(texts, parse_quantity)))
+                loads.append(seconds(lambda: load_texts(texts)))
                 reviews.append(seconds(lambda: admission.validate(holder, review)))
         print(f"{name}:")
         print(f"  load 1,000 policies (1,000 files):      {statistics.median(loads):6.3f} s  (target under 1 s)")

@@ -37,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 from policies.engine import Engine  # noqa: E402
 from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
-from policies.quantity import parse_quantity  # noqa: E402
 from webhook.cluster.reservations import PodRef  # noqa: E402
 from webhook.cluster.shared_quota import SharedReservations  # noqa: E402
 from webhook.cluster.usage import PodUsageTracker  # noqa: E402
@@ -117,11 +116,7 @@ def recharge_ms(count: int, rounds: int) -> float:
     """Median ms to charge `count` counted pods under a new policy set (a limit changed) from
     the counters' records."""
     sets = [
-        PolicySet(
-            load_texts(
-                [("bench.yaml", POLICIES.replace("pods: 100000", f"pods: {100000 - i}"))], parse_quantity
-            ).policies
-        )
+        PolicySet(load_texts([("bench.yaml", POLICIES.replace("pods: 100000", f"pods: {100000 - i}"))]).policies)
         for i in range(2)
     ]
     current = [sets[0]]
@@ -167,8 +162,8 @@ def contended(
     consistency, shares = MODES[mode]
     kube = FakeKube()
     kube.start()
-    loaded = load_texts([("strict.yaml", STRICT % consistency)], parse_quantity)
-    engine = Engine(PolicySet(loaded.policies), parse_quantity)
+    loaded = load_texts([("strict.yaml", STRICT % consistency)])
+    engine = Engine(PolicySet(loaded.policies))
     replicas = []
     for index in range(replica_count):
         name = f"replica-{index}"
@@ -214,9 +209,9 @@ def main() -> None:
     parser.add_argument("--contended", type=int, default=450, help="admissions by three contending replicas")
     parser.add_argument("--rates", default="burst,150,300,1000", help="offered loads: burst or admissions a second")
     args = parser.parse_args()
-    loaded = load_texts([("bench.yaml", POLICIES)], parse_quantity)
+    loaded = load_texts([("bench.yaml", POLICIES)])
     assert not loaded.problems, loaded.problems
-    engine = Engine(PolicySet(loaded.policies), parse_quantity)
+    engine = Engine(PolicySet(loaded.policies))
     small, _, _ = tracked(engine, 100)
     large, relist_s, grown = tracked(engine, args.pods)
     assert large.tracked_pods == args.pods

@@ -17,7 +17,7 @@ from policies.errors import InputError
 from policies.gpu.catalog import ResourceKind, resource_kind
 from policies.gpu.devices import DEVICE_ENV, DEVICE_ENV_PREFIXES, is_dra_gpu
 from policies.gpu.models import WHOLE_GPU_RESOURCE
-from policies.quantity import QuantityParser
+from policies.quantity import parse_quantity
 
 SHM_PATH = "/dev/shm"
 _SHM_PATHS = (SHM_PATH, SHM_PATH + "/")
@@ -95,7 +95,7 @@ def json_list(raw: object, path: str) -> list[object]:
     return raw
 
 
-def _quantities(raw: object, container: str, section: str, parse: QuantityParser) -> dict[str, Decimal]:
+def _quantities(raw: object, container: str, section: str) -> dict[str, Decimal]:
     """nvidia.com/ resources only (the API server validates the rest, and parsing is the costly
     part): extended resources, so whole and non-negative. Field paths are made only when wrong."""
     parsed: dict[str, Decimal] = {}
@@ -109,7 +109,7 @@ def _quantities(raw: object, container: str, section: str, parse: QuantityParser
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise InputError(f"{path}.{resource}", f"{value!r} is not a quantity")
         try:
-            amount = parse(value)
+            amount = parse_quantity(value)
         except (ValueError, TypeError, ArithmeticError) as error:
             raise InputError(f"{path}.{resource}", f"{value!r} is not a Kubernetes quantity ({error})") from None
         if amount < 0 or amount % 1:
@@ -169,11 +169,11 @@ def _mounts_shm(fields: Mapping[str, object], path: str) -> bool:
 
 
 def read_containers(
-    spec: Mapping[str, object], key: str, parse: QuantityParser, env: list[DeviceEnv], env_from: EnvFromFound
+    spec: Mapping[str, object], key: str, env: list[DeviceEnv], env_from: EnvFromFound
 ) -> tuple[ContainerView, ...]:
     items = json_list(spec.get(key), f"spec.{key}")
     init = key != "containers"
-    return tuple(_container(c, _item_path(key, i), i, init, parse, env, env_from) for i, c in enumerate(items))
+    return tuple(_container(c, _item_path(key, i), i, init, env, env_from) for i, c in enumerate(items))
 
 
 @lru_cache(maxsize=512)
@@ -182,7 +182,7 @@ def _item_path(key: str, index: int) -> str:
 
 
 def _container(
-    raw: object, path: str, index: int, init: bool, parse: QuantityParser, env: list[DeviceEnv], env_from: EnvFromFound
+    raw: object, path: str, index: int, init: bool, env: list[DeviceEnv], env_from: EnvFromFound
 ) -> ContainerView:
     fields = mapping(raw, path)
     name = fields.get("name")
@@ -191,8 +191,8 @@ def _container(
     resources = fields.get("resources")
     if type(resources) is not dict:
         resources = mapping(resources, f"{path}.resources")
-    requests = _quantities(resources.get("requests"), path, "requests", parse)
-    limits = _quantities(resources.get("limits"), path, "limits", parse)
+    requests = _quantities(resources.get("requests"), path, "requests")
+    limits = _quantities(resources.get("limits"), path, "limits")
     # env and mounts only matter where runtime settings go: containers that hold GPUs.
     gpu = bool(requests or limits)
     if "envFrom" in fields:

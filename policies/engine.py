@@ -26,7 +26,6 @@ from policies.model.policyset import PolicySet
 from policies.model.workloads import Form
 from policies.mutate.document import JSON, Change
 from policies.mutate.mutation import MutationResult, mutate_pod
-from policies.quantity import QuantityParser
 from policies.request import Operation, RequestInfo
 
 
@@ -67,13 +66,12 @@ def _being_deleted(raw: JSON) -> bool:
 @dataclass(frozen=True)
 class Engine:
     policy_set: PolicySet
-    parse_quantity: QuantityParser
 
     def mutate(
         self, raw: JSON, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
     ) -> MutationResult:
         require_pod(raw)
-        return mutate_pod(raw, self.policy_set, self.parse_quantity, request, cluster)
+        return mutate_pod(raw, self.policy_set, request, cluster)
 
     def judges(self, api_version: object, kind: object) -> bool:
         """Whether objects of this kind are judged: Pods, workloads whose templates are known,
@@ -120,7 +118,7 @@ class Engine:
         namespace = template.pod["metadata"]["namespace"]
         creating = request._replace(namespace=namespace, operation=Operation.CREATE, old_object=None)
         try:
-            return mutate_pod(template.pod, self.policy_set, self.parse_quantity, creating, cluster)
+            return mutate_pod(template.pod, self.policy_set, creating, cluster)
         except InputError as error:
             raise InputError(f"{template.path}.{error.path}", error.message) from None
 
@@ -156,11 +154,11 @@ class Engine:
     def _judge_ephemeral(
         self, kind: str, raw: JSON, usage: UsageSource, request: RequestInfo, cluster: ClusterState
     ) -> Decision:
-        return validate_ephemeral(raw, self.policy_set, self.parse_quantity, request, cluster)
+        return validate_ephemeral(raw, self.policy_set, request, cluster)
 
     def _judge(self, kind: str, raw: JSON, usage: UsageSource, request: RequestInfo, cluster: ClusterState) -> Decision:
         if kind == "Pod":
-            return validate_pod(raw, self.policy_set, self.parse_quantity, usage, request, cluster=cluster)
+            return validate_pod(raw, self.policy_set, usage, request, cluster=cluster)
         if kind in ENV_SOURCE_KINDS:
             return judge_env_source(raw, kind, request.namespace, self.policy_set, cluster)
         found = pod_templates(raw, request.namespace, self.policy_set.workloads)
@@ -191,10 +189,8 @@ class Engine:
         subject = f"{subject_of(raw, namespace)} {template.path}"
         try:
             # The workload's pods will pass the mutating webhook first: judge them as they will be.
-            mutation = mutate_pod(template.pod, self.policy_set, self.parse_quantity, creating, cluster)
-            decision = validate_pod(
-                mutation.object, self.policy_set, self.parse_quantity, usage, creating, subject, cluster
-            )
+            mutation = mutate_pod(template.pod, self.policy_set, creating, cluster)
+            decision = validate_pod(mutation.object, self.policy_set, usage, creating, subject, cluster)
         except InputError as error:
             raise InputError(f"{template.path}.{error.path}", error.message) from None
         matched = tuple(p for p in self.policy_set.policies if p.name in decision.policies)

@@ -22,7 +22,6 @@ from policies.gpu.devices import (
     mount_lists_devices,
 )
 from policies.gpu.placement import Placement, parse_placement
-from policies.quantity import QuantityParser
 
 ANNOTATION_PREFIX = "gpu-admission.io/"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -165,7 +164,7 @@ def _claims(spec: Mapping[str, object]) -> tuple[ClaimRef, ...]:
     return tuple(found)
 
 
-def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
+def parse_pod(raw: object) -> PodView:
     """A PodView of a Pod's JSON, or of a pod template (metadata + spec)."""
     pod = mapping(raw, "")
     metadata = mapping(pod.get("metadata"), "metadata")
@@ -177,10 +176,10 @@ def parse_pod(raw: object, parse_quantity: QuantityParser) -> PodView:
     annotations = string_map(metadata.get("annotations"), "metadata.annotations")
     env: list[DeviceEnv] = []
     env_from: list[tuple[str, str]] = []
-    containers = read_containers(spec, "containers", parse_quantity, env, env_from)
-    init_containers = read_containers(spec, "initContainers", parse_quantity, env, env_from)
+    containers = read_containers(spec, "containers", env, env_from)
+    init_containers = read_containers(spec, "initContainers", env, env_from)
     if spec.get("ephemeralContainers"):  # read for their device access only
-        read_containers(spec, "ephemeralContainers", parse_quantity, env, env_from)
+        read_containers(spec, "ephemeralContainers", env, env_from)
     volume_names, host_devices = _volumes(json_list(spec.get("volumes"), "spec.volumes"))
     host_devices += _device_list_mounts(spec)
     for i, toleration in enumerate(json_list(spec.get("tolerations"), "spec.tolerations")):  # written into

@@ -15,11 +15,8 @@ rounded up to nano units, as apimachinery rounds them.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from decimal import ROUND_UP, Decimal, localcontext
 from functools import lru_cache
-
-QuantityParser = Callable[[object], Decimal]
 
 MAX = 2**63 - 1  # apimachinery's largest magnitude
 NANO = Decimal("1e-9")

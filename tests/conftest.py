@@ -19,7 +19,6 @@ from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
 from policies.mutate.document import JSON
 from policies.mutate.mutation import MutationResult
-from policies.quantity import parse_quantity
 from policies.request import RequestInfo
 
 _API = ApiClient()
@@ -41,9 +40,9 @@ class PatchCheckingEngine(Engine):
 
 def engine_from(*documents: str) -> Engine:
     texts = [(f"policy-{i}.yaml", textwrap.dedent(doc)) for i, doc in enumerate(documents)]
-    result = load_texts(texts, parse_quantity)
+    result = load_texts(texts)
     assert not result.problems, [str(p) for p in result.problems]
-    return PatchCheckingEngine(PolicySet(result.policies), parse_quantity)
+    return PatchCheckingEngine(PolicySet(result.policies))
 
 
 def policy(name: str = "p", spec: str = "") -> str:
@@ -93,7 +92,7 @@ def default_engine() -> Engine:
 
     policy_set, result = load_policies(None)
     assert not result.problems
-    return PatchCheckingEngine(policy_set, parse_quantity)
+    return PatchCheckingEngine(policy_set)
 
 
 @pytest.fixture

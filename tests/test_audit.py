@@ -15,7 +15,6 @@ from policies.audit.judging import audit
 from policies.audit.policyreport import MAX_RESULTS, TRUNCATED, policy_reports
 from policies.cluster import KnownCluster
 from policies.gpu.capacity import node_gpus
-from policies.quantity import parse_quantity
 from tests.conftest import engine_from
 from webhook.cli.main import main
 from webhook.cluster.background_audit import BackgroundAudit, run_process
@@ -53,7 +52,7 @@ SLICE = {"nvidia.com/mig-1g.10gb": "1"}
 
 def run(pods, nodes=(), policies=TRAINING):
     engine = engine_from(policies)
-    by_name = {n.name: n for n in (node_gpus(raw, parse_quantity) for raw in nodes)}
+    by_name = {n.name: n for n in (node_gpus(raw) for raw in nodes)}
     return audit(engine, pods, KnownCluster({"team-a": {}}), by_name)
 
 

@@ -6,7 +6,6 @@ from policies.cluster import KnownCluster
 from policies.judge.ledger import Ledger
 from policies.model.cel import CelCompileError, CelEvaluationError, CelInput, compile_expression
 from policies.model.loader import load_texts
-from policies.quantity import parse_quantity
 from policies.request import Operation, RequestInfo
 from tests.conftest import engine_from, gpu_container, pod, policy
 
@@ -121,7 +120,7 @@ def test_variables_are_computed_once_and_read_by_rules_and_messages():
 )
 def test_variable_mistakes_are_load_problems(variables, rule, problem):
     text = policy("v", f'variables: {variables}\nrules:\n  - name: r\n    expression: "{rule}"\n')
-    result = load_texts([("f.yaml", text)], parse_quantity)
+    result = load_texts([("f.yaml", text)])
     assert any(problem in p.message for p in result.problems), result.problems
 
 

@@ -17,7 +17,6 @@ from policies.gpu.catalog import CATALOG
 from policies.gpu.models import GpuModel
 from policies.judge.usage import effective_gpu_requests, pod_usage
 from policies.pod import parse_pod
-from policies.quantity import parse_quantity
 
 PRODUCT, STRATEGY = "nvidia.com/gpu.product", "nvidia.com/mig.strategy"
 HAMI = "nvidia.com/gpumem"
@@ -112,7 +111,7 @@ def lands_on(spec: dict[str, Any], node: Node) -> bool:
 def held_on(raw: dict[str, Any], node: Node) -> tuple[Fraction, Fraction, int] | None:
     """(owned GPU-equivalents, shared GPU-equivalents, whole GPUs) the pod holds on `node`;
     None where the node cannot serve one of its resources."""
-    amounts = effective_gpu_requests(parse_pod(raw, parse_quantity))
+    amounts = effective_gpu_requests(parse_pod(raw))
     hami = HAMI in amounts
     owned, shared, gpus = Fraction(0), Fraction(0), 0
     for name, amount in amounts.items():
@@ -212,7 +211,7 @@ def gpu_pods(draw):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gpu_pods(), st.sampled_from([Fraction(0), Fraction(1, 2), Fraction(1)]))
 def test_the_charge_is_at_least_what_the_pod_holds_on_every_node_it_may_land_on(raw, shared_weight):
-    charged = pod_usage(parse_pod(raw, parse_quantity), CATALOG)
+    charged = pod_usage(parse_pod(raw), CATALOG)
     for node in NODES:
         if not lands_on(raw["spec"], node):
             continue

@@ -13,7 +13,6 @@ from policies.gpu.catalog import CATALOG
 from policies.judge.quota import NoUsage
 from policies.judge.usage import pod_usage
 from policies.pod import parse_pod
-from policies.quantity import parse_quantity
 from tests.conftest import engine_from, gpu_container, pod, policy
 
 SLICES_BY_DEFAULT = policy("slices", "mig: {defaultProfile: 1g.10gb}")
@@ -57,7 +56,7 @@ def test_a_pod_pinned_to_a_gke_mig_model_gets_gke_partitions_of_that_model():
     assert spec["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
     assert spec["nodeSelector"] == {cloud.GKE_ACCELERATOR: "nvidia-a100-80gb", cloud.GKE_PARTITION: "1g.20gb"}
     assert "affinity" not in spec
-    usage = pod_usage(parse_pod(result.object, parse_quantity), CATALOG)
+    usage = pod_usage(parse_pod(result.object), CATALOG)
     assert usage.equivalents(Fraction(1)) == Fraction(1, 7) and usage.gpus == 0
 
 
@@ -89,7 +88,7 @@ def test_a_pod_already_on_a_gke_partition_is_left_as_it_is_and_charged_the_parti
     result = engine_from(SLICES_BY_DEFAULT).mutate(raw)
     assert result.object["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
     assert any("GKE's 3g.40gb partitions" in w for w in result.warnings), result.warnings
-    usage = pod_usage(parse_pod(raw, parse_quantity), CATALOG)
+    usage = pod_usage(parse_pod(raw), CATALOG)
     assert usage.equivalents(Fraction(1)) == Fraction(3, 7) and usage.gpus == 0
 
 
@@ -103,7 +102,7 @@ def test_a_pod_already_on_a_gke_partition_is_left_as_it_is_and_charged_the_parti
     ids=["l4", "gke-a100-unsplit", "karpenter-a100"],
 )
 def test_a_whole_gpu_on_an_accelerator_pin_is_charged_a_whole_gpu(key, value):
-    usage = pod_usage(parse_pod(pinned(key, value), parse_quantity), CATALOG)
+    usage = pod_usage(parse_pod(pinned(key, value)), CATALOG)
     assert usage.equivalents(Fraction(1)) == 1 and usage.gpus == 1
 
 

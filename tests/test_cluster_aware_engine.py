@@ -15,7 +15,6 @@ from policies.gpu.catalog import CATALOG
 from policies.model.loader import load_texts
 from policies.model.policy import Consistency
 from policies.model.policyset import PolicySet
-from policies.quantity import parse_quantity
 from tests.conftest import engine_from, gpu_container, pod, policy
 from webhook.cli.main import main
 
@@ -111,7 +110,7 @@ def test_capacity_follows_nodes_and_the_pods_bound_to_them():
 
 
 def load(text: str, namespace: str | None = None):
-    return load_texts([("p.yaml", text)], parse_quantity, namespace=namespace)
+    return load_texts([("p.yaml", text)], namespace=namespace)
 
 
 def test_a_namespaced_policy_is_named_after_its_namespace_and_matches_only_it():

@@ -18,7 +18,6 @@ from policies.judge.ledger import Ledger
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import Form
 from policies.mutate.mutation import MUTATED_ANNOTATION
-from policies.quantity import parse_quantity
 from policies.request import RequestInfo
 from webhook.sources.files import load_policies
 
@@ -111,7 +110,7 @@ def engine_for(name: str) -> Engine:
     file, _ = SETS[name]
     policy_set, result = load_policies([EXAMPLES / file] if file else None)
     assert not result.problems
-    return Engine(policy_set, parse_quantity)
+    return Engine(policy_set)
 
 
 ENGINES = {name: engine_for(name) for name in SETS}

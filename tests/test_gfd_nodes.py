@@ -17,7 +17,6 @@ from policies.engine import Engine
 from policies.judge.quota import NoUsage
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
-from policies.quantity import parse_quantity
 from tests.conftest import gpu_container, pod
 from tests.kube_fake import FakeKube
 from tests.test_cluster import NS, Replica
@@ -54,7 +53,7 @@ class Offline:
 
     def __init__(self) -> None:
         _, self.cluster = cluster_state(str(NODES))
-        self.engine = Engine(PolicySet(load_texts([("p.yaml", POLICIES)], parse_quantity).policies), parse_quantity)
+        self.engine = Engine(PolicySet(load_texts([("p.yaml", POLICIES)]).policies))
 
     def judge(self, obj: dict[str, Any]) -> tuple[Any, Any]:
         mutation = self.engine.mutate(obj, cluster=self.cluster)

@@ -13,7 +13,6 @@ from policies.judge.pod_facts import Needs, facts_of
 from policies.judge.quota import NoUsage
 from policies.judge.usage import Usage, pod_usage
 from policies.pod import parse_pod
-from policies.quantity import parse_quantity
 from tests.conftest import engine_from, gpu_container, pod, policy
 
 SLICES = policy(
@@ -34,7 +33,7 @@ rules:
 
 
 def usage_of(raw: dict) -> Usage:
-    return pod_usage(parse_pod(raw, parse_quantity), CATALOG)
+    return pod_usage(parse_pod(raw), CATALOG)
 
 
 def hami(**resources):
@@ -131,7 +130,7 @@ def test_a_kai_or_runai_share_by_annotation_is_a_gpu_pod_charged_what_it_asks(an
     assert not decision.allowed and "gpuEquivalents" in decision.message
     assert engine.mutate(shared).object["spec"]["containers"][0] == {"name": "main", "image": "vllm"}
     # Running, it is counted by the pod watch as admitted (not taken for a pod holding nothing).
-    running = facts_of(dict(shared, status={"phase": "Running"}), Needs(), parse_quantity)
+    running = facts_of(dict(shared, status={"phase": "Running"}), Needs())
     assert running is not None and running.usage.equivalents(Fraction(1)) == Fraction(charged)
 
 
@@ -140,7 +139,7 @@ def test_a_fraction_that_is_none_is_refused_naming_the_annotation(fraction):
     asking = pod({"name": "main", "image": "x"})
     asking["metadata"]["annotations"] = {"gpu-fraction": fraction}
     with pytest.raises(InputError) as raised:
-        parse_pod(asking, parse_quantity)
+        parse_pod(asking)
     assert raised.value.path == "metadata.annotations.gpu-fraction"
 
 

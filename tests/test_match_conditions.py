@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from policies.judge.quota import NoUsage
 from policies.model.cel import CelInput, compile_expression
 from policies.pod import parse_pod
-from policies.quantity import parse_quantity
 from policies.request import RequestInfo
 from tests.conftest import engine_from, policy
 
@@ -133,7 +132,7 @@ USERS = st.sampled_from(
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pods(), USERS)
 def test_every_pod_the_engine_would_act_on_reaches_the_webhook(raw, user):
-    view = parse_pod(raw, parse_quantity)
+    view = parse_pod(raw)
     request = RequestInfo(namespace="ml", username=user["username"], groups=tuple(user["groups"]))
     acts = view.in_scope and not (view.mirror and request.from_node)
     data = CelInput({"object": raw, "request": {"userInfo": user}})

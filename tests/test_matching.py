@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 from policies.model.cel import CelInput
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
-from policies.quantity import parse_quantity
 from tests.conftest import policy
 
 PATTERNS = ["team-a", "team-*", "ml-?", "*", "[ab]-x", "prod", "ml-*-gpu"]
@@ -25,7 +24,7 @@ def build(specs):
             match.append("podSelector: {matchLabels: {tier: gpu}}")
         body = "match: {" + ", ".join(match) + "}" if match else ""
         texts.append((f"p{i}.yaml", policy(f"p{i:03d}", body)))
-    result = load_texts(texts, parse_quantity)
+    result = load_texts(texts)
     assert not result.problems
     return PolicySet(result.policies)
 
@@ -59,7 +58,7 @@ match:
       - {key: env, operator: NotIn, values: [dev]}
 """,
     )
-    policy_set = PolicySet(load_texts([("s.yaml", text)], parse_quantity).policies)
+    policy_set = PolicySet(load_texts([("s.yaml", text)]).policies)
     assert policy_set.matching("x", {"tier": "ml"}).policies
     assert not policy_set.matching("x", {"tier": "ml", "legacy": "1"}).policies
     assert not policy_set.matching("x", {"tier": "ml", "env": "dev"}).policies
@@ -68,7 +67,7 @@ match:
 
 def test_a_cel_condition_narrows_the_match_and_a_failing_one_is_reported():
     text = policy("cond", "match:\n  condition: \"object.metadata.labels.tier == 'gpu'\"")
-    policy_set = PolicySet(load_texts([("c.yaml", text)], parse_quantity).policies)
+    policy_set = PolicySet(load_texts([("c.yaml", text)]).policies)
     data = CelInput({"object": {"metadata": {"labels": {"tier": "gpu"}}}, "request": {}})
     assert policy_set.matching("x", {}, data).policies
     failing = policy_set.matching("x", {}, CelInput({"object": {"metadata": {}}, "request": {}}))

@@ -11,7 +11,6 @@ import pytest
 from policies.judge.controllers import pod_templates
 from policies.judge.quota import NoUsage
 from policies.model.loader import load_texts
-from policies.quantity import parse_quantity
 from tests.conftest import engine_from, policy
 from tests.server_harness import ApiServer, admission_review, api_server
 from webhook.state import EngineHolder, Settings
@@ -149,6 +148,6 @@ spec:
     ids=["a-resources-site-with-its-pod-fields", "pod-fields-on-a-template-site", "a-built-in-kind-replaced"],
 )
 def test_workload_kinds_load_with_resources_sites_and_lint_says_what_a_replacement_replaces(text, problem, advice):
-    result = load_texts((("kinds.yaml", text),), parse_quantity)
+    result = load_texts((("kinds.yaml", text),))
     assert [p.message for p in result.problems if problem in p.message] if problem else not result.problems
     assert any(advice in a.message for a in result.advice) if advice else not result.advice

@@ -6,7 +6,6 @@ from fractions import Fraction
 import pytest
 
 from policies.model.loader import load_texts
-from policies.quantity import parse_quantity
 from webhook.cli.main import main
 
 GOOD = """
@@ -20,7 +19,7 @@ spec:
 
 
 def load(text, name="p.yaml"):
-    return load_texts([(name, textwrap.dedent(text))], parse_quantity)
+    return load_texts([(name, textwrap.dedent(text))])
 
 
 def only_problem(text):
@@ -80,7 +79,7 @@ def test_slice_limits_must_name_profiles_of_the_policys_models():
 
 
 def test_duplicate_policy_names_keep_the_first():
-    result = load_texts([("a.yaml", GOOD), ("b.yaml", GOOD)], parse_quantity)
+    result = load_texts([("a.yaml", GOOD), ("b.yaml", GOOD)])
     assert len(result.policies) == 1
     assert "b.yaml:4: policy good: metadata.name: duplicate policy name (first defined at a.yaml:2)" in str(
         result.problems[0]

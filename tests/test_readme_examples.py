@@ -16,7 +16,6 @@ from policies.engine import Engine
 from policies.judge.quota import NoUsage
 from policies.model import loader
 from policies.model.loader import load_texts
-from policies.quantity import parse_quantity
 from webhook.sources.files import load_policies
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +41,7 @@ def as_policy(fragment: dict) -> str:
     return yaml.safe_dump({**document, "spec": fragment})
 
 
-ENGINE = Engine(load_policies(None)[0], parse_quantity)
+ENGINE = Engine(load_policies(None)[0])
 
 
 @pytest.mark.parametrize("body", blocks())
@@ -55,10 +54,10 @@ def test_every_yaml_example_in_the_docs_loads_or_is_judged(body):
         if str(document.get("apiVersion", "")).startswith(OURS):
             if document.get("kind") == "Test":
                 continue  # policy tests: run from examples/policies/tests by test_policy_tests.py
-            result = load_texts((("readme.yaml", yaml.safe_dump(document)),), parse_quantity)
+            result = load_texts((("readme.yaml", yaml.safe_dump(document)),))
             assert not result.problems, [str(p) for p in result.problems]
         elif "apiVersion" not in document and set(document) <= loader._SPEC:
-            result = load_texts((("readme.yaml", as_policy(document)),), parse_quantity)
+            result = load_texts((("readme.yaml", as_policy(document)),))
             assert not result.problems, [str(p) for p in result.problems]
         elif ENGINE.judges(document.get("apiVersion"), document.get("kind")):
             mutated = ENGINE.mutate_any(document)

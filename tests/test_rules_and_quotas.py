@@ -27,7 +27,7 @@ def quota_engine(limits, extra=""):
 
 
 def ledger_of(engine, *pods):
-    return Ledger.from_pods(pods, engine.policy_set, engine.parse_quantity)
+    return Ledger.from_pods(pods, engine.policy_set)
 
 
 def rule_engine(action, expression="has(object.metadata.labels) && 'team' in object.metadata.labels", extra=""):
@@ -237,7 +237,6 @@ def test_verdict_actions_are_typed():
 
 def test_a_quota_whose_match_reads_what_only_an_admission_has_is_refused_at_load():
     from policies.model.loader import load_texts
-    from policies.quantity import parse_quantity
 
     text = policy(
         "by-user",
@@ -247,11 +246,11 @@ match:
 quota: {limits: {gpus: 1}}
 """,
     )
-    problems = load_texts([("p.yaml", text)], parse_quantity).problems
+    problems = load_texts([("p.yaml", text)]).problems
     assert [p.path for p in problems] == ["spec.match.condition"]
     assert "a quota's match must hold for running pods too, which have no request.userInfo" in problems[0].message
     rule_only = policy("rule-by-user", "match:\n  condition: \"request.userInfo.username == 'alice'\"\n")
-    assert not load_texts([("r.yaml", rule_only)], parse_quantity).problems  # no budget: admission alone decides
+    assert not load_texts([("r.yaml", rule_only)]).problems  # no budget: admission alone decides
 
 
 def test_an_update_that_narrows_a_gated_pod_onto_split_nodes_is_judged_for_the_slice_it_adds():
@@ -265,7 +264,6 @@ def test_an_update_that_narrows_a_gated_pod_onto_split_nodes_is_judged_for_the_s
     full = Ledger.from_pods(
         [pod(gpu_container(), namespace="team-a", nodeSelector=onto_split["spec"]["nodeSelector"])],
         engine.policy_set,
-        engine.parse_quantity,
     )
     update = RequestInfo("team-a", Operation.UPDATE, old_object=gated)
     decision = engine.validate(onto_split, full, update)

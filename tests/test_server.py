@@ -261,7 +261,7 @@ class BrokenEngine(Engine):
 @pytest.mark.parametrize("fail_open, allowed", [(False, False), (True, True)], ids=["fail-closed", "fail-open"])
 def test_an_engine_bug_answers_that_request_per_fail_open_and_the_server_keeps_serving(tmp_path, fail_open, allowed):
     good = engine_from(POLICY)
-    holder = holder_with(BrokenEngine(good.policy_set, good.parse_quantity), fail_open=fail_open)
+    holder = holder_with(BrokenEngine(good.policy_set), fail_open=fail_open)
     with https_server(holder, tmp_path) as (port, ca):
         client = Client(port, ca)
         for path in ("/mutate", "/validate"):

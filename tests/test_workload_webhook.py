@@ -13,7 +13,6 @@ from policies.judge.controllers import pod_templates
 from policies.model.workload_conditions import custom_kinds, kind_condition
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.pod import parse_pod
-from policies.quantity import parse_quantity
 
 ROOT = Path(__file__).parent.parent
 WEBHOOKS = ROOT / "deploy" / "base" / "webhooks.yaml"
@@ -72,7 +71,7 @@ def strip_gpus(node):
 
 @pytest.mark.parametrize("document", list(corpus_workloads()))
 def test_the_condition_sends_gpu_workloads_and_leaves_gpu_free_ones_out(document):
-    asks = any(parse_pod(t.pod, parse_quantity).holds_gpu for t in pod_templates(document, "ml", BUILT_IN_TABLE))
+    asks = any(parse_pod(t.pod).holds_gpu for t in pod_templates(document, "ml", BUILT_IN_TABLE))
     assert matches(document) is asks
     assert matches(strip_gpus(copy.deepcopy(document))) is False
 

@@ -71,7 +71,7 @@ def audit(
     for raw in pods:
         try:
             # What charging reads of the pod: None for one holding no GPU or finished.
-            found = charged(dict(raw), engine.policy_set, engine.parse_quantity, cluster)
+            found = charged(dict(raw), engine.policy_set, cluster)
         except InputError:
             report.unreadable += 1
             continue

@@ -29,7 +29,7 @@ from policies.gpu.models import (
     label_name,
     memory_label,
 )
-from policies.quantity import QuantityParser
+from policies.quantity import parse_quantity
 
 SETTLED = "success"  # mig.config.state of a node split as asked
 
@@ -252,7 +252,7 @@ def node_uses(pods: Iterable[tuple[str | None, tuple[tuple[str, int], ...]]]) ->
     return uses
 
 
-def node_gpus(raw: Mapping[str, Any], parse_quantity: QuantityParser) -> NodeGpus:
+def node_gpus(raw: Mapping[str, Any]) -> NodeGpus:
     """What a Node says of its GPUs (the boundary for Nodes: anything unreadable counts as no GPU)."""
     metadata = raw.get("metadata") or {}
     allocatable = (raw.get("status") or {}).get("allocatable") or {}

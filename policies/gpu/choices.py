@@ -21,7 +21,7 @@ from decimal import Decimal
 from policies.gpu.catalog import Catalog, CatalogError
 from policies.gpu.models import GpuModel, Profile
 from policies.model.policy import MigSpec, MultiGpu
-from policies.quantity import QuantityParser
+from policies.quantity import parse_quantity
 
 GIB = Decimal(2**30)
 MIB = Decimal(2**20)
@@ -64,10 +64,9 @@ Outcome = Choice | Refusal | KeepWhole | None
 
 
 class ProfileChoice:
-    def __init__(self, spec: MigSpec, catalog: Catalog, parse_quantity: QuantityParser) -> None:
+    def __init__(self, spec: MigSpec, catalog: Catalog) -> None:
         self.spec = spec
         self.catalog = catalog
-        self.parse_quantity = parse_quantity
 
     def decide(
         self,
@@ -149,7 +148,7 @@ class ProfileChoice:
             # A quantity without a unit is bytes: "15" would quietly get the smallest slice.
             return Refusal(f"gpu-memory {text!r} has no unit, which is {text.strip()} bytes: write {text.strip()}Gi?")
         try:
-            need = self.parse_quantity(text)
+            need = parse_quantity(text)
         except (ValueError, TypeError, ArithmeticError):
             return Refusal(f"gpu-memory {text!r} is not a Kubernetes quantity (e.g. 15Gi)")
         # No gpuModels: every catalog model is sized; which of them the cluster has is settled

@@ -29,7 +29,6 @@ from policies.gpu.models import (
 from policies.gpu.placement import CloudPin, admits, cloud_pin, only_shared
 from policies.model.policy import GPUPolicy, MigSpec, Strategy
 from policies.pod import PodView
-from policies.quantity import QuantityParser
 
 T = TypeVar("T")
 Cache = Callable[[object, Callable[[], T]], T]
@@ -85,7 +84,6 @@ class MigPlanner:
         policy: GPUPolicy,
         spec: MigSpec,
         catalog: Catalog,
-        parse_quantity: QuantityParser,
         cache: Cache[Outcome] = _uncached,
         capacity: Capacity | None = None,
     ):
@@ -94,7 +92,7 @@ class MigPlanner:
         self.catalog = catalog
         self.cache = cache
         self.capacity = capacity or NoCapacity()
-        self.choice = ProfileChoice(spec, catalog, parse_quantity)
+        self.choice = ProfileChoice(spec, catalog)
 
     def plan(self, pod: PodView, added: tuple[str, ...] = ()) -> MigPlan:
         """`added`: profiles of slices the mutation adds besides the pod's (the Triton sidecar's)."""

@@ -16,7 +16,6 @@ from policies.judge.usage import EMPTY, Usage
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
 from policies.mutate.document import JSON
-from policies.quantity import QuantityParser
 
 
 class Ledger:
@@ -47,13 +46,12 @@ class Ledger:
         cls,
         pods: Iterable[JSON],
         policy_set: PolicySet,
-        parse_quantity: QuantityParser,
         cluster: ClusterState = NO_CLUSTER,
     ) -> Ledger:
         ledger = cls()
         for i, raw in enumerate(pods):
             try:
-                found = charged(raw, policy_set, parse_quantity, cluster)
+                found = charged(raw, policy_set, cluster)
             except InputError as error:
                 raise error.in_document(f"cluster state item {i + 1}") from None
             if found is not None:

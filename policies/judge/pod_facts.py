@@ -25,7 +25,6 @@ from policies.model.cel import CelEvaluationError, CelInput, CompiledExpression
 from policies.model.policyset import PolicySet
 from policies.mutate.document import JSON
 from policies.pod import parse_pod
-from policies.quantity import QuantityParser
 from policies.request import RequestInfo
 
 Charges = tuple[tuple[str, str], ...]  # (policy, scope) budgets a pod is charged to
@@ -80,14 +79,12 @@ class PodFacts:
         return (self.namespace, self.labels, self.holding, usage, self.node, self.gpus)
 
 
-def facts_of(
-    raw: JSON, needs: Needs, parse_quantity: QuantityParser, cluster: ClusterState = NO_CLUSTER
-) -> PodFacts | None:
+def facts_of(raw: JSON, needs: Needs, cluster: ClusterState = NO_CLUSTER) -> PodFacts | None:
     """The facts of an existing pod; None if it holds no GPU or no longer holds what it had.
     `cluster`: its DRA claims (a pod's claims it names are charged as at admission).
 
     A condition that fails to evaluate does not hold (as in matching, where it is no match)."""
-    view = parse_pod(raw, parse_quantity)
+    view = parse_pod(raw)
     if not (view.holds_gpu or view.claims or view.gpu_share) or not counts_against_quota(view):
         return None
     usage = pod_usage(view, CATALOG)
@@ -109,11 +106,9 @@ def charges_of(facts: PodFacts, policy_set: PolicySet, namespace_labels: Mapping
     return tuple((p.name, scope_of(p.quota, facts.namespace)) for p in matched if p.quota)
 
 
-def charged(
-    raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, cluster: ClusterState = NO_CLUSTER
-) -> tuple[PodFacts, Charges] | None:
+def charged(raw: JSON, policy_set: PolicySet, cluster: ClusterState = NO_CLUSTER) -> tuple[PodFacts, Charges] | None:
     """An existing pod's facts and charges under `policy_set`, in one go (the offline ledger)."""
-    facts = facts_of(raw, needs_of(policy_set), parse_quantity)
+    facts = facts_of(raw, needs_of(policy_set))
     if facts is None:
         return None
     return facts, charges_of(facts, policy_set, cluster.namespace_labels(facts.namespace))

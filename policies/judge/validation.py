@@ -21,7 +21,6 @@ from policies.mutate.document import JSON
 from policies.mutate.mutation import plan_mig
 from policies.mutate.triton import triton_problem
 from policies.pod import PodView, parse_pod
-from policies.quantity import QuantityParser
 from policies.request import Operation, RequestInfo
 
 _AUDIT_KEY = re.compile(r"[^a-z0-9.-]+")
@@ -90,7 +89,6 @@ def subject_of(raw: JSON, namespace: str) -> str:
 def validate_pod(
     raw: JSON,
     policy_set: PolicySet,
-    parse_quantity: QuantityParser,
     usage_source: UsageSource,
     request: RequestInfo | None = None,
     subject: str = "",
@@ -98,7 +96,7 @@ def validate_pod(
 ) -> Decision:
     """InputError if the Pod is malformed; otherwise the verdicts of every matching policy."""
     request = request or RequestInfo()
-    view = parse_pod(raw, parse_quantity)
+    view = parse_pod(raw)
     if skipped(view, request):
         return Decision(True)
     namespace = request.namespace or view.namespace  # the API server's word, not the object's
@@ -117,7 +115,7 @@ def validate_pod(
         )
         for p, why in match.errors
     ]
-    plan = plan_mig(view, policy_set, match.policies, parse_quantity)
+    plan = plan_mig(view, policy_set, match.policies)
     verdicts.extend(
         Verdict(p.policy, "mig", p.path, f"{p.message} (policy {p.policy})", Action.DENY) for p in plan.problems
     )
@@ -129,7 +127,7 @@ def validate_pod(
     claims = claims_charge(view, namespace, cluster, policy_set.catalog)
     verdicts.extend(claim_verdicts(claims, match.policies, cluster))
     usage = with_claims(pod_usage(view, policy_set.catalog), claims)
-    added = _added_by_update(usage, claims, request, parse_quantity, policy_set)
+    added = _added_by_update(usage, claims, request, policy_set)
     charges: list[tuple[str, str]] = []
     for policy in match.policies:
         verdicts.extend(check_rules(policy, data))
@@ -144,9 +142,7 @@ def validate_pod(
     return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in match.policies), tuple(charges))
 
 
-def _added_by_update(
-    usage: Usage, claims: ClaimsCharge, request: RequestInfo, parse_quantity: QuantityParser, policy_set: PolicySet
-) -> Usage | None:
+def _added_by_update(usage: Usage, claims: ClaimsCharge, request: RequestInfo, policy_set: PolicySet) -> Usage | None:
     """What an UPDATE adds to a pod's charge: a gated pod may still narrow its node constraints
     (onto split nodes, where a whole GPU becomes a slice of a budget it did not touch) or change
     its containers. None for a CREATE, or where the update adds nothing, or without an old
@@ -155,7 +151,7 @@ def _added_by_update(
         return None
     try:
         # A pod's resourceClaims cannot change: the old pod held the same claims.
-        before = with_claims(pod_usage(parse_pod(request.old_object, parse_quantity), policy_set.catalog), claims)
+        before = with_claims(pod_usage(parse_pod(request.old_object), policy_set.catalog), claims)
     except InputError:
         return None
     grown = usage.more_than(before)
@@ -168,13 +164,11 @@ def skipped(view: PodView, request: RequestInfo) -> bool:
     return not view.in_scope or (view.mirror and request.from_node)
 
 
-def validate_ephemeral(
-    raw: JSON, policy_set: PolicySet, parse_quantity: QuantityParser, request: RequestInfo, cluster: ClusterState
-) -> Decision:
+def validate_ephemeral(raw: JSON, policy_set: PolicySet, request: RequestInfo, cluster: ClusterState) -> Decision:
     """pods/ephemeralcontainers: the device access of the ephemeral containers, as of any other,
     and the rules, whose CEL sees the pod with its debug containers (the caller ratchets: what the
     pod earned before this update only warns)."""
-    view = parse_pod(raw, parse_quantity)
+    view = parse_pod(raw)
     if skipped(view, request):
         return Decision(True)
     namespace = request.namespace or view.namespace

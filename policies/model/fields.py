@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from policies.errors import PolicyProblem
 from policies.model.yamldoc import Document
-from policies.quantity import QuantityParser
+from policies.quantity import parse_quantity
 
 T = TypeVar("T")
 # Exact amounts: a whole number, a decimal, or a fraction with a denominator above zero (the
@@ -123,12 +123,12 @@ class FieldReader:
             self.problem(path, f"must be one of: {names}")
             return default
 
-    def quantity(self, raw: object, path: str, parse: QuantityParser) -> str | None:
-        """A Kubernetes quantity, checked with the edge's parser and kept in its written form."""
+    def quantity(self, raw: object, path: str) -> str | None:
+        """A Kubernetes quantity, checked and kept in its written form."""
         if raw is None:
             return None
         try:
-            value = parse(raw)
+            value = parse_quantity(raw)
         except (ValueError, TypeError, ArithmeticError):
             self.problem(path, f"{raw!r} is not a Kubernetes quantity (e.g. 1Gi, 512Mi)")
             return None

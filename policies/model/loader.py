@@ -25,7 +25,6 @@ from policies.model.sections import SectionReader
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import WILDCARD, Form, Site, WorkloadKind, split
 from policies.model.yamldoc import Document, read_documents
-from policies.quantity import QuantityParser
 
 NO_DOCUMENT = "no policy document in it (empty, or cut off before its first)"
 _SPEC = frozenset({"priority", "match", "mig", "runtime", "triton", "variables", "rules", "quota", "security"})
@@ -47,7 +46,6 @@ class LoadResult:
 
 def load_texts(
     files: Iterable[tuple[str, str]],
-    parse_quantity: QuantityParser,
     catalog: Catalog = CATALOG,
     namespace: str | None = None,
 ) -> LoadResult:
@@ -67,7 +65,7 @@ def load_texts(
     seen: dict[str, Source] = {}
     for file, text in files:
         try:
-            _load_file(file, text, parse_quantity, catalog, namespace, seen, policies, problems, workloads, advice)
+            _load_file(file, text, catalog, namespace, seen, policies, problems, workloads, advice)
         except (RecursionError, MemoryError):
             problems.append(PolicyProblem(file, 1, "", "", "nested too deep to read"))
         except Exception as error:  # a reader's gap must cost one file, not the whole set
@@ -78,7 +76,6 @@ def load_texts(
 def _load_file(
     file: str,
     text: str,
-    parse_quantity: QuantityParser,
     catalog: Catalog,
     namespace: str | None,
     seen: dict[str, Source],
@@ -106,7 +103,7 @@ def _load_file(
             if entry is not None:
                 workloads.append(entry)
             continue
-        reader = PolicyReader(document, parse_quantity, catalog, namespace)
+        reader = PolicyReader(document, catalog, namespace)
         policy = reader.read()
         if policy is not None and policy.name in seen:
             reader.problem("metadata.name", f"duplicate policy name (first defined at {seen[policy.name]})")

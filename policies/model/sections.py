@@ -35,7 +35,6 @@ from policies.model.policy import (
 )
 from policies.model.selectors import LabelSelector, SelectorError, parse_selector
 from policies.model.yamldoc import Document
-from policies.quantity import QuantityParser
 
 _SECURITY = frozenset({"action", "allow"})
 _MIG = frozenset({"strategy", "gpuModels", "defaultProfile", "allowedProfiles", "multiGpu"})
@@ -53,11 +52,8 @@ _LIMITS = frozenset({"gpuEquivalents", "slices", "gpus", "pods"})
 
 
 class SectionReader(FieldReader):
-    def __init__(
-        self, document: Document, parse_quantity: QuantityParser, catalog: Catalog, namespace: str | None = None
-    ) -> None:
+    def __init__(self, document: Document, catalog: Catalog, namespace: str | None = None) -> None:
         super().__init__(document)
-        self.parse_quantity = parse_quantity
         self.catalog = catalog
         self.namespace = namespace
 
@@ -145,7 +141,7 @@ class SectionReader(FieldReader):
             tolerations=tuple(tolerations),
             node_selector=self.string_map(fields.get("nodeSelector"), f"{path}.nodeSelector"),
             env=env,
-            shm_size=self.quantity(fields.get("shmSize"), f"{path}.shmSize", self.parse_quantity),
+            shm_size=self.quantity(fields.get("shmSize"), f"{path}.shmSize"),
         )
 
     def triton(self, raw: object, path: str, mig: MigSpec | None) -> TritonSpec:
@@ -156,8 +152,8 @@ class SectionReader(FieldReader):
             # The sidecar's slice meets the same gate as the pod's: it would be denied.
             self.problem(f"{path}.profile", f"{profile} is not in spec.mig.allowedProfiles")
         resources = self.mapping(fields.get("resources"), f"{path}.resources", _TRITON_RESOURCES)
-        cpu = self.quantity(resources.get("cpu"), f"{path}.resources.cpu", self.parse_quantity)
-        memory = self.quantity(resources.get("memory"), f"{path}.resources.memory", self.parse_quantity)
+        cpu = self.quantity(resources.get("cpu"), f"{path}.resources.cpu")
+        memory = self.quantity(resources.get("memory"), f"{path}.resources.memory")
         return TritonSpec(
             image=image or DEFAULT_TRITON_IMAGE,
             model_repository=self.string(fields.get("modelRepository"), f"{path}.modelRepository"),

@@ -20,7 +20,6 @@ from policies.mutate.rewrite import apply_plan
 from policies.mutate.runtime import apply_runtime, merge
 from policies.mutate.triton import inject_triton, sidecar_slice
 from policies.pod import ANNOTATION_PREFIX, PodView, parse_pod
-from policies.quantity import QuantityParser
 from policies.request import RequestInfo
 
 MUTATED_ANNOTATION = ANNOTATION_PREFIX + "mutated"
@@ -45,13 +44,12 @@ def plan_mig(
     view: PodView,
     policy_set: PolicySet,
     matched: tuple[GPUPolicy, ...],
-    parse_quantity: QuantityParser,
     capacity: Capacity | None = None,
 ) -> MigPlan:
     owner = next((p for p in matched if p.mig is not None), None)
     if owner is None or owner.mig is None:
         return MigPlan(None)
-    planner = MigPlanner(owner, owner.mig, policy_set.catalog, parse_quantity, policy_set.cached, capacity)
+    planner = MigPlanner(owner, owner.mig, policy_set.catalog, policy_set.cached, capacity)
     sidecar = sidecar_slice(view, matched)  # lands with the pod: pinned with its slices in one pass
     return planner.plan(view, (sidecar,) if sidecar else ())
 
@@ -59,13 +57,12 @@ def plan_mig(
 def mutate_pod(
     raw: JSON,
     policy_set: PolicySet,
-    parse_quantity: QuantityParser,
     request: RequestInfo | None = None,
     cluster: ClusterState = NO_CLUSTER,
 ) -> MutationResult:
     """InputError if the Pod is malformed; otherwise what the mutating webhook would do."""
     request = request or RequestInfo()
-    view = parse_pod(raw, parse_quantity)
+    view = parse_pod(raw)
     if not view.in_scope or (view.mirror and request.from_node):
         return MutationResult(raw)
     namespace = request.namespace or view.namespace  # the API server's word, not the object's
@@ -74,7 +71,7 @@ def mutate_pod(
     match = policy_set.matching(namespace, view.labels, request.cel_input(raw, namespace_labels), namespace_labels)
     matched = match.policies
     warnings = [f"policy {p.name} skipped: {why}" for p, why in match.errors]
-    plan = plan_mig(view, policy_set, matched, parse_quantity, cluster.capacity)
+    plan = plan_mig(view, policy_set, matched, cluster.capacity)
     doc = Draft(raw)
     changes: list[Change] = []
     problems = list(plan.problems)

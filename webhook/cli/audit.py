@@ -19,7 +19,6 @@ from policies.audit.judging import AuditReport, Finding, audit
 from policies.audit.policyreport import policy_reports
 from policies.cluster import KnownCluster
 from policies.engine import Engine
-from policies.quantity import parse_quantity
 from webhook.cli.offline import cluster_state_with_nodes
 from webhook.sources.files import load_policies, policy_set_of
 
@@ -32,13 +31,13 @@ def _engine(args: argparse.Namespace) -> Engine:
         # The leader's versions in force: loaded there already, so problems cannot arise here.
         entries = json.loads(Path(args.policy_snapshot).read_text())
         snapshot, _ = policy_set_of((file, text, namespace) for file, text, namespace in entries)
-        return Engine(snapshot, parse_quantity)
+        return Engine(snapshot)
     policy_set, result = load_policies(args.policies)
     for problem in result.problems:
         print(f"error: {problem}", file=sys.stderr)
     if result.problems:
         raise SystemExit(EXIT_BAD_INPUT)
-    return Engine(policy_set, parse_quantity)
+    return Engine(policy_set)
 
 
 def _text(report: AuditReport) -> str:

@@ -15,7 +15,6 @@ import yaml
 from policies.cluster import KnownCluster
 from policies.engine import Engine
 from policies.errors import InputError
-from policies.quantity import parse_quantity
 from webhook.cli.inputs import read_inputs, without_lent_namespace
 from webhook.cli.offline import EXIT_BAD_INPUT, EXIT_OK, cluster_state, cmd_validate
 from webhook.sources.files import load_policies
@@ -27,7 +26,7 @@ def _engine(policies: list[Path] | None) -> Engine:
         print(f"error: {problem}", file=sys.stderr)
     if result.problems:
         raise SystemExit(EXIT_BAD_INPUT)
-    return Engine(policy_set, parse_quantity)
+    return Engine(policy_set)
 
 
 def _dump(objects: list[object], output: str) -> str:

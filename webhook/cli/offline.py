@@ -21,7 +21,6 @@ from policies.model.advice import overlapping_profiles
 from policies.model.loader import load_texts
 from policies.mutate.mutation import MutationResult
 from policies.pod import PodView, parse_pod
-from policies.quantity import parse_quantity
 from webhook.cli.inputs import Inputs, read_inputs
 from webhook.cluster.claims import CLAIM_KINDS, ClaimCache
 from webhook.cluster.namespaces import GpuQuotaCache, namespace_labels
@@ -109,14 +108,14 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
         if kind == "Pod":
             pods.append(item)
             try:
-                views.append(parse_pod(item, parse_quantity))
+                views.append(parse_pod(item))
             except InputError as error:
                 raise error.in_document(label) from None
         elif kind == "Namespace":
             name, labels = namespace_labels(item)
             namespaces[name] = labels
         elif kind == "Node":
-            gpus = node_gpus(item, parse_quantity)
+            gpus = node_gpus(item)
             nodes[gpus.name] = gpus
             capacity.set_node(*gpus)
             capacity.mark_synced()
@@ -141,7 +140,7 @@ def judge_all(engine: Engine, files: list[str], namespace: str, state: str | Non
     one: the pods of the cluster state (a file, or none) counted first, earlier ones of `files`
     counted for later ones."""
     pods, cluster = cluster_state(state) if state else ([], KnownCluster())
-    ledger = Ledger.from_pods(pods, engine.policy_set, engine.parse_quantity, cluster)
+    ledger = Ledger.from_pods(pods, engine.policy_set, cluster)
     inputs = read_inputs(files, engine, namespace)
     return inputs, [judge(engine, label, document, ledger, cluster) for label, document in inputs.judged]
 
@@ -192,7 +191,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
             texts.append((str(path), path.read_text(encoding="utf-8")))
         else:
             raise FileNotFoundError(f"{target}: not a policy directory or file")
-    result = load_texts(texts, parse_quantity)
+    result = load_texts(texts)
     accepted = frozenset(frozenset(pair) for pair in args.allow_overlap or ())
     advice = [*result.advice, *overlapping_profiles(result.policies, accepted)]
     if args.output == "json":

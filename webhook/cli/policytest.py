@@ -36,7 +36,6 @@ from xml.etree import ElementTree
 
 from policies.engine import Engine
 from policies.errors import InputError
-from policies.quantity import parse_quantity
 from webhook.cli.inputs import DEFAULT_NAMESPACE, files_of
 from webhook.cli.offline import Judged, judge_all
 from webhook.sources.files import load_policies, read_manifests
@@ -135,7 +134,7 @@ def run_test(path: Path, test: dict[str, Any]) -> list[Outcome]:
     policy_set, loaded = load_policies(policies or None)
     if loaded.problems:
         raise _bad(where, "; ".join(str(p) for p in loaded.problems))
-    engine = Engine(policy_set, parse_quantity)
+    engine = Engine(policy_set)
     state = test.get("clusterState")
     namespace = str(test.get("namespace") or DEFAULT_NAMESPACE)
     resources = [str(p) for p in _paths(path.parent, test.get("resources"), f"{where}: resources")]

@@ -12,7 +12,6 @@ from pathlib import Path
 from policies.judge.ledger import Ledger
 from policies.judge.quota_view import QuotaLine, amount_text, bar, quota_lines, scopes
 from policies.model.policyset import PolicySet
-from policies.quantity import parse_quantity
 from webhook.cli.offline import cluster_state
 from webhook.sources.files import load_policies, policy_set_of
 
@@ -80,7 +79,7 @@ def cmd_quota(args: argparse.Namespace) -> int:
         cluster = KnownCluster({k: v for k, v in namespaces.items() if v is not None})
     if args.namespace and args.namespace not in namespaces:
         namespaces[args.namespace] = None
-    used = Ledger.from_pods(pods, policy_set, parse_quantity, cluster)
+    used = Ledger.from_pods(pods, policy_set, cluster)
     shown = scopes(policy_set, namespaces, used.held() + reserved.held(), args.namespace)
     lines = quota_lines(shown, used, reserved)
     for note in notes:

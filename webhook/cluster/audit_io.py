@@ -16,7 +16,6 @@ from kubernetes.client.exceptions import ApiException
 from policies.audit.judging import Finding
 from policies.audit.policyreport import API_VERSION, MANAGED, NAME
 from policies.gpu.capacity import NodeGpus, node_gpus
-from policies.quantity import parse_quantity
 from webhook.cluster.namespaces import namespace_labels
 
 log = logging.getLogger("gpu_admission.audit")
@@ -58,7 +57,7 @@ def read_cluster(api: client.ApiClient) -> ClusterRead:
     namespaces = dict(namespace_labels(n) for n in _pages(core.list_namespace))
     nodes = {}
     for raw in _pages(core.list_node):
-        gpus = node_gpus(raw, parse_quantity)
+        gpus = node_gpus(raw)
         nodes[gpus.name] = gpus
     return ClusterRead(pods, namespaces, nodes)
 

@@ -31,7 +31,6 @@ from policies.judge.validation import Decision
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, Consistency, GPUPolicy, Quota
 from policies.model.policyset import PolicySet
-from policies.quantity import parse_quantity
 from webhook.cluster.escrow import Escrow, refill
 from webhook.cluster.reservations import PodRef, Reservation, Reservations, updated_pod
 from webhook.cluster.shared_quota import GRANT_PREFIX, LedgerUnavailable, SharedReservations
@@ -344,7 +343,7 @@ class PodUsageTracker:
 
     # -- node events: GPU capacity ------------------------------------------------------------
     def observe_node(self, kind: str, raw: dict[str, Any]) -> None:
-        node = node_gpus(raw, parse_quantity)
+        node = node_gpus(raw)
         with self._lock:
             if kind == "DELETED":
                 self.capacity.remove_node(node.name)
@@ -352,7 +351,7 @@ class PodUsageTracker:
                 self.capacity.set_node(*node)
 
     def replace_nodes(self, nodes: Iterable[dict[str, Any]]) -> None:
-        parsed = [node_gpus(raw, parse_quantity) for raw in nodes]
+        parsed = [node_gpus(raw) for raw in nodes]
         with self._lock:
             for name in self.capacity.nodes():
                 self.capacity.remove_node(name)
@@ -364,7 +363,7 @@ class PodUsageTracker:
         """What a watched pod holds. One this engine cannot read is left out and logged: raised,
         it would end every relist at that pod and keep the pod watch from ever syncing."""
         try:
-            return facts_of(raw, needs, parse_quantity, self.cluster)
+            return facts_of(raw, needs, self.cluster)
         except InputError as error:
             metadata = raw.get("metadata") or {}
             where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
@@ -387,7 +386,7 @@ class PodUsageTracker:
         if reservation.raw is None or policy_set is None:
             return None
         try:
-            facts = facts_of(reservation.raw, needs_of(policy_set), parse_quantity, self.cluster)
+            facts = facts_of(reservation.raw, needs_of(policy_set), self.cluster)
         except InputError:
             return None
         if facts is None:

@@ -13,7 +13,6 @@ from typing import Any
 from policies.errors import InputError
 from policies.judge.env_sources import ENV_SOURCE_KINDS
 from policies.model.loader import load_texts
-from policies.quantity import parse_quantity
 from policies.request import Operation
 from webhook.metrics import ENGINE_ERRORS
 from webhook.serving.errors import BadRequest
@@ -99,7 +98,7 @@ def _policy_configmap(holder: EngineHolder, request: AdmissionRequest) -> Admiss
     ):
         return AdmissionResponse(request.uid, True)
     owner = policy_owner(request.namespace, holder.settings.policy_namespace)
-    loaded = load_texts(texts, parse_quantity, namespace=owner)
+    loaded = load_texts(texts, namespace=owner)
     problems = loaded.problems
     if not problems:  # what lint would warn about loads, and `kubectl apply` shows it
         return AdmissionResponse(request.uid, True, warnings=tuple(f"lint: {a}" for a in loaded.advice))

@@ -16,7 +16,6 @@ from policies.model.policyset import PolicySet
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import WorkloadKind
 from policies.model.yamldoc import FAST_LOADER
-from policies.quantity import parse_quantity
 
 POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -58,7 +57,7 @@ def load_policies(paths: list[Path] | None, generation: int = 1) -> tuple[Policy
             texts.extend(policy_texts(path))
     else:
         texts = bundled_texts()
-    result = load_texts(texts, parse_quantity)
+    result = load_texts(texts)
     return PolicySet(result.policies, generation, workloads=BUILT_IN_TABLE.with_kinds(result.workloads)), result
 
 
@@ -73,7 +72,7 @@ def policy_set_of(texts: Iterable[tuple[str, str, str | None]]) -> tuple[PolicyS
     for file, text, namespace in texts:
         by_namespace.setdefault(namespace, []).append((file, text))
     for namespace, files in by_namespace.items():
-        loaded = load_texts(files, parse_quantity, namespace=namespace)
+        loaded = load_texts(files, namespace=namespace)
         policies.extend(loaded.policies)
         workloads.extend(loaded.workloads)
         problems.extend(loaded.problems)

@@ -25,7 +25,6 @@ from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import WorkloadKind
-from policies.quantity import parse_quantity
 
 log = logging.getLogger("gpu_admission.policies")
 Texts = tuple[tuple[str, str], ...]
@@ -107,7 +106,7 @@ class PolicyStore:
 
     def _load(self, source: str, file: str, text: str, namespace: str | None) -> bool:
         """Load one file under the lock; whether the policies in force changed."""
-        loaded = load_texts(((file, text),), parse_quantity, namespace=namespace)
+        loaded = load_texts(((file, text),), namespace=namespace)
         problems = list(loaded.problems)
         held = {p.name: f for s, files in self._good.items() for f, v in files.items() for p in v.policies}
         policies = []
@@ -177,7 +176,7 @@ class PolicyStore:
         workloads = BUILT_IN_TABLE.with_kinds(tuple(kind for version in versions for kind in version.workloads))
         with self._swapped:
             self.generation += 1
-            self._swap_in(Engine(PolicySet(policies, self.generation, workloads=workloads), parse_quantity))
+            self._swap_in(Engine(PolicySet(policies, self.generation, workloads=workloads)))
             self._swapped_once = True
             self._swapped.notify_all()
         GENERATION.set(self.generation)
