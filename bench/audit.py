@@ -27,13 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from policies.audit.judging import audit  # noqa: E402
-from policies.cluster import KnownCluster  # noqa: E402
+from policies.audit.judging import audit_pods  # noqa: E402
 from policies.engine import Engine  # noqa: E402
 from policies.gpu.capacity import node_gpus  # noqa: E402
 from policies.judge.quota import NoUsage  # noqa: E402
 from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
+from policies.review.cluster import KnownCluster  # noqa: E402
 
 POLICY = (ROOT / "examples/policies/training-quota.yaml").read_text().replace("team-a, team-a-*", "ns-*")
 PROFILES = ("nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb", "nvidia.com/gpu")
@@ -101,7 +101,7 @@ def main() -> None:
     made, made_nodes = pods(args.pods), nodes()
     by_name = {n.name: n for n in (node_gpus(raw) for raw in made_nodes)}
     start = time.perf_counter()
-    report = audit(engine(), made, KnownCluster({f"ns-{i}": {} for i in range(200)}), by_name)
+    report = audit_pods(engine(), made, KnownCluster({f"ns-{i}": {} for i in range(200)}), by_name)
     took = time.perf_counter() - start
     print(
         f"audit of {args.pods} pods in this process: {took:.1f} s ({args.pods / took:,.0f} pods/s), "
@@ -131,7 +131,7 @@ def main() -> None:
         running = child.poll() is None
         out, _ = child.communicate()
         thread = threading.Thread(
-            target=lambda: audit(engine(), made, KnownCluster({f"ns-{i}": {} for i in range(200)}), by_name)
+            target=lambda: audit_pods(engine(), made, KnownCluster({f"ns-{i}": {} for i in range(200)}), by_name)
         )
         thread.start()
         beside_thread = admissions(args.admissions)

@@ -1,21 +1,118 @@
 """The engine: pure, I/O-free decisions about GPU pods. No web framework, server, cluster client,
-TLS, OS or clock (CI's import contracts hold it to that); time and quantities come in as arguments.
+TLS, OS or clock (CI's import contracts hold it to that); time comes in as an argument.
 
-    engine.py       the front door: one call per admission question (mutate, validate)
-    errors.py, request.py, pod.py, containers.py, cluster.py, quantity.py
-                    the shared vocabulary: the two error families, the request, the Pod and its
-                    containers as read, what may be known of the cluster, Kubernetes quantities
+This module is the engine's front door: the edge (`webhook/`) imports what it needs from here
+alone, and an import contract holds it to that. Tools and tests may reach further in.
+
+A folder is a layer; each imports only those below it (pyproject.toml's import contracts state
+every pair, and the order of the modules inside each folder too):
+
+    audit/          the background audit of running pods, and its PolicyReports
+    engine.py       one call per admission question: mutate, validate (Engine)
+    judge/          what the validating webhook decides: usage, quotas, the ledger, CEL rules,
+    mutate/           device access, verdicts, workloads | what the mutating webhook writes: the
+                      MIG rewrite, runtime settings, the Triton sidecar (side by side: neither
+                      imports the other)
+    planning/       what a review decides once about a pod: which policies apply and how, the
+                    MIG plan, the Triton sidecar's settings
+    review/         what a review brings, as read: the pod and its containers, the request,
+                    what is known of the cluster, the JSON document and its patch
     model/          policies: the GPUPolicy model, its YAML with lines, the loader, CEL, selectors,
                     and the compiled, indexed PolicySet that is swapped whole
-    gpu/            NVIDIA's GPUs: the catalog, free capacity, where a pod may land and what it
-                    costs there, and MIG planning (which slice a container gets)
-    mutate/         what the mutating webhook writes: the copy-on-write draft with its patch, the
-                    MIG rewrite, runtime settings, the Triton sidecar
-    judge/          what the validating webhook decides: usage, quotas, the ledger, CEL rules,
-                    device access, verdicts, pod controllers
-
-Layers, top to bottom (pyproject.toml's import contracts): engine, judge, mutate, gpu.mig, its
-gate and choices, the vocabulary (pod, request, cluster), containers, model, gpu.capacity and
-placement, gpu.catalog, then gpu.models, gpu.devices, quantity and errors. A layer imports only
-the layers below it.
+    gpu/            NVIDIA's GPUs: models, the catalog, cloud labels, devices, DRA claims, free
+                    capacity, where a pod may land and what it costs there
+    quantity.py, errors.py, memo.py
+                    Kubernetes quantities, the two error families, the one caching idiom
 """
+
+from policies.audit.judging import AuditReport, Finding, audit_pods
+from policies.audit.policyreport import REPORT_API_VERSION, REPORT_LABELS, REPORT_NAME, policy_reports
+from policies.engine import Engine
+from policies.errors import InputError, PolicyProblem
+from policies.gpu.capacity import Capacity, CapacityLedger, NodeGpus, node_gpus, node_uses
+from policies.gpu.catalog import CATALOG
+from policies.gpu.claims import ClaimDemand, claim_demand
+from policies.gpu.models import CONFIG_STATE_LABEL
+from policies.judge.env_sources import ENV_SOURCE_KINDS
+from policies.judge.ledger import Ledger, PodCounts
+from policies.judge.pod_facts import Charges, Needs, PodFacts, charges_of, facts_of, needs_of
+from policies.judge.quota import Amount, dimensions
+from policies.judge.quota_view import QuotaLine, amount_text, bar, quota_lines, scopes
+from policies.judge.usage import EMPTY, Usage, counts_against_quota, gpus_held
+from policies.judge.validation import Decision
+from policies.judge.verdict import Verdict
+from policies.model.advice import overlapping_profiles
+from policies.model.loader import LoadResult, load_texts
+from policies.model.policy import Action, Consistency, GPUPolicy, Quota
+from policies.model.policyset import PolicySet
+from policies.model.workload_kinds import BUILT_IN_TABLE
+from policies.model.workloads import WorkloadKind
+from policies.model.yamldoc import FAST_LOADER
+from policies.mutate.mutation import MutationResult
+from policies.review.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
+from policies.review.pod import PodView, parse_pod
+from policies.review.request import Operation, RequestInfo
+
+__all__ = [
+    "Engine",
+    "InputError",
+    "PolicyProblem",
+    "Operation",
+    "RequestInfo",
+    "PodView",
+    "parse_pod",
+    "NO_CLUSTER",
+    "ClusterState",
+    "KnownCluster",
+    "limits_whole_gpus",
+    "MutationResult",
+    "Decision",
+    "Verdict",
+    "EMPTY",
+    "Usage",
+    "counts_against_quota",
+    "gpus_held",
+    "Amount",
+    "dimensions",
+    "QuotaLine",
+    "amount_text",
+    "bar",
+    "quota_lines",
+    "scopes",
+    "Ledger",
+    "PodCounts",
+    "Charges",
+    "Needs",
+    "PodFacts",
+    "charges_of",
+    "facts_of",
+    "needs_of",
+    "ENV_SOURCE_KINDS",
+    "AuditReport",
+    "Finding",
+    "audit_pods",
+    "REPORT_API_VERSION",
+    "REPORT_LABELS",
+    "REPORT_NAME",
+    "policy_reports",
+    "Action",
+    "Consistency",
+    "GPUPolicy",
+    "Quota",
+    "PolicySet",
+    "LoadResult",
+    "load_texts",
+    "FAST_LOADER",
+    "overlapping_profiles",
+    "WorkloadKind",
+    "BUILT_IN_TABLE",
+    "CATALOG",
+    "CONFIG_STATE_LABEL",
+    "Capacity",
+    "CapacityLedger",
+    "NodeGpus",
+    "node_gpus",
+    "node_uses",
+    "ClaimDemand",
+    "claim_demand",
+]

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
-from policies.gpu.mig import Problem
 from policies.judge.controllers import (
     Template,
     made_by_note,
@@ -24,9 +22,11 @@ from policies.judge.verdict import Verdict
 from policies.model.policy import Action
 from policies.model.policyset import PolicySet
 from policies.model.workloads import Form
-from policies.mutate.document import JSON, Change
 from policies.mutate.mutation import MutationResult, mutate_pod
-from policies.request import Operation, RequestInfo
+from policies.planning.mig import Problem
+from policies.review.cluster import NO_CLUSTER, ClusterState
+from policies.review.document import JSON, Change
+from policies.review.request import Operation, RequestInfo
 
 
 def _is_pod(api_version: object, kind: object) -> bool:

@@ -13,13 +13,13 @@ import jsonpatch
 import pytest
 from kubernetes.client import ApiClient
 
-from policies.cluster import NO_CLUSTER, ClusterState
 from policies.engine import Engine
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
-from policies.mutate.document import JSON
 from policies.mutate.mutation import MutationResult
-from policies.request import RequestInfo
+from policies.review.cluster import NO_CLUSTER, ClusterState
+from policies.review.document import JSON
+from policies.review.request import RequestInfo
 
 _API = ApiClient()
 

@@ -11,10 +11,10 @@ import jsonschema
 import pytest
 import yaml
 
-from policies.audit.judging import audit
+from policies.audit.judging import audit_pods
 from policies.audit.policyreport import MAX_RESULTS, TRUNCATED, policy_reports
-from policies.cluster import KnownCluster
 from policies.gpu.capacity import node_gpus
+from policies.review.cluster import KnownCluster
 from tests.conftest import engine_from
 from webhook.cli.main import main
 from webhook.cluster.background_audit import BackgroundAudit, run_process
@@ -53,7 +53,7 @@ SLICE = {"nvidia.com/mig-1g.10gb": "1"}
 def run(pods, nodes=(), policies=TRAINING):
     engine = engine_from(policies)
     by_name = {n.name: n for n in (node_gpus(raw) for raw in nodes)}
-    return audit(engine, pods, KnownCluster({"team-a": {}}), by_name)
+    return audit_pods(engine, pods, KnownCluster({"team-a": {}}), by_name)
 
 
 def test_a_pod_a_rule_now_denies_fails_and_a_clean_one_passes():
@@ -290,7 +290,7 @@ def test_without_the_policyreport_crds_the_audit_writes_events_only_and_says_why
     monkeypatch.setattr(audit_io.client, "CustomObjectsApi", _NoReportsServed)
     assert audit_io.existing_reports(object()) is None
     monkeypatch.setattr(audit_io, "emit_events", lambda api, findings, limit: 0)
-    summary = audit_cli._write(object(), audit(engine_from(), [], KnownCluster(), {}), 20)
+    summary = audit_cli._write(object(), audit_pods(engine_from(), [], KnownCluster(), {}), 20)
     assert summary["reports_written"] == 0
     assert "install the wgpolicyk8s.io CRDs" in summary["reports_missing"]
     assert "PolicyReports" in capsys.readouterr().err

@@ -2,11 +2,11 @@
 
 import pytest
 
-from policies.cluster import KnownCluster
 from policies.judge.ledger import Ledger
 from policies.model.cel import CelCompileError, CelEvaluationError, CelInput, compile_expression
 from policies.model.loader import load_texts
-from policies.request import Operation, RequestInfo
+from policies.review.cluster import KnownCluster
+from policies.review.request import Operation, RequestInfo
 from tests.conftest import engine_from, gpu_container, pod, policy
 
 POD = {

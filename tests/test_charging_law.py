@@ -16,7 +16,7 @@ from policies.gpu import cloud
 from policies.gpu.catalog import CATALOG
 from policies.gpu.models import GpuModel
 from policies.judge.usage import effective_gpu_requests, pod_usage
-from policies.pod import parse_pod
+from policies.review.pod import parse_pod
 
 PRODUCT, STRATEGY = "nvidia.com/gpu.product", "nvidia.com/mig.strategy"
 HAMI = "nvidia.com/gpumem"

@@ -12,7 +12,7 @@ from policies.gpu import cloud
 from policies.gpu.catalog import CATALOG
 from policies.judge.quota import NoUsage
 from policies.judge.usage import pod_usage
-from policies.pod import parse_pod
+from policies.review.pod import parse_pod
 from tests.conftest import engine_from, gpu_container, pod, policy
 
 SLICES_BY_DEFAULT = policy("slices", "mig: {defaultProfile: 1g.10gb}")
@@ -113,8 +113,8 @@ def test_every_value_names_catalog_models_or_none():
 
 
 def test_free_gke_partitions_steer_the_choice_and_count_as_capacity():
-    from policies.cluster import KnownCluster
     from policies.gpu.capacity import CapacityLedger
+    from policies.review.cluster import KnownCluster
 
     ledger = CapacityLedger(CATALOG)
     labels = {cloud.GKE_ACCELERATOR: "nvidia-a100-80gb", cloud.GKE_PARTITION: "2g.20gb"}

@@ -9,12 +9,12 @@ import json
 import pytest
 import yaml
 
-from policies.cluster import KnownCluster
 from policies.gpu.capacity import CapacityLedger
 from policies.gpu.catalog import CATALOG
 from policies.model.loader import load_texts
 from policies.model.policy import Consistency
 from policies.model.policyset import PolicySet
+from policies.review.cluster import KnownCluster
 from tests.conftest import engine_from, gpu_container, pod, policy
 from webhook.cli.main import main
 

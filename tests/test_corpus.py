@@ -11,14 +11,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from policies.cluster import KnownCluster
 from policies.engine import Engine
 from policies.judge.controllers import pod_templates
 from policies.judge.ledger import Ledger
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import Form
 from policies.mutate.mutation import MUTATED_ANNOTATION
-from policies.request import RequestInfo
+from policies.review.cluster import KnownCluster
+from policies.review.request import RequestInfo
 from webhook.sources.files import load_policies
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from policies.errors import InputError
 from policies.judge.ledger import Ledger
-from policies.request import Operation, RequestInfo
+from policies.review.request import Operation, RequestInfo
 from tests.conftest import engine_from, policy
 from tests.server_harness import Client, admission_review, https_server
 from webhook.state import EngineHolder, Settings

@@ -402,7 +402,7 @@ def test_an_ephemeral_container_is_judged_for_its_device_access(api):
 
 def test_a_rule_sees_the_debug_container_being_added_and_what_the_pod_was_is_not_held_against_it():
     from policies.judge.quota import NoUsage
-    from policies.request import Operation, RequestInfo
+    from policies.review.request import Operation, RequestInfo
 
     non_root = "has(c.securityContext) && has(c.securityContext.runAsNonRoot) && c.securityContext.runAsNonRoot"
     expression = f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, {non_root})"

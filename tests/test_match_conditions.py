@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from policies.judge.quota import NoUsage
 from policies.model.cel import CelInput, compile_expression
-from policies.pod import parse_pod
-from policies.request import RequestInfo
+from policies.review.pod import parse_pod
+from policies.review.request import RequestInfo
 from tests.conftest import engine_from, policy
 
 ENGINE = engine_from(policy("everywhere", "match: {}"))

@@ -3,7 +3,7 @@
 import pytest
 
 from policies.judge.quota import NoUsage
-from policies.request import RequestInfo
+from policies.review.request import RequestInfo
 from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
 
 

@@ -225,7 +225,7 @@ def test_single_strategy_pods_count_as_slices_of_their_profile():
 
 
 def test_updates_are_not_charged_again():
-    from policies.request import Operation, RequestInfo
+    from policies.review.request import Operation, RequestInfo
 
     engine = quota_engine("  limits: {pods: 0}\n")
     assert engine.validate(slice_pod(), NoUsage(), RequestInfo(operation=Operation.UPDATE)).allowed
@@ -255,7 +255,7 @@ quota: {limits: {gpus: 1}}
 
 def test_an_update_that_narrows_a_gated_pod_onto_split_nodes_is_judged_for_the_slice_it_adds():
     from policies.judge.ledger import Ledger
-    from policies.request import Operation, RequestInfo
+    from policies.review.request import Operation, RequestInfo
 
     engine = engine_from(policy("slices", "match: {namespaces: [team-a]}\nquota: {limits: {slices: {1g.10gb: 1}}}\n"))
     gated = pod(gpu_container(), namespace="team-a", schedulingGates=[{"name": "wait"}])

@@ -12,7 +12,7 @@ from cel_expr_python import cel
 from policies.judge.controllers import pod_templates
 from policies.model.workload_conditions import custom_kinds, kind_condition
 from policies.model.workload_kinds import BUILT_IN_TABLE
-from policies.pod import parse_pod
+from policies.review.pod import parse_pod
 
 ROOT = Path(__file__).parent.parent
 WEBHOOKS = ROOT / "deploy" / "base" / "webhooks.yaml"

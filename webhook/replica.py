@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
-from policies.errors import PolicyProblem
+from policies import PolicyProblem
 from webhook import logs
 from webhook.cluster import identity  # imported here: fixes this replica's name in the master, before the fork
 from webhook.environment import number

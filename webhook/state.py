@@ -9,9 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.engine import Engine
-from policies.judge.validation import Decision
-from policies.model.policyset import PolicySet
+from policies import Decision, Engine, PolicySet
 from webhook.cluster.live import ClusterView
 from webhook.cluster.quota_metrics import QuotaCollector, replica_quota_lines
 from webhook.cluster.reservations import UPDATE, PodRef

@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.cluster import ClusterState
 from policies.engine import Engine
 from policies.errors import InputError
 from policies.gpu.capacity import SETTLED, NodeGpus
@@ -31,7 +30,8 @@ from policies.judge.ledger import Ledger
 from policies.judge.pod_facts import PodFacts, charged
 from policies.judge.quota import NoUsage, dimensions
 from policies.model.policy import Action
-from policies.request import RequestInfo
+from policies.review.cluster import ClusterState
+from policies.review.request import RequestInfo
 
 NODE_POLICY = "gpu-admission"  # findings about nodes are not any one policy's
 SERVABLE_RULE = "servable-on-node"
@@ -62,7 +62,7 @@ class AuditReport:
 _RESULTS = {Action.DENY: "fail", Action.AUDIT: "fail", Action.WARN: "warn"}
 
 
-def audit(
+def audit_pods(
     engine: Engine, pods: Iterable[Mapping[str, Any]], cluster: ClusterState, nodes: Mapping[str, NodeGpus]
 ) -> AuditReport:
     """Judges `pods` one by one (a stream of list pages: none is kept, only what each charges)."""

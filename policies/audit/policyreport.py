@@ -12,10 +12,10 @@ from typing import Any
 
 from policies.audit.judging import AuditReport, Finding
 
-API_VERSION = "wgpolicyk8s.io/v1alpha2"
-NAME = "gpu-admission"
+REPORT_API_VERSION = "wgpolicyk8s.io/v1alpha2"
+REPORT_NAME = "gpu-admission"
 SOURCE = "gpu-admission"
-MANAGED = {"app.kubernetes.io/managed-by": "gpu-admission"}
+REPORT_LABELS = {"app.kubernetes.io/managed-by": "gpu-admission"}
 MAX_RESULTS = 1000
 TRUNCATED = "gpu-admission.io/results-left-out"
 
@@ -50,7 +50,7 @@ def _result(finding: Finding, seconds: int) -> dict[str, Any]:
 
 
 def _report(kind: str, namespace: str, findings: list[Finding], judged: int, seconds: int) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": NAME, "labels": dict(MANAGED)}
+    metadata: dict[str, Any] = {"name": REPORT_NAME, "labels": dict(REPORT_LABELS)}
     if namespace:
         metadata["namespace"] = namespace
     results = sorted(findings, key=lambda f: (f.result != "fail", f.pod, f.policy, f.rule))
@@ -64,7 +64,7 @@ def _report(kind: str, namespace: str, findings: list[Finding], judged: int, sec
         "error": 0,
         "skip": 0,
     }
-    report: dict[str, Any] = {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "summary": summary}
+    report: dict[str, Any] = {"apiVersion": REPORT_API_VERSION, "kind": kind, "metadata": metadata, "summary": summary}
     report["results"] = [_result(f, seconds) for f in results[:MAX_RESULTS]]
     return report
 

@@ -25,6 +25,7 @@ from policies.gpu.models import (
     Profile,
     label_name,
 )
+from policies.memo import Memo
 
 _RESOURCE_MEMO = 1024  # resource names come from pods: kept up to this many
 
@@ -124,7 +125,7 @@ class Catalog:
     _resource_names: dict[str, str] = field(init=False, repr=False, compare=False)
     _resources: dict[str, GpuResource] = field(init=False, repr=False, compare=False)
     _offering: dict[str, tuple[GpuModel, ...]] = field(init=False, repr=False, compare=False)
-    memo: dict[object, object] = field(init=False, repr=False, compare=False)  # derived values (placement)
+    memo: Memo = field(init=False, repr=False, compare=False)  # derived values (placement)
 
     def __post_init__(self) -> None:
         by_key = {model.key: model for model in self.models}
@@ -157,7 +158,7 @@ class Catalog:
             for profile in model.profiles:
                 offering.setdefault(profile.name, []).append(model)
         object.__setattr__(self, "_offering", {name: tuple(models) for name, models in offering.items()})
-        object.__setattr__(self, "memo", {})
+        object.__setattr__(self, "memo", Memo())
 
     def node_kind(self, label: str) -> NodeKind | None:
         """The kind of node a nvidia.com/gpu.product value names; None for a label the catalog does not know."""

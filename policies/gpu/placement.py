@@ -20,9 +20,10 @@ labels that tell GPUs apart, an over-estimate everywhere else):
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import NamedTuple
 
 import orjson
@@ -36,8 +37,6 @@ OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 # The labels that tell GPU nodes apart: GFD's, and the cloud providers' (policies.gpu.cloud).
 _READ = frozenset({PRODUCT_LABEL, STRATEGY_LABEL, SHARING_LABEL, *CLOUD_LABELS})
 _SHARING = frozenset({"time-slicing", "mps"})
-_MEMO_LIMIT = 4096
-_PLACEMENTS: dict[tuple[bytes, tuple[Requirement, ...]], Placement] = {}
 
 
 class Requirement(NamedTuple):
@@ -132,15 +131,6 @@ def admits(placement: Placement, kind: NodeKind, catalog: Catalog) -> bool:
     return any(all(_may_hold(r, kind, catalog) for r in term) for term in placement.terms)
 
 
-def _memo(catalog: Catalog, key: Hashable, build: object) -> object:
-    found = catalog.memo.get(key)
-    if found is None:
-        found = build() if callable(build) else build
-        if len(catalog.memo) < _MEMO_LIMIT:
-            catalog.memo[key] = found
-    return found
-
-
 def admitted(placement: Placement, catalog: Catalog) -> tuple[NodeKind, ...]:
     """The kinds of node the placement may admit; every kind when it admits none at all (a pod
     that can run nowhere holds nothing, but is charged as if it could run anywhere)."""
@@ -151,7 +141,7 @@ def admitted(placement: Placement, catalog: Catalog) -> tuple[NodeKind, ...]:
 
     if placement.says_nothing:
         return catalog.node_kinds
-    return _memo(catalog, ("admitted", placement), build)  # type: ignore[return-value]
+    return catalog.memo.get(("admitted", placement), build)
 
 
 def _asks_sharing(term: Term) -> bool:
@@ -166,7 +156,7 @@ def only_shared(placement: Placement, catalog: Catalog) -> bool:
         return False
     if _asks_sharing(placement.selector) or (placement.terms and all(_asks_sharing(t) for t in placement.terms)):
         return True
-    return _memo(catalog, ("shared", placement), lambda: all(k.shared for k in admitted(placement, catalog)))  # type: ignore[return-value]
+    return catalog.memo.get(("shared", placement), lambda: all(k.shared for k in admitted(placement, catalog)))
 
 
 def families(placement: Placement, catalog: Catalog, offering: tuple[GpuModel, ...]) -> tuple[GpuModel, ...]:
@@ -180,7 +170,7 @@ def families(placement: Placement, catalog: Catalog, offering: tuple[GpuModel, .
         reachable = {k.model for k in kinds if not k.split and not k.invalid}
         return tuple(m for m in offering if m in reachable) or offering
 
-    return _memo(catalog, ("families", placement, offering), build)  # type: ignore[return-value]
+    return catalog.memo.get(("families", placement, offering), build)
 
 
 class CloudPin(NamedTuple):
@@ -238,7 +228,7 @@ NOTHING = Charge(Fraction(0), 0, frozenset(), False)
 def unit_charge(resource: GpuResource, placement: Placement, catalog: Catalog, hami: bool = False) -> Charge:
     if not resource.device:
         return NOTHING
-    return _memo(catalog, ("charge", resource, placement, hami), lambda: _charge(resource, placement, catalog, hami))  # type: ignore[return-value]
+    return catalog.memo.get(("charge", resource, placement, hami), lambda: _charge(resource, placement, catalog, hami))
 
 
 def _charge(resource: GpuResource, placement: Placement, catalog: Catalog, hami: bool) -> Charge:
@@ -285,15 +275,15 @@ def parse_placement(spec: Mapping[str, object], selector: Mapping[str, str]) -> 
     # Pods of one template repeat one affinity: read each once (keyed by its JSON, so a malformed
     # one, which raises, is never kept).
     try:
-        key = (orjson.dumps(affinity), pinned)
+        text = orjson.dumps(affinity)
     except TypeError:  # not JSON as the API server could hold it (an integer past 64 bits)
         return _read_affinity(affinity, pinned)
-    found = _PLACEMENTS.get(key)
-    if found is None:
-        found = _read_affinity(affinity, pinned)
-        if len(_PLACEMENTS) < _MEMO_LIMIT:
-            _PLACEMENTS[key] = found
-    return found
+    return _affinity_placement(text, pinned)
+
+
+@lru_cache(maxsize=4096)
+def _affinity_placement(affinity: bytes, pinned: Term) -> Placement:
+    return _read_affinity(orjson.loads(affinity), pinned)
 
 
 def _read_affinity(affinity: object, pinned: Term) -> Placement:

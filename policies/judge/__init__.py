@@ -1,8 +1,10 @@
 """What the validating webhook decides: a pod's usage in quota units (usage.py), quota checks
 (quota.py), usage held per budget (ledger.py) and what is kept of each counted pod to charge it
 again under new policies (pod_facts.py), CEL rules (rules.py), device access (security.py),
-verdicts (verdict.py), pod controllers judged by their template (controllers.py), and the whole
-decision (validation.py).
+verdicts (verdict.py), pod controllers judged by their template (controllers.py), ConfigMaps and
+Secrets that envFrom could take devices from (env_sources.py), and the whole decision
+(validation.py).
 
-May import: mutate (pods are judged as the mutation leaves them), gpu, model, the vocabulary.
+May import: planning (the same plan the mutation made), the review, the policy model, gpu. Never
+mutate: the engine hands a workload's pods to the mutation before judging them.
 """

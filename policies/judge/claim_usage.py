@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from policies.cluster import ClusterState
 from policies.gpu.catalog import Catalog
 from policies.judge.usage import EMPTY, Usage, charged
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy
-from policies.pod import ClaimRef, PodView
+from policies.review.cluster import ClusterState
+from policies.review.pod import ClaimRef, PodView
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from policies.containers import mapping
 from policies.errors import InputError
 from policies.gpu.models import WHOLE_GPU_RESOURCE
 from policies.judge.quota import UsageSource, dimensions, scope_label, scope_of
@@ -20,7 +19,8 @@ from policies.judge.usage import Usage
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy
 from policies.model.workloads import KSERVE_MODEL_FIELDS, Form, Found, WorkloadKind, WorkloadTable, templates
-from policies.mutate.document import JSON, Change
+from policies.review.containers import mapping
+from policies.review.document import JSON, Change
 
 # The fields of a v1 PodSpec: what a `podspec` site keeps (a KServe component carries its own
 # fields beside them: minReplicas, canaryTrafficPercent, logger, ...).

@@ -20,7 +20,6 @@ import binascii
 from base64 import b64decode
 from collections.abc import Mapping
 
-from policies.cluster import ClusterState
 from policies.errors import InputError
 from policies.gpu.devices import DEVICE_ENV, grants_devices
 from policies.judge.security import settings
@@ -28,7 +27,8 @@ from policies.judge.validation import Decision, subject_of
 from policies.judge.verdict import Verdict
 from policies.model.policy import DEFAULT_SECURITY, Action, DeviceCheck, GPUPolicy
 from policies.model.policyset import PolicySet
-from policies.mutate.document import JSON
+from policies.review.cluster import ClusterState
+from policies.review.document import JSON
 
 ENV_SOURCE_KINDS = ("ConfigMap", "Secret")
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
 
-from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
 from policies.judge.pod_facts import Charges, PodFacts, charged
 from policies.judge.usage import EMPTY, Usage
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
-from policies.mutate.document import JSON
+from policies.review.cluster import NO_CLUSTER, ClusterState
+from policies.review.document import JSON
 
 
 class Ledger:

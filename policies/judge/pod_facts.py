@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from policies.cluster import NO_CLUSTER, ClusterState
 from policies.gpu.catalog import CATALOG
 from policies.judge.claim_usage import claims_charge, with_claims
 from policies.judge.quota import scope_of
 from policies.judge.usage import Usage, counts_against_quota, gpus_held, pod_usage
 from policies.model.cel import CelEvaluationError, CelInput, CompiledExpression
 from policies.model.policyset import PolicySet
-from policies.mutate.document import JSON
-from policies.pod import parse_pod
-from policies.request import RequestInfo
+from policies.review.cluster import NO_CLUSTER, ClusterState
+from policies.review.document import JSON
+from policies.review.pod import parse_pod
+from policies.review.request import RequestInfo
 
 Charges = tuple[tuple[str, str], ...]  # (policy, scope) budgets a pod is charged to
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from policies.gpu.devices import grants_devices
 from policies.judge.verdict import Verdict
 from policies.model.policy import DEFAULT_SECURITY, Action, DeviceCheck, GPUPolicy, SecuritySpec
-from policies.pod import PodView
+from policies.review.pod import PodView
 
 _STRICTNESS = {Action.AUDIT: 0, Action.WARN: 1, Action.DENY: 2}
 

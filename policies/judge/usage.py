@@ -18,7 +18,7 @@ from fractions import Fraction
 from policies.gpu.catalog import Catalog
 from policies.gpu.models import HAMI_RESOURCES
 from policies.gpu.placement import Placement, unit_charge
-from policies.pod import PodView
+from policies.review.pod import PodView
 
 
 @dataclass(frozen=True, slots=True)

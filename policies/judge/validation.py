@@ -7,7 +7,6 @@ import re
 from dataclasses import replace
 from typing import NamedTuple
 
-from policies.cluster import NO_CLUSTER, ClusterState
 from policies.errors import InputError
 from policies.judge.claim_usage import ClaimsCharge, claim_verdicts, claims_charge, with_claims
 from policies.judge.quota import UsageSource, check_quota, scope_of
@@ -17,11 +16,12 @@ from policies.judge.usage import EMPTY, Usage, pod_usage
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action
 from policies.model.policyset import PolicySet
-from policies.mutate.document import JSON
-from policies.mutate.mutation import plan_mig
-from policies.mutate.triton import triton_problem
-from policies.pod import PodView, parse_pod
-from policies.request import Operation, RequestInfo
+from policies.planning.applicable import applicable, plan_mig
+from policies.planning.sidecar import triton_problem
+from policies.review.cluster import NO_CLUSTER, ClusterState
+from policies.review.document import JSON
+from policies.review.pod import parse_pod
+from policies.review.request import Operation, RequestInfo
 
 _AUDIT_KEY = re.compile(r"[^a-z0-9.-]+")
 
@@ -95,16 +95,11 @@ def validate_pod(
     cluster: ClusterState = NO_CLUSTER,
 ) -> Decision:
     """InputError if the Pod is malformed; otherwise the verdicts of every matching policy."""
-    request = request or RequestInfo()
-    view = parse_pod(raw)
-    if skipped(view, request):
+    applies = applicable(raw, policy_set, request or RequestInfo(), cluster)
+    if applies is None:
         return Decision(True)
-    namespace = request.namespace or view.namespace  # the API server's word, not the object's
-    request = request.in_namespace(namespace)
+    view, namespace, request, matched = applies.view, applies.namespace, applies.request, applies.policies
     subject = subject or subject_of(raw, namespace)
-    namespace_labels = cluster.namespace_labels(namespace)
-    data = request.cel_input(raw, namespace_labels)
-    match = policy_set.matching(namespace, view.labels, data, namespace_labels)
     verdicts = [
         Verdict(
             p.name,
@@ -113,24 +108,24 @@ def validate_pod(
             f"{why}, denied to be safe (policy {p.name})",
             Action.DENY,
         )
-        for p, why in match.errors
+        for p, why in applies.errors
     ]
-    plan = plan_mig(view, policy_set, match.policies)
+    plan = plan_mig(view, matched, policy_set)
     verdicts.extend(
         Verdict(p.policy, "mig", p.path, f"{p.message} (policy {p.policy})", Action.DENY) for p in plan.problems
     )
-    sidecar = triton_problem(view, match.policies)
+    sidecar = triton_problem(view, matched)
     if sidecar is not None:
         message = f"{sidecar.message} (policy {sidecar.policy})"
         verdicts.append(Verdict(sidecar.policy, "triton", sidecar.path, message, Action.DENY))
-    verdicts.extend(check_security(view, match.policies))
+    verdicts.extend(check_security(view, matched))
     claims = claims_charge(view, namespace, cluster, policy_set.catalog)
-    verdicts.extend(claim_verdicts(claims, match.policies, cluster))
+    verdicts.extend(claim_verdicts(claims, matched, cluster))
     usage = with_claims(pod_usage(view, policy_set.catalog), claims)
     added = _added_by_update(usage, claims, request, policy_set)
     charges: list[tuple[str, str]] = []
-    for policy in match.policies:
-        verdicts.extend(check_rules(policy, data))
+    for policy in matched:
+        verdicts.extend(check_rules(policy, applies.data))
         if policy.quota is None or usage.empty or (request.operation is not Operation.CREATE and added is None):
             continue
         scope = scope_of(policy.quota, namespace)
@@ -139,7 +134,7 @@ def validate_pod(
         charges.append((policy.name, scope))  # an UPDATE's growth is held too, until the watch shows it
     verdicts = [v.about(subject) for v in verdicts]
     allowed = not any(v.action is Action.DENY for v in verdicts)
-    return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in match.policies), tuple(charges))
+    return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in matched), tuple(charges))
 
 
 def _added_by_update(usage: Usage, claims: ClaimsCharge, request: RequestInfo, policy_set: PolicySet) -> Usage | None:
@@ -158,30 +153,21 @@ def _added_by_update(usage: Usage, claims: ClaimsCharge, request: RequestInfo, p
     return None if grown.is_zero else grown
 
 
-def skipped(view: PodView, request: RequestInfo) -> bool:
-    """Out of scope: no way to a GPU and no Triton asked for, or a kubelet's mirror pod (the
-    annotation alone is anyone's to write: only a node's own request is skipped)."""
-    return not view.in_scope or (view.mirror and request.from_node)
-
-
 def validate_ephemeral(raw: JSON, policy_set: PolicySet, request: RequestInfo, cluster: ClusterState) -> Decision:
     """pods/ephemeralcontainers: the device access of the ephemeral containers, as of any other,
     and the rules, whose CEL sees the pod with its debug containers (the caller ratchets: what the
     pod earned before this update only warns)."""
-    view = parse_pod(raw)
-    if skipped(view, request):
+    applies = applicable(raw, policy_set, request, cluster)
+    if applies is None:
         return Decision(True)
-    namespace = request.namespace or view.namespace
-    namespace_labels = cluster.namespace_labels(namespace)
-    data = request.in_namespace(namespace).cel_input(raw, namespace_labels)
-    match = policy_set.matching(namespace, view.labels, data, namespace_labels)
-    subject = subject_of(raw, namespace)
-    found = check_security(view, match.policies, only="spec.ephemeralContainers")
-    for policy in match.policies:
+    view, data, matched = applies.view, applies.data, applies.policies
+    subject = subject_of(raw, applies.namespace)
+    found = check_security(view, matched, only="spec.ephemeralContainers")
+    for policy in matched:
         found.extend(check_rules(policy, data))
     verdicts = [v.about(subject) for v in found]
     allowed = not any(v.action is Action.DENY for v in verdicts)
-    return Decision(allowed, tuple(verdicts), policies=tuple(p.name for p in match.policies))
+    return Decision(allowed, tuple(verdicts), policies=tuple(p.name for p in matched))
 
 
 def ratchet(now: Decision, before: Decision) -> Decision:

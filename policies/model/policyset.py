@@ -12,6 +12,7 @@ from fnmatch import fnmatchcase
 from typing import TypeVar
 
 from policies.gpu.catalog import CATALOG, Catalog
+from policies.memo import Memo
 from policies.model.cel import CelEvaluationError, CelInput
 from policies.model.policy import GPUPolicy
 from policies.model.workload_kinds import BUILT_IN_TABLE
@@ -19,7 +20,6 @@ from policies.model.workloads import WorkloadTable
 
 _GLOB_CHARS = "*?["
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-_MEMO_LIMIT = 4096
 T = TypeVar("T")
 
 
@@ -45,7 +45,7 @@ class PolicySet:
     _globs: dict[str, tuple[tuple[str, GPUPolicy], ...]] = field(init=False, repr=False, compare=False)
     _everywhere: tuple[GPUPolicy, ...] = field(init=False, repr=False, compare=False)
     _max_prefix: int = field(init=False, repr=False, compare=False)
-    _memo: dict[Hashable, object] = field(init=False, repr=False, compare=False)
+    _memo: Memo = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Cluster policies first: a namespaced one decides MIG, runtime and Triton only where none does.
@@ -68,25 +68,16 @@ class PolicySet:
         object.__setattr__(self, "_globs", {k: tuple(v) for k, v in globs.items()})
         object.__setattr__(self, "_everywhere", tuple(everywhere))
         object.__setattr__(self, "_max_prefix", max(map(len, globs), default=0))
-        object.__setattr__(self, "_memo", {})
+        object.__setattr__(self, "_memo", Memo())
 
     def memo(self, kind: str, policies: tuple[GPUPolicy, ...], build: Callable[[tuple[GPUPolicy, ...]], T]) -> T:
         """What `build` derives from a combination of this set's policies, computed once per combination."""
         return self.cached((kind, tuple(p.name for p in policies)), lambda: build(policies))
 
     def cached(self, key: Hashable, build: Callable[[], T]) -> T:
-        """`build()`, computed once per key for this set.
-
-        The set is immutable, so a derived value never goes stale; it goes with the set when swapped.
-        Past the size limit (keys may carry annotation texts users choose) values are computed, not kept.
-        """
-        try:
-            return self._memo[key]  # type: ignore[return-value]
-        except KeyError:
-            value = build()
-            if len(self._memo) < _MEMO_LIMIT:
-                self._memo[key] = value
-            return value
+        """`build()`, computed once per key for this set: the set is immutable, so a derived value
+        never goes stale, and it goes with the set when swapped."""
+        return self._memo.get(key, build)
 
     def by_name(self, name: str) -> GPUPolicy | None:
         rank = self._rank.get(name)

@@ -10,17 +10,17 @@ from typing import NamedTuple
 
 import orjson
 
-from policies.cluster import NO_CLUSTER, ClusterState
-from policies.gpu.capacity import Capacity
-from policies.gpu.mig import MigPlan, MigPlanner, Problem
-from policies.model.policy import GPUPolicy, Strategy
+from policies.model.policy import Strategy
 from policies.model.policyset import PolicySet
-from policies.mutate.document import CHANGE_FORMAT, JSON, Change, Draft
 from policies.mutate.rewrite import apply_plan
 from policies.mutate.runtime import apply_runtime, merge
-from policies.mutate.triton import inject_triton, sidecar_slice
-from policies.pod import ANNOTATION_PREFIX, PodView, parse_pod
-from policies.request import RequestInfo
+from policies.mutate.triton import inject_triton
+from policies.planning.applicable import applicable, plan_mig
+from policies.planning.mig import MigPlan, Problem
+from policies.review.cluster import NO_CLUSTER, ClusterState
+from policies.review.document import CHANGE_FORMAT, JSON, Change, Draft
+from policies.review.pod import ANNOTATION_PREFIX
+from policies.review.request import RequestInfo
 
 MUTATED_ANNOTATION = ANNOTATION_PREFIX + "mutated"
 
@@ -40,20 +40,6 @@ class MutationResult(NamedTuple):
         return bool(self.changes)
 
 
-def plan_mig(
-    view: PodView,
-    policy_set: PolicySet,
-    matched: tuple[GPUPolicy, ...],
-    capacity: Capacity | None = None,
-) -> MigPlan:
-    owner = next((p for p in matched if p.mig is not None), None)
-    if owner is None or owner.mig is None:
-        return MigPlan(None)
-    planner = MigPlanner(owner, owner.mig, policy_set.catalog, policy_set.cached, capacity)
-    sidecar = sidecar_slice(view, matched)  # lands with the pod: pinned with its slices in one pass
-    return planner.plan(view, (sidecar,) if sidecar else ())
-
-
 def mutate_pod(
     raw: JSON,
     policy_set: PolicySet,
@@ -61,17 +47,12 @@ def mutate_pod(
     cluster: ClusterState = NO_CLUSTER,
 ) -> MutationResult:
     """InputError if the Pod is malformed; otherwise what the mutating webhook would do."""
-    request = request or RequestInfo()
-    view = parse_pod(raw)
-    if not view.in_scope or (view.mirror and request.from_node):
+    applies = applicable(raw, policy_set, request or RequestInfo(), cluster)
+    if applies is None:
         return MutationResult(raw)
-    namespace = request.namespace or view.namespace  # the API server's word, not the object's
-    request = request.in_namespace(namespace)
-    namespace_labels = cluster.namespace_labels(namespace)
-    match = policy_set.matching(namespace, view.labels, request.cel_input(raw, namespace_labels), namespace_labels)
-    matched = match.policies
-    warnings = [f"policy {p.name} skipped: {why}" for p, why in match.errors]
-    plan = plan_mig(view, policy_set, matched, cluster.capacity)
+    view, namespace, matched = applies.view, applies.namespace, applies.policies
+    warnings = [f"policy {p.name} skipped: {why}" for p, why in applies.errors]
+    plan = plan_mig(view, matched, policy_set, cluster.capacity)
     doc = Draft(raw)
     changes: list[Change] = []
     problems = list(plan.problems)

@@ -4,10 +4,10 @@ for its slices where it could land elsewhere), single steers to MIG nodes."""
 from __future__ import annotations
 
 from policies.gpu.cloud import GKE_PARTITION
-from policies.gpu.mig import MigPlan, Rewrite, single_strategy_labels
 from policies.gpu.models import PRODUCT_LABEL, WHOLE_GPU_RESOURCE, label_name
 from policies.model.policy import Strategy
-from policies.mutate.document import Change, Draft, format_count
+from policies.planning.mig import MigPlan, Rewrite, single_strategy_labels
+from policies.review.document import Change, Draft, format_count
 
 
 def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
@@ -19,7 +19,7 @@ def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
     elif plan.strategy is Strategy.MIXED:
         for rewrite in plan.rewrites:
             _rename(doc, rewrite, plan.policy.name, changes)
-        if plan.pin:  # the slices land, and weigh, where the policy picked (policies.gpu.gate)
+        if plan.pin:  # the slices land, and weigh, where the policy picked (policies.planning.gate)
             steer(doc, plan.pin, plan.pin_why, plan.policy.name, changes)
     elif plan.rewrites:
         _steer(doc, plan, changes)

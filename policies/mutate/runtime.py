@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from policies.containers import SHM_PATH, ContainerView
 from policies.model.policy import GPUPolicy, Toleration
-from policies.mutate.document import JSON, Change, Draft
-from policies.pod import PodView
+from policies.review.containers import SHM_PATH, ContainerView
+from policies.review.document import JSON, Change, Draft
+from policies.review.pod import PodView
 
 SHM_VOLUME = "gpu-admission-shm"
 

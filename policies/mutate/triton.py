@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from policies.containers import SHM_PATH
 from policies.gpu.catalog import Catalog
-from policies.gpu.mig import MigPlan, Problem
 from policies.gpu.models import WHOLE_GPU_RESOURCE, mixed_resource
 from policies.model.policy import GPUPolicy, Strategy, TritonSpec
-from policies.mutate.document import JSON, Change, Draft
 from policies.mutate.rewrite import steer
 from policies.mutate.runtime import SHM_VOLUME, Merged, ensure_shm_volume
-from policies.pod import PodView
+from policies.planning.mig import MigPlan, Problem
+from policies.planning.sidecar import CONTAINER, no_repository, sidecar_settings, wants_sidecar
+from policies.review.containers import SHM_PATH
+from policies.review.document import JSON, Change, Draft
+from policies.review.pod import PodView
 
-CONTAINER = "triton"
 PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
 TRITON_USER = 1000
 # Pod Security Standards `restricted`, container level: the sidecar must not be the reason a
@@ -57,14 +57,6 @@ def sidecar(spec: TritonSpec, repository: str, resources: dict[str, str], env: l
     return container
 
 
-BUILT_IN = "(built-in Triton defaults)"
-
-
-def wants_sidecar(pod: PodView) -> bool:
-    """Asked for and not there yet (a pod of its own making, or this webhook's earlier pass)."""
-    return pod.annotation("triton") == "inject" and not any(c.name == CONTAINER for c in pod.all_containers)
-
-
 def _single_strategy_slice(
     doc: Draft,
     pod: PodView,
@@ -91,36 +83,6 @@ def _single_strategy_slice(
     steer(doc, tuple(labels), f"triton sidecar profile {profile}", policy, changes)
 
 
-def _settings(pod: PodView, policies: tuple[GPUPolicy, ...]) -> tuple[TritonSpec, str, str | None]:
-    """The deciding policy's Triton spec, its name, and the model repository to serve."""
-    owner = next((p for p in policies if p.triton is not None), None)
-    spec = owner.triton if owner and owner.triton else TritonSpec()
-    repository = pod.annotation("triton-model-repository") or spec.model_repository
-    return spec, owner.name if owner else BUILT_IN, repository
-
-
-def sidecar_slice(pod: PodView, policies: tuple[GPUPolicy, ...]) -> str | None:
-    """The MIG profile of the sidecar this mutation will add, if it adds one with a slice."""
-    if not wants_sidecar(pod):
-        return None
-    spec, _, repository = _settings(pod, policies)
-    return spec.profile if repository else None
-
-
-def triton_problem(pod: PodView, policies: tuple[GPUPolicy, ...]) -> Problem | None:
-    """Why a requested sidecar cannot be added: the mutating side reports it, the validating side
-    (which sees the pod after mutation, still without the sidecar) denies on it."""
-    if not wants_sidecar(pod):
-        return None
-    _, policy, repository = _settings(pod, policies)
-    return None if repository else _no_repository(policy)
-
-
-def _no_repository(policy: str) -> Problem:
-    message = "triton: inject needs gpu-admission.io/triton-model-repository or the policy's triton.modelRepository"
-    return Problem(policy, "metadata.annotations", message)
-
-
 def inject_triton(
     doc: Draft,
     pod: PodView,
@@ -134,9 +96,9 @@ def inject_triton(
 ) -> None:
     if not wants_sidecar(pod):
         return
-    spec, policy, repository = _settings(pod, policies)
+    spec, policy, repository = sidecar_settings(pod, policies)
     if not repository:
-        problems.append(_no_repository(policy))
+        problems.append(no_repository(policy))
         return
     resources: dict[str, str] = {}
     single = plan.strategy is Strategy.SINGLE and plan.policy is not None

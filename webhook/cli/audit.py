@@ -15,10 +15,7 @@ from typing import Any
 
 import yaml
 
-from policies.audit.judging import AuditReport, Finding, audit
-from policies.audit.policyreport import policy_reports
-from policies.cluster import KnownCluster
-from policies.engine import Engine
+from policies import AuditReport, Engine, Finding, KnownCluster, audit_pods, policy_reports
 from webhook.cli.offline import cluster_state_with_nodes
 from webhook.sources.files import load_policies, policy_set_of
 
@@ -86,7 +83,7 @@ def _audit(args: argparse.Namespace) -> int:
         print("error: give --cluster-state FILE, or --live to read the cluster", file=sys.stderr)
         return EXIT_BAD_INPUT
     started = time.monotonic()
-    report = audit(engine, pods, cluster, nodes)
+    report = audit_pods(engine, pods, cluster, nodes)
     summary: dict[str, Any] = {
         "judged": sum(report.judged.values()),
         "findings": len(report.findings),

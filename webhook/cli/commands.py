@@ -12,9 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from policies.cluster import KnownCluster
-from policies.engine import Engine
-from policies.errors import InputError
+from policies import Engine, InputError, KnownCluster
 from webhook.cli.inputs import read_inputs, without_lent_namespace
 from webhook.cli.offline import EXIT_BAD_INPUT, EXIT_OK, cluster_state, cmd_validate
 from webhook.sources.files import load_policies

@@ -9,8 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from policies.engine import Engine
-from policies.errors import InputError
+from policies import Engine, InputError
 from webhook.sources.files import POLICY_SUFFIXES, read_manifests
 
 DEFAULT_NAMESPACE = "default"  # where kubectl puts an object that names none

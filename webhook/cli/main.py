@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from policies.errors import InputError
+from policies import InputError
 from webhook.cli.audit import EVENTS_PER_RUN, cmd_audit
 from webhook.cli.commands import cmd_certs, cmd_client_certs, cmd_mutate, cmd_serve, cmd_validate_inputs
 from webhook.cli.inputs import DEFAULT_NAMESPACE

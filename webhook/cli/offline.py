@@ -9,18 +9,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policies.cluster import NO_CLUSTER, ClusterState, KnownCluster
-from policies.engine import Engine
-from policies.errors import InputError, PolicyProblem
-from policies.gpu.capacity import CapacityLedger, NodeGpus, node_gpus, node_uses
-from policies.gpu.catalog import CATALOG
-from policies.judge.ledger import Ledger
-from policies.judge.usage import counts_against_quota, gpus_held
-from policies.judge.validation import Decision
-from policies.model.advice import overlapping_profiles
-from policies.model.loader import load_texts
-from policies.mutate.mutation import MutationResult
-from policies.pod import PodView, parse_pod
+from policies import (
+    CATALOG,
+    NO_CLUSTER,
+    CapacityLedger,
+    ClusterState,
+    Decision,
+    Engine,
+    InputError,
+    KnownCluster,
+    Ledger,
+    MutationResult,
+    NodeGpus,
+    PodView,
+    PolicyProblem,
+    counts_against_quota,
+    gpus_held,
+    load_texts,
+    node_gpus,
+    node_uses,
+    overlapping_profiles,
+    parse_pod,
+)
 from webhook.cli.inputs import Inputs, read_inputs
 from webhook.cluster.claims import CLAIM_KINDS, ClaimCache
 from webhook.cluster.namespaces import GpuQuotaCache, namespace_labels

@@ -34,8 +34,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from policies.engine import Engine
-from policies.errors import InputError
+from policies import Engine, InputError
 from webhook.cli.inputs import DEFAULT_NAMESPACE, files_of
 from webhook.cli.offline import Judged, judge_all
 from webhook.sources.files import load_policies, read_manifests

@@ -9,9 +9,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from policies.judge.ledger import Ledger
-from policies.judge.quota_view import QuotaLine, amount_text, bar, quota_lines, scopes
-from policies.model.policyset import PolicySet
+from policies import Ledger, PolicySet, QuotaLine, amount_text, bar, quota_lines, scopes
 from webhook.cli.offline import cluster_state
 from webhook.sources.files import load_policies, policy_set_of
 
@@ -74,7 +72,7 @@ def cmd_quota(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
         pods, namespaces, reserved, notes = live.pods, live.namespaces, live.reserved, live.notes
         policy_set = _policies(args.policies, live.policy_texts)
-        from policies.cluster import KnownCluster
+        from policies import KnownCluster
 
         cluster = KnownCluster({k: v for k, v in namespaces.items() if v is not None})
     if args.namespace and args.namespace not in namespaces:

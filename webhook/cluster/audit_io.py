@@ -13,13 +13,11 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from policies.audit.judging import Finding
-from policies.audit.policyreport import API_VERSION, MANAGED, NAME
-from policies.gpu.capacity import NodeGpus, node_gpus
+from policies import REPORT_API_VERSION, REPORT_LABELS, REPORT_NAME, Finding, NodeGpus, node_gpus
 from webhook.cluster.namespaces import namespace_labels
 
 log = logging.getLogger("gpu_admission.audit")
-GROUP, VERSION = API_VERSION.split("/")
+GROUP, VERSION = REPORT_API_VERSION.split("/")
 PAGE = 500
 TIMEOUT = (2.0, 30.0)
 RAW: dict[str, Any] = {"_preload_content": False, "_request_timeout": TIMEOUT}
@@ -66,7 +64,7 @@ def existing_reports(api: client.ApiClient) -> dict[str, dict[str, Any]] | None:
     """Our PolicyReports by namespace ("" for the ClusterPolicyReport); None where the API server
     serves no PolicyReports (their CRDs are not installed: neither Kyverno's nor ours)."""
     custom = client.CustomObjectsApi(api)
-    selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
+    selector = ",".join(f"{k}={v}" for k, v in REPORT_LABELS.items())
     found: dict[str, dict[str, Any]] = {}
     try:
         listed: Any = custom.list_cluster_custom_object(GROUP, VERSION, "policyreports", label_selector=selector, **RAW)
@@ -78,7 +76,7 @@ def existing_reports(api: client.ApiClient) -> dict[str, dict[str, Any]] | None:
     for report in body.get("items") or []:
         found[report["metadata"]["namespace"]] = report
     try:
-        got: Any = custom.get_cluster_custom_object(GROUP, VERSION, "clusterpolicyreports", NAME, **RAW)
+        got: Any = custom.get_cluster_custom_object(GROUP, VERSION, "clusterpolicyreports", REPORT_NAME, **RAW)
         found[""] = orjson.loads(got.data)
     except ApiException as error:
         if error.status != 404:
@@ -104,7 +102,7 @@ def write_reports(api: client.ApiClient, reports: list[dict[str, Any]], before: 
                 if old is None:
                     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, body, **RAW)
                 else:
-                    custom.replace_namespaced_custom_object(GROUP, VERSION, namespace, plural, NAME, body, **RAW)
+                    custom.replace_namespaced_custom_object(GROUP, VERSION, namespace, plural, REPORT_NAME, body, **RAW)
             except ApiException as error:
                 if not _passing(error):
                     raise
@@ -113,7 +111,7 @@ def write_reports(api: client.ApiClient, reports: list[dict[str, Any]], before: 
         elif old is None:
             custom.create_cluster_custom_object(GROUP, VERSION, plural, body, **RAW)
         else:
-            custom.replace_cluster_custom_object(GROUP, VERSION, plural, NAME, body, **RAW)
+            custom.replace_cluster_custom_object(GROUP, VERSION, plural, REPORT_NAME, body, **RAW)
         written += 1
     return written
 

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from policies.gpu.models import CONFIG_STATE_LABEL
+from policies import CONFIG_STATE_LABEL
 from webhook.metrics import AUDIT_RUNS, AUDIT_SECONDS, AUDIT_VIOLATIONS
 
 log = logging.getLogger("gpu_admission.audit")

@@ -18,8 +18,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from policies.errors import InputError
-from policies.gpu.claims import ClaimDemand, claim_demand
+from policies import ClaimDemand, InputError, claim_demand
 
 log = logging.getLogger("gpu_admission.claims")
 GENERATED = "resource.kubernetes.io/pod-claim-name"

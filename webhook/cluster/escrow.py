@@ -34,9 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from policies.judge.quota import Amount, dimensions
-from policies.judge.usage import EMPTY, Usage
-from policies.model.policy import Quota
+from policies import EMPTY, Amount, Quota, Usage, dimensions
 from webhook.cluster.shared_quota import GRANT_PREFIX, SharedReservations
 
 log = logging.getLogger("gpu_admission.quota")

@@ -1,15 +1,13 @@
 """One replica's view of its cluster: namespace labels, ResourceQuotas on whole GPUs, DRA claims,
 quota usage and free GPU capacity, kept current by the watches (webhook.cluster.watches). It is also the
-cluster as the engine sees it (policies.cluster.ClusterState)."""
+cluster as the engine sees it (policies.review.cluster.ClusterState)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from policies.gpu.capacity import Capacity
-from policies.gpu.claims import ClaimDemand
-from policies.model.policyset import PolicySet
+from policies import Capacity, ClaimDemand, PolicySet
 from webhook.cluster.claims import ClaimCache
 from webhook.cluster.namespaces import GpuQuotaCache, NamespaceCache
 from webhook.cluster.usage import PodUsageTracker
@@ -27,7 +25,7 @@ class ClusterView:
         self.background: list[Any] = []  # other threads with a stop() (leadership)
         self._policy_set_listeners: list[Callable[[], None]] = []
 
-    # -- policies.cluster.ClusterState ------------------------------------------------------------
+    # -- policies.review.cluster.ClusterState ------------------------------------------------------------
     @property
     def capacity(self) -> Capacity:
         return self.usage.capacity

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from policies.cluster import limits_whole_gpus
+from policies import limits_whole_gpus
 
 log = logging.getLogger("gpu_admission.namespaces")
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from policies.errors import PolicyProblem
+from policies import PolicyProblem
 from webhook.sources.configmaps import SOURCE_PREFIX, configmap_source
 
 log = logging.getLogger("gpu_admission.policy_status")

@@ -9,10 +9,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from policies.judge.quota_view import QuotaLine, quota_lines, scopes
-from policies.judge.usage import Usage
-from policies.model.policy import GPUPolicy
-from policies.model.policyset import PolicySet
+from policies import GPUPolicy, PolicySet, QuotaLine, Usage, quota_lines, scopes
 from webhook.cluster.escrow import Escrow
 from webhook.cluster.live import ClusterView
 

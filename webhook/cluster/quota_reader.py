@@ -21,8 +21,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from policies.judge.ledger import Ledger
-from policies.judge.usage import Usage
+from policies import Ledger, Usage
 from webhook.cluster.identity import api_client, load_kubeconfig
 from webhook.cluster.shared_quota import GRANT_PREFIX, LEDGER_LABEL, parse_lease
 from webhook.sources.configmaps import POLICY_LABEL, texts_of

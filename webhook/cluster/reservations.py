@@ -20,8 +20,7 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from policies.judge.pod_facts import Charges
-from policies.judge.usage import EMPTY, Usage
+from policies import EMPTY, Charges, Usage
 
 UPDATE = "/update"  # the key suffix of what an UPDATE grows a pod to
 

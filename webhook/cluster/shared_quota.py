@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 from kubernetes.client.exceptions import ApiException
 
-from policies.judge.usage import EMPTY, Usage
+from policies import EMPTY, Usage
 from webhook.cluster.reservations import PodRef, updated_pod
 from webhook.metrics import STRICT_CONFLICTS
 

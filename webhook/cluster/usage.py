@@ -20,17 +20,32 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from policies.cluster import NO_CLUSTER, ClusterState
-from policies.errors import InputError
-from policies.gpu.capacity import CapacityLedger, node_gpus, node_uses
-from policies.gpu.catalog import CATALOG
-from policies.judge.ledger import Ledger, PodCounts
-from policies.judge.pod_facts import Charges, Needs, PodFacts, charges_of, facts_of, needs_of
-from policies.judge.usage import EMPTY, Usage
-from policies.judge.validation import Decision
-from policies.judge.verdict import Verdict
-from policies.model.policy import Action, Consistency, GPUPolicy, Quota
-from policies.model.policyset import PolicySet
+from policies import (
+    CATALOG,
+    EMPTY,
+    NO_CLUSTER,
+    Action,
+    CapacityLedger,
+    Charges,
+    ClusterState,
+    Consistency,
+    Decision,
+    GPUPolicy,
+    InputError,
+    Ledger,
+    Needs,
+    PodCounts,
+    PodFacts,
+    PolicySet,
+    Quota,
+    Usage,
+    Verdict,
+    charges_of,
+    facts_of,
+    needs_of,
+    node_gpus,
+    node_uses,
+)
 from webhook.cluster.escrow import Escrow, refill
 from webhook.cluster.reservations import PodRef, Reservation, Reservations, updated_pod
 from webhook.cluster.shared_quota import GRANT_PREFIX, LedgerUnavailable, SharedReservations

@@ -10,10 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from policies.errors import InputError
-from policies.judge.env_sources import ENV_SOURCE_KINDS
-from policies.model.loader import load_texts
-from policies.request import Operation
+from policies import ENV_SOURCE_KINDS, InputError, Operation, load_texts
 from webhook.metrics import ENGINE_ERRORS
 from webhook.serving.errors import BadRequest
 from webhook.serving.review import AdmissionRequest, AdmissionResponse

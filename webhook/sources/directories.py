@@ -18,7 +18,7 @@ import logging
 import threading
 from pathlib import Path
 
-from policies.errors import PolicyProblem
+from policies import PolicyProblem
 from webhook.sources.files import POLICY_SUFFIXES
 from webhook.sources.store import PolicyStore
 

@@ -9,13 +9,17 @@ from pathlib import Path
 
 import yaml
 
-from policies.errors import InputError, PolicyProblem
-from policies.model.loader import LoadResult, load_texts
-from policies.model.policy import GPUPolicy
-from policies.model.policyset import PolicySet
-from policies.model.workload_kinds import BUILT_IN_TABLE
-from policies.model.workloads import WorkloadKind
-from policies.model.yamldoc import FAST_LOADER
+from policies import (
+    BUILT_IN_TABLE,
+    FAST_LOADER,
+    GPUPolicy,
+    InputError,
+    LoadResult,
+    PolicyProblem,
+    PolicySet,
+    WorkloadKind,
+    load_texts,
+)
 
 POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -18,13 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from policies.engine import Engine
-from policies.errors import PolicyProblem
-from policies.model.loader import load_texts
-from policies.model.policy import GPUPolicy
-from policies.model.policyset import PolicySet
-from policies.model.workload_kinds import BUILT_IN_TABLE
-from policies.model.workloads import WorkloadKind
+from policies import BUILT_IN_TABLE, Engine, GPUPolicy, PolicyProblem, PolicySet, WorkloadKind, load_texts
 
 log = logging.getLogger("gpu_admission.policies")
 Texts = tuple[tuple[str, str], ...]

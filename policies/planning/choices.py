@@ -9,7 +9,7 @@ known, NVIDIA's observed sizes otherwise. Models come from `gpu-model` or the po
 `gpuModels` (in order of preference), else every model the catalog knows (least of a GPU first).
 One MIG device per container: N > 1 whole GPUs are never turned into N slices. It depends only
 on the policy and those texts, so the planner keeps each answer for the policy set's life
-(policies.gpu.mig).
+(policies.planning.mig).
 """
 
 from __future__ import annotations

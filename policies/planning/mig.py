@@ -1,9 +1,9 @@
 """Which MIG profile each whole-GPU container gets, or why it cannot get one: the plan of a pod.
 
 What a policy allows a container depends only on the policy and a few annotation texts
-(policies.gpu.choices), so it is worked out once per policy set and kept (`PolicySet.cached`);
+(policies.planning.choices), so it is worked out once per policy set and kept (`PolicySet.cached`);
 which of the allowed options is taken depends on the cluster's free capacity at the time, so that
-part runs every request; every GPU resource then meets the gate (policies.gpu.gate).
+part runs every request; every GPU resource then meets the gate (policies.planning.gate).
 """
 
 from __future__ import annotations
@@ -12,12 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from policies.containers import ContainerView
 from policies.gpu.capacity import Capacity, NoCapacity
 from policies.gpu.catalog import Catalog
-from policies.gpu.choices import Choice, KeepWhole, Option, Outcome, ProfileChoice, Refusal, sized
 from policies.gpu.cloud import GKE_ACCELERATOR, GKE_PARTITION
-from policies.gpu.gate import Device, Gated, named_devices, one_device_each, pin_for
 from policies.gpu.models import (
     HAMI_RESOURCES,
     PRODUCT_LABEL,
@@ -28,7 +25,10 @@ from policies.gpu.models import (
 )
 from policies.gpu.placement import CloudPin, admits, cloud_pin, only_shared
 from policies.model.policy import GPUPolicy, MigSpec, Strategy
-from policies.pod import PodView
+from policies.planning.choices import Choice, KeepWhole, Option, Outcome, ProfileChoice, Refusal, sized
+from policies.planning.gate import Device, Gated, named_devices, one_device_each, pin_for
+from policies.review.containers import ContainerView
+from policies.review.pod import PodView
 
 T = TypeVar("T")
 Cache = Callable[[object, Callable[[], T]], T]
@@ -60,7 +60,7 @@ class MigPlan:
     rewrites: tuple[Rewrite, ...] = ()
     problems: tuple[Problem, ...] = ()
     warnings: tuple[str, ...] = ()
-    pin: tuple[str, ...] = ()  # mixed strategy: product labels the pod must land on (policies.gpu.gate)
+    pin: tuple[str, ...] = ()  # mixed strategy: product labels the pod must land on (policies.planning.gate)
     pin_why: str = ""
     gke: bool = False  # pinned to a GKE accelerator: slices are GKE's partitions (policies.gpu.cloud)
 

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import NamedTuple
 
-from policies.containers import ContainerView, DeviceEnv, json_list, mapping, read_containers, string_map
 from policies.errors import InputError
 from policies.gpu.devices import (
     NVIDIA_RUNTIME_PREFIX,
@@ -22,6 +21,7 @@ from policies.gpu.devices import (
     mount_lists_devices,
 )
 from policies.gpu.placement import Placement, parse_placement
+from policies.review.containers import ContainerView, DeviceEnv, json_list, mapping, read_containers, string_map
 
 ANNOTATION_PREFIX = "gpu-admission.io/"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"

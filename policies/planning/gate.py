@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.containers import ContainerView
 from policies.gpu.catalog import Catalog, ResourceKind
 from policies.gpu.models import MIG_RESOURCE_PREFIX, GpuModel
 from policies.gpu.placement import Placement, admits, families
 from policies.model.policy import MigSpec
+from policies.review.containers import ContainerView
 
 
 @dataclass(frozen=True, slots=True)
