@@ -3,7 +3,7 @@ pods in one replica's counters, the memory the counters take, what charging them
 policy set costs from what they keep (against counting them again, as a relist did), and the
 latency of a strict admission with two replicas contending for one quota's Lease.
 
-Pods are fed to the server's own tracker (webhook.cluster.usage) as a relist would feed them:
+Pods are fed to the server's own tracker (webhook.cluster.quota.usage) as a relist would feed them:
 200 namespaces, pods of 20 shapes (slices of several profiles, on 500 nodes), matched by a
 namespace quota, a policy-wide quota and a rule. Admission is measured the way /validate runs it
 (engine decision, check and reservation under the tracker's lock), on a pod that fits.
@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 from policies.engine import Engine  # noqa: E402
 from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
-from webhook.cluster.reservations import PodRef  # noqa: E402
-from webhook.cluster.shared_quota import SharedReservations  # noqa: E402
-from webhook.cluster.usage import PodUsageTracker  # noqa: E402
+from webhook.cluster.quota.reservations import PodRef  # noqa: E402
+from webhook.cluster.quota.shared_quota import SharedReservations  # noqa: E402
+from webhook.cluster.quota.usage import PodUsageTracker  # noqa: E402
 
 POLICIES = """
 apiVersion: gpu-admission.io/v1alpha1
@@ -157,7 +157,7 @@ def contended(
     import kubernetes
 
     from tests.kube_fake import FakeKube
-    from webhook.cluster.escrow import Escrow
+    from webhook.cluster.quota.escrow import Escrow
 
     consistency, shares = MODES[mode]
     kube = FakeKube()

@@ -2,8 +2,9 @@
 
     serving/    HTTP: the Flask app, the AdmissionReview wire format, the one place errors
                 become HTTP, gunicorn's configuration and worker, TLS
-    cluster/    the Kubernetes API: list/watch, the replica's view of the cluster (namespaces,
-                nodes, pods' usage, reservations), strict-quota Leases, policy status reports
+    cluster/    the Kubernetes API by concern: watches, quota (usage, reservations, strict
+                Leases and shares), the background audit, writing as this replica; the
+                replica's view of the cluster
     sources/    where policies come from: the store of last good versions, directories,
                 ConfigMaps, the bundled default and files
     cli/        the commands (`gpu-admission ...`), offline validate and lint
@@ -16,5 +17,5 @@
 
 Layers, top to bottom (pyproject.toml's import contracts): cli, wsgi, replica, serving, state,
 cluster, sources, then metrics and logs; serving and cluster never import each other
-directly.
+directly, and the engine is reached through policies/__init__ alone.
 """

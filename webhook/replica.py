@@ -19,7 +19,7 @@ from typing import Any
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
 from policies import PolicyProblem
 from webhook import logs
-from webhook.cluster import identity  # imported here: fixes this replica's name in the master, before the fork
+from webhook.cluster.api import identity  # imported here: fixes this replica's name in the master, before the fork
 from webhook.environment import number
 from webhook.serving import background
 from webhook.serving.server import WebhookServer
@@ -95,7 +95,7 @@ def build_holder(config: ServerConfig) -> EngineHolder:
 
 
 def _watch_cluster(holder: EngineHolder, store: PolicyStore, config: ServerConfig) -> None:
-    from webhook.cluster.watches import audit_seconds, connect
+    from webhook.cluster.wiring import audit_seconds, connect
 
     identity.load_config()
     connect(
@@ -132,7 +132,7 @@ def prepare_certificates(config: ServerConfig) -> None:
 
 def _cert_manager(config: ServerConfig) -> Any:
     from certs.manager import CertManager
-    from webhook.cluster.identity import REPLICA, api_client
+    from webhook.cluster.api.identity import REPLICA, api_client
 
     # One identity for the master's bootstrap and the worker's renewals: the worker keeps the
     # Lease the bootstrap took, and mends an emptied caBundle at its first pass.

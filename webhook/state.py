@@ -11,9 +11,9 @@ from typing import Any
 
 from policies import Decision, Engine, PolicySet
 from webhook.cluster.live import ClusterView
-from webhook.cluster.quota_metrics import QuotaCollector, replica_quota_lines
-from webhook.cluster.reservations import UPDATE, PodRef
-from webhook.cluster.usage import PodUsageTracker
+from webhook.cluster.quota.quota_metrics import QuotaCollector
+from webhook.cluster.quota.reservations import UPDATE, PodRef
+from webhook.cluster.quota.usage import PodUsageTracker
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,7 @@ class EngineHolder:
 
     def quota_metrics(self) -> QuotaCollector:
         """The replica's quota view as metrics, computed when scraped."""
-        return QuotaCollector(
-            lambda: replica_quota_lines(self.view, self._policy_set()), lambda: self.view.usage.escrow
-        )
+        return QuotaCollector(lambda: self.view.quota_lines(self._policy_set()), lambda: self.view.usage.escrow)
 
     @property
     def ready(self) -> bool:
@@ -91,7 +89,7 @@ class EngineHolder:
     ) -> Decision:
         """Decide and, if allowed for real, reserve the pod's usage, as one step (the object is
         kept with the reservation: a new policy set charges it again). An `update` that grows a
-        pod's charge holds what it grows to (webhook.cluster.reservations.UPDATE)."""
+        pod's charge holds what it grows to (webhook.cluster.quota.reservations.UPDATE)."""
         found = obj.get("metadata")
         metadata: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         uid = str(metadata.get("uid") or "")

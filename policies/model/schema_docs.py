@@ -12,7 +12,7 @@ from policies.model.schema_fields import Schema
 HEADER = """# Policy field reference
 
 Generated from the JSON Schema (`policies/model/gpupolicy.schema.json`, built by
-`policies/model/schema.py`); `tests/test_schema.py` keeps this page, the schema file and the
+`policies/model/schema.py`); `tests/engine/test_schema.py` keeps this page, the schema file and the
 loader in agreement (`python -m tools.generate` rewrites both). Editors validate policy files against the
 schema with a first line `# yaml-language-server: $schema=<path or URL of the schema>`.
 

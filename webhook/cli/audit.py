@@ -69,8 +69,8 @@ def _audit(args: argparse.Namespace) -> int:
     engine = _engine(args)
     pods: Iterable[Any]
     if args.live:
-        from webhook.cluster.audit_io import read_cluster  # the kubernetes client only when used
-        from webhook.cluster.identity import api_client, load_config
+        from webhook.cluster.api.identity import api_client, load_config
+        from webhook.cluster.audit.audit_io import read_cluster  # the kubernetes client only when used
 
         load_config(args.kubeconfig, args.context)
         api = api_client()
@@ -107,7 +107,7 @@ NO_REPORTS = "install the wgpolicyk8s.io CRDs: Kyverno's, or deploy/overlays/pol
 
 
 def _write(api: Any, report: AuditReport, events: int) -> dict[str, Any]:
-    from webhook.cluster.audit_io import emit_events, existing_reports, reported, write_reports
+    from webhook.cluster.audit.audit_io import emit_events, existing_reports, reported, write_reports
 
     before = existing_reports(api)
     missing: dict[str, Any] = {}

@@ -32,8 +32,8 @@ from policies import (
     parse_pod,
 )
 from webhook.cli.inputs import Inputs, read_inputs
-from webhook.cluster.claims import CLAIM_KINDS, ClaimCache
-from webhook.cluster.namespaces import GpuQuotaCache, namespace_labels
+from webhook.cluster.watches.claims import CLAIM_KINDS, ClaimCache
+from webhook.cluster.watches.namespaces import GpuQuotaCache, namespace_labels
 from webhook.sources.files import directory_texts, read_manifests
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2

@@ -63,7 +63,7 @@ def cmd_quota(args: argparse.Namespace) -> int:
         reserved = Ledger()
         notes: list[str] = []
     else:
-        from webhook.cluster.quota_reader import Unreachable, read_live  # the client only when used
+        from webhook.cluster.quota.quota_reader import Unreachable, read_live  # the client only when used
 
         try:
             live = read_live(args.namespace, args.policy_namespace, args.kubeconfig, args.context)

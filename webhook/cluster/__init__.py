@@ -1,10 +1,17 @@
-"""The Kubernetes API: the list/watch loop (listwatch.py, watch_stream.py), the watches one
-replica runs and how they are wired (watches.py), namespace labels and ResourceQuotas
-(namespaces.py), what DRA claims can allocate (claims.py), quota usage and free capacity from
-pods and nodes (usage.py) with local reservations (reservations.py), strict quotas' shared
-Leases (shared_quota.py), status Events and annotations on policy ConfigMaps (policy_status.py)
-written by one replica at a time (leadership.py), this replica's name on everything it writes
-(identity.py), and the cluster as the engine sees it (live.py).
+"""The Kubernetes API, by concern; folders are layers (pyproject.toml's import contracts):
 
-May import: the engine, sources (the policy store it feeds), metrics and logs. Never serving.
+    wiring.py   every watch one replica runs, and how they feed its view (connect)
+    live.py     one replica's view of its cluster (ClusterView): the cluster as the engine sees
+                it (namespace labels, ResourceQuotas, DRA claims, free capacity) and its quota
+                counters, with the quota lines the metrics show
+    audit/      the background audit: its runs, and reading pods and writing PolicyReports
+    quota/      quota usage from pods with local reservations, strict quotas' shared Leases and
+                this replica's shares of them, reading them back (`quota`), their metrics
+    watches/    the list/watch loop, and what each watch keeps: namespaces, ResourceQuotas,
+                DRA claims, node capacity, the namespaces policy ConfigMaps may come from
+    api/        writing to the API server as this replica: its name and client, leadership,
+                status Events and annotations on policy ConfigMaps
+
+May import: the engine (through policies/__init__), sources (the policy store it feeds),
+metrics and logs. Never serving.
 """

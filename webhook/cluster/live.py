@@ -1,5 +1,5 @@
 """One replica's view of its cluster: namespace labels, ResourceQuotas on whole GPUs, DRA claims,
-quota usage and free GPU capacity, kept current by the watches (webhook.cluster.watches). It is also the
+quota usage and free GPU capacity, kept current by the watches (webhook.cluster.wiring). It is also the
 cluster as the engine sees it (policies.review.cluster.ClusterState)."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from policies import Capacity, ClaimDemand, PolicySet
-from webhook.cluster.claims import ClaimCache
-from webhook.cluster.namespaces import GpuQuotaCache, NamespaceCache
-from webhook.cluster.usage import PodUsageTracker
+from policies import Capacity, ClaimDemand, GPUPolicy, PolicySet, QuotaLine, Usage, quota_lines, scopes
+from webhook.cluster.quota.usage import PodUsageTracker
+from webhook.cluster.watches.claims import ClaimCache
+from webhook.cluster.watches.namespaces import GpuQuotaCache, NamespaceCache
+from webhook.cluster.watches.nodes import NodeCapacity
 
 
 class ClusterView:
@@ -18,17 +19,18 @@ class ClusterView:
         self.namespaces = NamespaceCache()
         self.quotas = GpuQuotaCache()
         self.claims = ClaimCache()
-        self.usage = PodUsageTracker(policy_set, namespace_labels=self.namespaces.known)
+        self.nodes = NodeCapacity()
+        self.usage = PodUsageTracker(policy_set, namespace_labels=self.namespaces.known, nodes=self.nodes)
         self.usage.cluster = self
         self.namespaces.on_labels_changed(self.usage.recharge_namespaces)
-        self.watches: list[Any] = []  # webhook.cluster.listwatch.ListWatch, one per resource watched
+        self.watches: list[Any] = []  # webhook.cluster.watches.listwatch.ListWatch, one per resource watched
         self.background: list[Any] = []  # other threads with a stop() (leadership)
         self._policy_set_listeners: list[Callable[[], None]] = []
 
     # -- policies.review.cluster.ClusterState ------------------------------------------------------------
     @property
     def capacity(self) -> Capacity:
-        return self.usage.capacity
+        return self.nodes.capacity
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.namespaces.labels(namespace)
@@ -60,3 +62,19 @@ class ClusterView:
     def policy_set_changed(self) -> None:
         for listener in self._policy_set_listeners:
             listener()
+
+    # -- the quota view ------------------------------------------------------------------------
+    def quota_lines(self, policy_set: PolicySet | None) -> list[QuotaLine]:
+        """What this replica's counters hold per policy, scope and dimension (the quota metrics)."""
+        if policy_set is None:
+            return []
+        tracker = self.usage
+        counted = tracker.counted()
+        held = counted.held()
+        namespaces = {scope: self.namespaces.known(scope) for _, scope in held if scope}
+
+        class Reserved:
+            def usage(self, policy: GPUPolicy, scope: str) -> Usage:
+                return tracker.reserved(policy, scope)
+
+        return quota_lines(scopes(policy_set, namespaces, held), counted, Reserved())

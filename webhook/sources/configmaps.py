@@ -1,7 +1,7 @@
 """Policy ConfigMaps as sources: those labelled gpu-admission.io/policy=true, each data key a
 file. One in the webhook's own namespace holds cluster-wide policies; one elsewhere holds
 namespaced policies, which may match only their own namespace. The watch that feeds them to the
-store is the cluster's (webhook.cluster.watches)."""
+store is the cluster's (webhook.cluster.wiring)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""What ships: manifests, the chart, generated files, certificates, the kubectl plugin, the version."""

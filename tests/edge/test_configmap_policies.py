@@ -1,0 +1,130 @@
+"""Policies from ConfigMaps, through the real kubernetes client against an in-process API server:
+reload on change, last good version kept, 410 Gone relist, API server down then back."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from tests.conftest import policy
+from webhook.cluster.wiring import configmap_watch
+from webhook.sources.store import PolicyStore
+from webhook.state import EngineHolder
+
+NS = "gpu-admission"
+
+
+def names(holder: EngineHolder) -> list[str]:
+    return [p.name for p in holder.engine.policy_set.policies]
+
+
+@pytest.fixture
+def watching(kube):
+    holder = EngineHolder()
+    reported: list[tuple[str, list]] = []
+    store = PolicyStore(
+        holder.swap, on_result=lambda source, problems: problems and reported.append((source, problems))
+    )
+    api = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}")))
+    watcher = configmap_watch(api, NS, store, watch_seconds=1, backoff=(0.05, 0.2))
+    yield holder, store, watcher, reported
+    watcher.stop()
+
+
+def serving_team_a(kube, watcher, store) -> None:
+    """The common opening: one policy ConfigMap, the watch started, its first set in force."""
+    kube.put(NS, "team-a", {"a.yaml": policy("team-a")})
+    watcher.start()
+    assert store.wait_for_generation(1, 10)
+
+
+def test_ready_after_the_first_full_list_with_the_policies_it_found(kube, watching):
+    holder, store, watcher, _ = watching
+    kube.put(NS, "team-a", {"a.yaml": policy("team-a")})
+    kube.put(NS, "unlabelled", {"x.yaml": policy("ignored")}, labels={})
+    assert not holder.ready
+    watcher.start()
+    assert watcher.synced.wait(10) and store.wait_for_generation(1, 10)
+    assert holder.ready and names(holder) == ["team-a"]
+
+
+def test_a_change_builds_a_new_set_and_swaps_it_in(kube, watching):
+    holder, store, watcher, _ = watching
+    serving_team_a(kube, watcher, store)
+    generation = store.generation
+    kube.put(NS, "team-b", {"b.yaml": policy("team-b")})
+    assert store.wait_for_generation(generation + 1, 10)
+    assert names(holder) == ["team-a", "team-b"]
+    kube.delete(NS, "team-a")
+    assert store.wait_for_generation(generation + 2, 10)
+    assert names(holder) == ["team-b"]
+
+
+def test_a_bad_document_keeps_the_last_good_version_of_that_configmap(kube, watching):
+    holder, store, watcher, reported = watching
+    kube.put(NS, "team-a", {"a.yaml": policy("team-a", "mig: {defaultProfile: 1g.10gb}")})
+    watcher.start()
+    assert store.wait_for_generation(1, 10)
+    kube.put(NS, "team-a", {"a.yaml": policy("team-a", "mig: {defaultProfile: 1g.11gb}")})
+    kube.put(NS, "team-b", {"b.yaml": policy("team-b")})
+    assert store.wait_for_generation(2, 10)
+    assert names(holder) == ["team-a", "team-b"]
+    assert holder.engine.policy_set.by_name("team-a").mig.default_profile == "1g.10gb"
+    source, problems = reported[0]
+    assert source == f"configmap/{NS}/team-a"
+    assert "configmap/gpu-admission/team-a/a.yaml:" in str(problems[0]) and "spec.mig.defaultProfile" in str(
+        problems[0]
+    )
+
+
+def test_410_gone_relists_and_catches_up(kube, watching):
+    holder, store, watcher, _ = watching
+    serving_team_a(kube, watcher, store)
+    kube.paused, kube.bookmarks = True, False  # the watch falls behind ...
+    kube.put(NS, "team-b", {"b.yaml": policy("team-b")})
+    kube.compact()  # ... and its resourceVersion is compacted away
+    kube.paused = False
+    assert store.wait_for_generation(2, 20)
+    assert names(holder) == ["team-a", "team-b"]
+    assert watcher.expired >= 1 and watcher.relists >= 2
+
+
+def test_with_the_api_server_down_the_last_set_keeps_serving_and_changes_arrive_once_back(kube, watching):
+    holder, store, watcher, _ = watching
+    serving_team_a(kube, watcher, store)
+    port = kube.port
+    kube.stop()
+    assert not store.wait_for_generation(2, 1.5)
+    assert holder.ready and names(holder) == ["team-a"]
+    kube.start(port)
+    kube.put(NS, "team-c", {"c.yaml": policy("team-c")})
+    assert store.wait_for_generation(2, 20)
+    assert names(holder) == ["team-a", "team-c"]
+
+
+def test_a_policy_directory_reloads_on_change_and_keeps_its_last_good_version(tmp_path):
+    from webhook.sources.directories import DirectoryWatcher
+
+    holder = EngineHolder()
+    store = PolicyStore(holder.swap)
+    (tmp_path / "a.yaml").write_text(policy("team-a"))
+    watcher = DirectoryWatcher([tmp_path], store)
+    assert watcher.check_once(settle=False) and names(holder) == ["team-a"]
+    assert not watcher.check_once()
+    (tmp_path / "b.yaml").write_text(policy("team-b"))
+    assert not watcher.check_once()  # just changed: it may still be being written
+    assert watcher.check_once() and names(holder) == ["team-a", "team-b"]
+    (tmp_path / "b.yaml").write_text(policy("team-b", "mig: {strategy: half}"))
+    watcher.check_once()
+    watcher.check_once()
+    assert names(holder) == ["team-a", "team-b"]
+
+
+def test_a_source_seen_for_the_first_time_loads_its_good_documents_and_reports_the_bad():
+    holder = EngineHolder()
+    reported = []
+    store = PolicyStore(holder.swap, on_result=lambda source, problems: reported.append(problems))
+    bad = policy("bad", "mig: {strategy: half}")
+    store.update("configmap/ns/mixed", (("configmap/ns/mixed/a.yaml", policy("good") + "---\n" + bad),))
+    assert holder.ready and names(holder) == ["good"]
+    assert "policy bad: spec.mig.strategy" in str(reported[0][0])

@@ -1,0 +1,130 @@
+"""Quota usage in the server: reservations between admission and the pod watch, concurrency,
+dry-run, expiry, and pod events releasing what they free."""
+
+from __future__ import annotations
+
+import threading
+
+from tests.conftest import engine_from, pod, policy
+from tests.server.test_server import review
+from webhook.serving import admission
+from webhook.serving.review import parse_review
+from webhook.state import EngineHolder
+
+QUOTA = policy(
+    "team-a",
+    """
+match: {namespaces: [team-a]}
+mig: {gpuModels: [A100-80GB]}
+quota:
+  limits: {pods: 5}
+""",
+)
+
+
+def slice_pod(name: str, generate_name: str = "", phase: str | None = None) -> dict:
+    container = {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}
+    obj = pod(container, namespace="team-a")
+    obj["metadata"]["name"] = name
+    if generate_name:
+        obj["metadata"]["generateName"] = generate_name
+    obj["metadata"]["uid"] = f"uid-{name or generate_name}"
+    if phase:
+        obj["status"] = {"phase": phase}
+    return obj
+
+
+def holder(clock=None) -> EngineHolder:
+    held = EngineHolder()
+    held.swap(engine_from(QUOTA))
+    if clock is not None:
+        held.usage._clock = clock
+    return held
+
+
+def admit(held: EngineHolder, obj: dict, dry_run: bool = False) -> bool:
+    request = parse_review(review(obj, uid=obj["metadata"].get("uid", "review-1"), dry_run=dry_run))
+    return admission.validate(held, request).allowed
+
+
+def pods_held(held: EngineHolder) -> int:
+    return held.usage.usage(held.engine.policy_set.by_name("team-a"), "team-a").pods
+
+
+def test_concurrent_admissions_admit_exactly_the_limit():
+    held = holder()
+    results: list[bool] = []
+    start = threading.Barrier(16)
+
+    def one(i: int) -> None:
+        start.wait()
+        results.append(admit(held, slice_pod(f"p{i}")))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count(True) == 5 and pods_held(held) == 5
+
+
+def test_dry_run_never_reserves():
+    held = holder()
+    assert all(admit(held, slice_pod(f"p{i}"), dry_run=True) for i in range(10))
+    assert held.usage.reservations == 0
+
+
+def test_a_reservation_is_released_when_the_pod_shows_up_and_not_counted_twice():
+    held = holder()
+    assert admit(held, slice_pod("p0"))
+    assert held.usage.reservations == 1 and pods_held(held) == 1
+    held.usage.observe("ADDED", slice_pod("p0"))
+    assert held.usage.reservations == 0 and pods_held(held) == 1
+
+
+def test_pods_known_only_by_generate_name_claim_their_reservation_by_prefix():
+    """The validating webhook sees a pod's final name and uid; an object without them (an older
+    API server) is claimed by the first pod of its generateName that shows up."""
+    held = holder()
+    anonymous = slice_pod("", generate_name="job-")
+    del anonymous["metadata"]["uid"]
+    assert admit(held, anonymous)
+    held.usage.observe("ADDED", slice_pod("job-x7k2p"))
+    assert held.usage.reservations == 0 and pods_held(held) == 1
+
+
+def test_a_reservation_expires_when_the_pod_never_shows_up():
+    now = [1000.0]
+    held = holder(clock=lambda: now[0])
+    assert admit(held, slice_pod("p0"))
+    now[0] += held.usage.ttl - 1
+    assert pods_held(held) == 1
+    now[0] += 2
+    assert pods_held(held) == 0
+
+
+def test_deleted_and_finished_pods_free_their_share():
+    held = holder()
+    for i in range(5):
+        held.usage.observe("ADDED", slice_pod(f"p{i}"))
+    assert not admit(held, slice_pod("new"))
+    held.usage.observe("DELETED", slice_pod("p0"))
+    held.usage.observe("MODIFIED", slice_pod("p1", phase="Succeeded"))
+    assert pods_held(held) == 3
+    assert admit(held, slice_pod("new"))
+
+
+def test_a_relist_rebuilds_the_counters():
+    held = holder()
+    for i in range(3):
+        held.usage.observe("ADDED", slice_pod(f"p{i}"))
+    held.usage.replace_all([slice_pod("only")])
+    assert pods_held(held) == 1
+
+
+def test_a_pod_the_engine_cannot_read_is_left_out_and_the_relist_goes_on():
+    held = holder()
+    odd = slice_pod("odd")
+    odd["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.10gb"] = "lots"
+    held.usage.replace_all([slice_pod("p0"), odd, slice_pod("p1")])
+    assert pods_held(held) == 2

@@ -1,0 +1,277 @@
+"""Escrow for `consistency: strict` quotas: each replica holds a share of a budget, granted through
+the quota's Lease, and admits from it locally, with no write to the API server.
+
+A share is one entry in the Lease, `grant:<replica>.<process>`, whose usage is what it holds:
+what is left of its grants, plus what it admitted from them in the last `ttl` seconds (other
+replicas may not see those pods in their watch yet, so they stay counted in the entry until
+every watch has: the same bound the per-pod entries rest on). Other replicas count the entry
+whole; the replica itself leaves it out and counts its admitted pods as local reservations until
+its own watch shows them.
+
+A share is granted (refilled) in the replica's turn at the Lease, by compare-and-swap: what is
+free is the limit less what the replica's pods counters, the other replicas' entries, its own
+reservations and its own share already hold; a grant never takes more than is free, so the
+shares and the pods together never pass the limit. Near the limit a share cannot be granted
+(nothing is free beyond what the pod needs), and the admission falls back to the exact
+per-pod compare-and-swap. A replica that stops leaves its entry: it counts as used until it
+expires, `ttl` after the others first read its last version (about 30 s), and is then free.
+
+The one trade-off, in plain words: budget a replica holds and does not use is unavailable to the
+others until it gives it back (it does so once idle for a sixth of `ttl`, 5 s) or, if it stopped,
+until its entry expires. Shares are kept small against what is free (half of it at most, split
+between the replicas holding them) and are not granted at all near the limit, so what they hold
+is little where it matters.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from policies import EMPTY, Amount, Quota, Usage, dimensions
+from webhook.cluster.quota.shared_quota import GRANT_PREFIX, SharedReservations
+
+log = logging.getLogger("gpu_admission.quota")
+CHUNK_PODS = 16  # a grant holds what this many pods like the one asking would take ...
+CHUNK_SHARE = Fraction(1, 8)  # ... or this share of the limit, whichever is more, and at most a share
+# of what is free: half of it, split between this replica and those holding shares already.
+ROOM = 64  # shares are granted only while this many more pods like the one asking would fit; nearer
+# the limit every admission is judged by the exact per-pod compare-and-swap
+Key = tuple[str, str]
+Dims = dict[str, Amount]
+
+
+def grant_key(identity: str) -> str:
+    return GRANT_PREFIX + identity
+
+
+def dims_of(quota: Quota, usage: Usage) -> Dims:
+    return {name: amount for name, _, amount, _ in dimensions(quota.limits, usage, quota.shared_weight)}
+
+
+def limits_of(quota: Quota) -> Dims:
+    return {name: limit for name, _, _, limit in dimensions(quota.limits, EMPTY, quota.shared_weight)}
+
+
+def as_usage(dims: Mapping[str, Amount]) -> Usage:
+    """The usage whose limited dimensions are `dims` (what a grant entry writes)."""
+    slices = {name.split(" ", 1)[1]: int(amount) for name, amount in dims.items() if name.startswith("slices ")}
+    return Usage(Fraction(dims.get("gpuEquivalents", 0)), slices, int(dims.get("gpus", 0)), int(dims.get("pods", 0)))
+
+
+def _fits(need: Mapping[str, Amount], have: Mapping[str, Amount]) -> bool:
+    return all(amount <= have.get(name, 0) for name, amount in need.items())
+
+
+@dataclass
+class Share:
+    quota: Quota
+    remaining: Dims = field(default_factory=dict)
+    recent: deque[tuple[float, Dims]] = field(default_factory=deque)  # (when, what) admitted from it
+    written: Dims | None = None  # what the entry said when last written
+    written_at: float = 0.0
+    last_used: float = 0.0
+
+    def held(self, now: float, ttl: float) -> Dims:
+        """What the entry must say: what is left, and what was admitted within `ttl`."""
+        while self.recent and self.recent[0][0] <= now - ttl:
+            self.recent.popleft()
+        total = dict(self.remaining)
+        for _, taken in self.recent:
+            for name, amount in taken.items():
+                total[name] = total.get(name, 0) + amount
+        return total
+
+
+class Escrow:
+    """This replica's shares, one per strict budget it has admitted under."""
+
+    def __init__(self, identity: str, ttl: float = 30.0, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.identity = identity
+        # Each process its own entry: a container restarted under the same pod name must not take
+        # its predecessor's entry for its own (and so stop counting what that one admitted lately).
+        self.key = grant_key(f"{identity}.{secrets.token_hex(4)}")
+        self.ttl = ttl
+        self.monotonic = monotonic
+        self.shares: dict[Key, Share] = {}
+        self.refills = 0
+        self.returns = 0
+        self.fallbacks = 0
+        self._lock = threading.Lock()
+
+    def take(self, keys: tuple[Key, ...], quotas: Mapping[Key, Quota], usage: Usage) -> bool:
+        """Take `usage` from this replica's shares of every budget in `keys`, all or none."""
+        with self._lock:
+            needs = {}
+            for key in keys:
+                share = self.shares.get(key)
+                quota = quotas.get(key)
+                if share is None or quota is None or share.quota != quota:
+                    return False
+                need = dims_of(quota, usage)
+                if not _fits(need, share.remaining):
+                    return False
+                needs[key] = need
+            now = self.monotonic()
+            for key, need in needs.items():
+                share = self.shares[key]
+                share.remaining = {n: a - need.get(n, 0) for n, a in share.remaining.items()}
+                share.recent.append((now, need))
+                share.last_used = now
+            return True
+
+    def remaining(self, key: Key, quota: Quota) -> Dims:
+        with self._lock:
+            share = self.shares.get(key)
+            return dict(share.remaining) if share is not None and share.quota == quota else {}
+
+    def grant(self, key: Key, quota: Quota, need: Usage, free: Dims, holders: int) -> Dims | None:
+        """What to add to the share: a chunk, within a share of what is `free` (`holders`: other
+        replicas holding shares); None near the limit, where `free` holds fewer than ROOM more
+        pods like `need`: the per-pod path decides there, exactly."""
+        wanted = dims_of(quota, need)
+        if not _fits({name: amount * ROOM for name, amount in wanted.items()}, free):
+            return None
+        extra: Dims = {}
+        for name, limit in limits_of(quota).items():
+            room = Fraction(free.get(name, 0)) / (2 * (holders + 1))
+            chunk = min(max(Fraction(wanted.get(name, 0) * CHUNK_PODS), limit * CHUNK_SHARE), room)
+            extra[name] = chunk if name == "gpuEquivalents" else int(chunk)  # counts are whole
+        return extra if _fits(wanted, extra) else None
+
+    def held_with(self, key: Key, quota: Quota, extra: Dims) -> Dims:
+        """What the entry says once `extra` is added (admissions meanwhile move budget from what
+        is left to what was admitted: the sum stays)."""
+        with self._lock:
+            share = self.shares.get(key)
+            held = share.held(self.monotonic(), self.ttl) if share is not None else {}
+        return {name: held.get(name, 0) + extra.get(name, 0) for name in held.keys() | extra.keys()}
+
+    def granted(self, key: Key, quota: Quota, extra: Dims) -> None:
+        with self._lock:
+            share = self.shares.get(key)
+            if share is None or share.quota != quota:  # what was admitted stays said until it ages out
+                recent = share.recent if share is not None else deque()
+                share = self.shares[key] = Share(quota, {name: 0 for name in extra}, recent)
+            share.remaining = {name: share.remaining.get(name, 0) + amount for name, amount in extra.items()}
+            share.written = share.held(self.monotonic(), self.ttl)
+            share.written_at = share.last_used = self.monotonic()
+            self.refills += 1
+
+    def entry_usage(self, key: Key) -> Usage | None:
+        """What this replica's entry in the Lease of `key` must say now (None: no share)."""
+        with self._lock:
+            share = self.shares.get(key)
+            if share is None:
+                return None
+            return as_usage(share.held(self.monotonic(), self.ttl))
+
+    def due(self, now: float) -> list[Key]:
+        """Shares whose entry should be written again: what it must say changed (admissions aged
+        out, an idle share to give back), or it is a third of `ttl` old (so others keep it live)."""
+        found = []
+        with self._lock:
+            for key, share in self.shares.items():
+                if now - share.last_used >= self.ttl / 6 and any(share.remaining.values()):
+                    share.remaining = {name: 0 for name in share.remaining}  # idle: give it back
+                    self.returns += 1
+                if share.held(now, self.ttl) != share.written or now - share.written_at >= self.ttl / 3:
+                    found.append(key)
+        return found
+
+    def rewritten(self, key: Key) -> None:
+        with self._lock:
+            share = self.shares.get(key)
+            if share is not None:
+                share.written = share.held(self.monotonic(), self.ttl)
+                share.written_at = self.monotonic()
+                if not any(share.written.values()):
+                    del self.shares[key]  # nothing held, nothing to say: the entry is gone
+
+    def forget(self, keep: Callable[[Key, Quota], bool]) -> None:
+        """A new policy set: shares of budgets it changed are given up (their entries rewritten)."""
+        with self._lock:
+            for key, share in self.shares.items():
+                if not keep(key, share.quota):
+                    share.remaining = {name: 0 for name in share.remaining}
+
+    def holdings(self) -> dict[Key, Usage]:
+        with self._lock:
+            return {key: as_usage(share.held(self.monotonic(), self.ttl)) for key, share in self.shares.items()}
+
+
+def refill(
+    escrow: Escrow,
+    shared: SharedReservations,
+    keys: tuple[Key, ...],
+    quotas: Mapping[Key, Quota],
+    need: Usage,
+    claimed: Callable[[Key], Usage],
+) -> bool:
+    """Grant this replica a share of every budget in `keys` that holds `need` (in its turn at
+    their Leases); False where one cannot (near the limit, or the
+    Lease moved twice): the per-pod path decides then. `claimed(key)`: what the budget holds in
+    this replica's view, its own share left out (its pods counters, the other entries, its own
+    reservations)."""
+    for key in keys:
+        quota = quotas.get(key)
+        if quota is None:
+            return False
+        for _ in range(2):  # on the Lease as last read: a write on a stale one fails, and reads it again
+            used = dims_of(quota, claimed(key))
+            own = escrow.remaining(key, quota)
+            free = {name: limit - used.get(name, 0) - own.get(name, 0) for name, limit in limits_of(quota).items()}
+            extra = escrow.grant(key, quota, need, free, shared.holders(key, escrow.key))
+            if extra is None:
+                escrow.fallbacks += 1
+                return False
+            entry = escrow.held_with(key, quota, extra)
+            if shared.put(key, escrow.key, as_usage(entry)):
+                escrow.granted(key, quota, extra)
+                break
+        else:
+            escrow.fallbacks += 1
+            return False
+    return True
+
+
+class ShareKeeper:
+    """Writes this replica's share entries again when due (`Escrow.due`): a third of `ttl` old,
+    admissions aged out of them, an idle share given back. One thread per replica."""
+
+    def __init__(self, escrow: Escrow, shared: SharedReservations, every: float | None = None) -> None:
+        self.escrow = escrow
+        self.shared = shared
+        self.every = every if every is not None else escrow.ttl / 6
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="quota-shares", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, wait: bool = True) -> None:
+        self._stop.set()
+        if wait and self._thread.is_alive():
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.keep()
+            except Exception:  # an API server away: the entries expire, or are written next time
+                log.warning("quota shares not written", exc_info=True)
+
+    def keep(self) -> None:
+        for key in self.escrow.due(self.escrow.monotonic()):
+            with self.shared.turn((key,), 1.0) as ours:
+                if not ours:
+                    continue
+                usage = self.escrow.entry_usage(key)
+                if self.shared.put(key, self.escrow.key, None if usage is None or usage.is_zero else usage):
+                    self.escrow.rewritten(key)

@@ -1,0 +1,333 @@
+"""Reservations of `consistency: strict` quotas, shared by every replica through the API server.
+
+One Lease per (policy, scope) in the webhook's namespace holds the reservations of pods admitted
+but not yet seen in the pod watch, in an annotation. A replica admits against its own pod
+counters plus the Lease's reservations it has not yet seen as pods, and records its reservation
+by replacing the Lease at the resourceVersion it read: if another replica wrote in between, the
+API server answers 409 Conflict, the Lease is read again and the pod judged again. So replicas
+never overshoot together. Entries stay until they expire (a replica whose watch lags still
+counts them), and each replica skips the ones whose pods its own watch already counts.
+
+Within a replica, admissions under one Lease take turns (`turn`): they would only conflict with
+each other. An entry expires `ttl` after *this* replica first read it, on its own monotonic
+clock: the `expires` written in it is for people, since comparing another replica's clock with
+ours would let a fast clock drop reservations that are still live.
+
+The cost: one write to the API server per admission under a strict quota (and a read after each
+conflict), against none on the `local` path.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import logging
+import math
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import orjson
+from kubernetes.client.exceptions import ApiException
+
+from policies import EMPTY, Usage
+from webhook.cluster.quota.reservations import PodRef, updated_pod
+from webhook.metrics import STRICT_CONFLICTS
+
+LEDGER_LABEL = "gpu-admission.io/quota-ledger"
+SWEEP_GRACE = 300.0  # seconds past the last reservation's expiry before its Lease is deleted
+log = logging.getLogger("gpu_admission.quota")
+TIMEOUT = (1.0, 2.0)  # connect, read: well inside the webhook's own timeout
+RESERVATIONS = "gpu-admission.io/reservations"
+GRANT_PREFIX = "grant:"  # entries holding a replica's share (webhook.cluster.quota.escrow), not a pod's reservation
+Key = tuple[str, str]  # (policy, scope)
+
+
+class LedgerUnavailable(RuntimeError):
+    """The Lease could not be read or written: a strict quota cannot be judged, so it denies."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    key: str
+    expires: float
+    usage: Usage
+
+    def to_json(self) -> list[Any]:
+        u = self.usage
+        shared = str(u.shared_equivalents)
+        return [self.key, round(self.expires, 3), str(u.gpu_equivalents), dict(u.slices), u.gpus, u.pods, shared]
+
+    @classmethod
+    def from_json(cls, raw: list[Any]) -> Entry:
+        key, expires, equivalents, slices, gpus, pods, *rest = raw
+        shared = Fraction(rest[0]) if rest else Fraction(0)  # entries written before shares were kept apart
+        usage = Usage(Fraction(equivalents), dict(slices), int(gpus), int(pods), shared)
+        return cls(str(key), float(expires), usage)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseState:
+    version: str  # "" when the Lease does not exist yet
+    entries: tuple[Entry, ...] = ()
+
+
+def lease_name(key: Key) -> str:
+    policy, scope = key
+    digest = hashlib.sha256(f"{policy}\0{scope}".encode()).hexdigest()[:12]
+    slug = re.sub(r"[^a-z0-9-]+", "-", policy.lower()).strip("-")[:40]
+    return f"gpu-admission-quota-{slug}-{digest}".replace("--", "-")
+
+
+class SharedReservations:
+    def __init__(
+        self,
+        api: Any,
+        namespace: str,
+        identity: str,
+        ttl: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api  # a CoordinationV1Api
+        self.namespace = namespace
+        self.identity = identity
+        self.ttl = ttl
+        self.clock = clock  # only for the `expires` people read in an entry
+        self.monotonic = monotonic
+        self.conflicts = 0
+        self._states: dict[Key, LeaseState] = {}
+        self._first_seen: dict[Key, dict[tuple[str, float], float]] = {}  # (pod, expires) -> when we read it
+        self._turns: dict[Key, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def pending(self, key: Key, outstanding: Callable[[str, Usage, Usage | None], Usage]) -> Usage:
+        """Reservations in the Lease (as last read) that have not expired, each at what it adds
+        beyond what this replica's watch shows (`outstanding`: nothing for a pod seen; an
+        UPDATE's entry beyond the pod's, or its CREATE's entry in the same Lease)."""
+        now = self.monotonic()
+        alive = {entry.key: entry.usage for entry in self._state(key).entries if self._alive(key, entry, now)}
+        total = EMPTY
+        for entry_key, usage in alive.items():
+            total = total + outstanding(entry_key, usage, alive.get(updated_pod(entry_key) or ""))
+        return total
+
+    @contextlib.contextmanager
+    def turn(self, keys: tuple[Key, ...], timeout: float) -> Iterator[bool]:
+        """This replica's turn at the Leases of `keys` (taken in one order: no deadlock); yields
+        False if it did not come within `timeout` seconds."""
+        with self._lock:
+            locks = [self._turns.setdefault(key, threading.Lock()) for key in sorted(set(keys))]
+        deadline = self.monotonic() + timeout
+        taken: list[threading.Lock] = []
+        try:
+            for lock in locks:
+                if not lock.acquire(timeout=max(0.0, deadline - self.monotonic())):
+                    yield False
+                    return
+                taken.append(lock)
+            yield True
+        finally:
+            for lock in reversed(taken):
+                lock.release()
+
+    def _alive(self, key: Key, entry: Entry, now: float) -> bool:
+        with self._lock:
+            first = self._first_seen.setdefault(key, {}).setdefault((entry.key, entry.expires), now)
+        return now < first + self.ttl
+
+    def reserve(self, keys: tuple[Key, ...], pod: PodRef, usage: Usage) -> bool:
+        """Add the pod's reservation to every Lease; False if one moved since it was read (it is
+        read again: judge the pod again and retry)."""
+        return all(self.put(key, pod.key, usage) for key in keys)
+
+    def put(self, key: Key, entry_key: str, usage: Usage | None) -> bool:
+        """Write the entry `entry_key` (a pod's reservation, or a replica's share: `None` takes it
+        out) into the Lease of `key`, at the version read; False if the Lease moved since (it is
+        read again)."""
+        state = self._state(key)
+        now = self.monotonic()
+        entries = [e for e in state.entries if self._alive(key, e, now) and e.key != entry_key]
+        if usage is not None:  # expires in whole seconds, as stored
+            entries.append(Entry(entry_key, math.ceil(self.clock() + self.ttl), usage))
+        try:
+            written = self._write(key, state.version, entries)
+        except ApiException as error:
+            if error.status not in (404, 409):
+                raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
+            self.conflicts += 1
+            STRICT_CONFLICTS.inc()
+            self._remember(key, self._read(key))
+            return False
+        except Exception as error:  # refused, reset, timed out
+            raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
+        self._remember(key, written)
+        return True
+
+    def holders(self, key: Key, own: str) -> int:
+        """Replicas other than `own` holding a share of the budget (its entries `grant:<replica>`)."""
+        now = self.monotonic()
+        return sum(
+            1
+            for entry in self._state(key).entries
+            if entry.key.startswith(GRANT_PREFIX) and entry.key != own and self._alive(key, entry, now)
+        )
+
+    def withdraw(self, keys: tuple[Key, ...], pod: PodRef) -> None:
+        """Take the pod's entry out of every Lease (its pod was never created). Best effort: an
+        entry that stays expires with its TTL."""
+        for key in keys:
+            for _ in range(3):
+                try:
+                    state = self._read(key)
+                    entries = [e for e in state.entries if e.key != pod.key]
+                    if len(entries) == len(state.entries) or not state.version:
+                        break
+                    self._remember(key, self._write(key, state.version, entries))
+                    break
+                except ApiException as error:
+                    if error.status != 409:
+                        break
+                except Exception:  # refused, reset, timed out: it expires anyway
+                    break
+
+    def sweep(self, grace: float = SWEEP_GRACE) -> int:
+        """Delete the ledger Leases whose every reservation expired more than `grace` seconds ago
+        by their own `expires` (wall clock: the grace covers replicas' skew), each on the version
+        read (a reservation written meanwhile makes the delete a 409, and the Lease stays). A
+        replica still holding a deleted version gets a 404 on its next write, reads again and
+        creates it afresh. Returns how many were deleted; run by one replica (the status leader)."""
+        listed = self.api.list_namespaced_lease(
+            self.namespace, label_selector=f"{LEDGER_LABEL}=true", _preload_content=False, _request_timeout=TIMEOUT
+        )
+        deleted = 0
+        horizon = self.clock() - grace
+        for lease in orjson.loads(listed.data).get("items") or []:
+            state = parse_lease(lease)
+            if any(entry.expires > horizon for entry in state.entries):
+                continue
+            name = lease["metadata"]["name"]
+            try:
+                self.api.delete_namespaced_lease(
+                    name,
+                    self.namespace,
+                    body={"preconditions": {"resourceVersion": state.version}},
+                    _request_timeout=TIMEOUT,
+                )
+                deleted += 1
+            except ApiException as error:
+                if error.status not in (404, 409):
+                    raise
+        if deleted:
+            log.info("strict quota leases deleted", extra={"fields": {"deleted": deleted}})
+        return deleted
+
+    # -- the Lease ------------------------------------------------------------------------------
+    def _state(self, key: Key) -> LeaseState:
+        with self._lock:
+            state = self._states.get(key)
+        if state is None:
+            state = self._read(key)
+            self._remember(key, state)
+        return state
+
+    def _remember(self, key: Key, state: LeaseState) -> None:
+        with self._lock:
+            self._states[key] = state
+            # Each entry's clock starts when it is first read; entries gone from the Lease are forgotten.
+            now, before = self.monotonic(), self._first_seen.get(key, {})
+            self._first_seen[key] = {(e.key, e.expires): before.get((e.key, e.expires), now) for e in state.entries}
+
+    def _read(self, key: Key) -> LeaseState:
+        try:
+            response = self.api.read_namespaced_lease(
+                lease_name(key), self.namespace, _preload_content=False, _request_timeout=TIMEOUT
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return LeaseState("")
+            raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
+        except Exception as error:  # refused, reset, timed out
+            raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
+        return parse_lease(orjson.loads(response.data))
+
+    def _write(self, key: Key, version: str, entries: list[Entry]) -> LeaseState:
+        policy, scope = key
+        metadata: dict[str, Any] = {
+            "name": lease_name(key),
+            "namespace": self.namespace,
+            "labels": {LEDGER_LABEL: "true"},
+            "annotations": {
+                "gpu-admission.io/policy": policy,
+                "gpu-admission.io/scope": scope or "(policy-wide)",
+                RESERVATIONS: encode_entries(entries),
+            },
+        }
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata}
+        body["spec"] = {"holderIdentity": self.identity}
+        if version:
+            metadata["resourceVersion"] = version
+            response = self.api.replace_namespaced_lease(lease_name(key), self.namespace, body, _preload_content=False)
+        else:
+            response = self.api.create_namespaced_lease(self.namespace, body, _preload_content=False)
+        return parse_lease(orjson.loads(response.data))
+
+
+def parse_lease(lease: dict[str, Any]) -> LeaseState:
+    metadata = lease.get("metadata") or {}
+    text = (metadata.get("annotations") or {}).get(RESERVATIONS) or "[]"
+    try:
+        entries = decode_entries(text)
+    except (ValueError, TypeError, ZeroDivisionError, KeyError, IndexError):
+        entries = ()  # a hand-edited Lease: its reservations are lost, the next write starts afresh
+    return LeaseState(str(metadata.get("resourceVersion") or ""), entries)
+
+
+# The ledger's annotation, compact: an object's annotations may hold 256 KiB in all (the API server
+# answers 422 past that), and a list of whole entries (~95 bytes each) filled it at about 2,700
+# reservations. Version 2 writes each distinct usage once and each entry as one short string,
+# "<key> <expires, whole seconds> <usage index>", a pod's uid as 22 base64url characters after a
+# '~': about 39 bytes an entry, so 5,000 reservations take about 195 KB.
+def encode_entries(entries: list[Entry] | tuple[Entry, ...]) -> str:
+    usages: dict[str, int] = {}
+    rows = []
+    for entry in entries:
+        usage = orjson.dumps(entry.to_json()[2:]).decode()
+        index = usages.setdefault(usage, len(usages))
+        rows.append(f"{_short_key(entry.key)} {math.ceil(entry.expires)} {index}")
+    table = [orjson.loads(usage) for usage in usages]
+    return orjson.dumps({"v": 2, "usages": table, "entries": rows}).decode()
+
+
+def decode_entries(text: str) -> tuple[Entry, ...]:
+    raw = orjson.loads(text)
+    if isinstance(raw, list):  # version 1, as replicas before version 2 wrote it
+        return tuple(Entry.from_json(item) for item in raw)
+    usages = raw["usages"]
+    entries = []
+    for row in raw["entries"]:
+        key, expires, index = row.split(" ")
+        entries.append(Entry.from_json([_long_key(key), float(expires), *usages[int(index)]]))
+    return tuple(entries)
+
+
+def _short_key(key: str) -> str:
+    try:
+        canonical = str(uuid.UUID(key)) == key
+    except ValueError:
+        canonical = False
+    if not canonical:
+        return key  # namespace/name of a pod without a uid: no spaces in Kubernetes names
+    return "~" + base64.urlsafe_b64encode(uuid.UUID(key).bytes).decode().rstrip("=")
+
+
+def _long_key(key: str) -> str:
+    if key.startswith("~") and len(key) == 23:
+        return str(uuid.UUID(bytes=base64.urlsafe_b64decode(key[1:] + "==")))
+    return key

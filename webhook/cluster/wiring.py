@@ -1,0 +1,258 @@
+"""The webhook connected to its cluster: policy ConfigMaps (with all namespaces: every namespace's),
+pods (quota counters), namespaces (labels for namespaceSelector), nodes (free GPU capacity),
+ResourceQuotas (on whole GPUs, that a MIG rewrite sidesteps) and DRA claims (what pods naming
+them can allocate), each listed and watched into the
+replica's view; strict quotas' shared Leases; status Events and annotations on policy ConfigMaps.
+With the API server unreachable the webhook keeps serving what it has.
+
+`/readyz` turns ready once the policy set is loaded and every watch has listed once. Pods are
+listed only once policies and namespaces are; a new policy set charges them again from what the
+counters keep, and lists them again only if it matches on what they do not keep (a pod label
+no quota policy selected on before, a new CEL condition), so the counters are always charged
+by the policies in force.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from certs.lease import LeaseLock
+from webhook.cluster.api.identity import REPLICA
+from webhook.cluster.api.identity import api_client as identity_api_client
+from webhook.cluster.api.leadership import Leadership
+from webhook.cluster.api.policy_status import PolicyStatusReporter
+from webhook.cluster.audit.background_audit import AUDIT_SECONDS_DEFAULT, BackgroundAudit
+from webhook.cluster.live import ClusterView
+from webhook.cluster.quota.escrow import Escrow, ShareKeeper
+from webhook.cluster.quota.reservations import PodRef, updated_pod
+from webhook.cluster.quota.shared_quota import SharedReservations
+from webhook.cluster.watches.listwatch import ListWatch
+from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
+from webhook.cluster.watches.watch_stream import JSON
+from webhook.sources.configmaps import POLICY_LABEL, SOURCE_PREFIX, policy_owner, texts_of
+from webhook.sources.store import PolicyStore
+
+NAMESPACE_TIMEOUT = 2.0
+STATUS_LEASE = "gpu-admission-status"  # who reports policy status on ConfigMaps
+STATUS_LEASE_SECONDS = 30.0
+LEASE_SWEEP_SECONDS = 60.0  # how often the leader looks for strict quota Leases to delete
+log = logging.getLogger("gpu_admission.watches")
+
+
+def audit_seconds() -> float | None:
+    """GPU_ADMISSION_AUDIT_SECONDS: how often the leader audits (default 600); 0: never."""
+    every = float(os.environ.get("GPU_ADMISSION_AUDIT_SECONDS", AUDIT_SECONDS_DEFAULT))
+    return every if every > 0 else None
+
+
+def _both(first: Callable[[str, JSON], None], second: Callable[[str, JSON], None]) -> Callable[[str, JSON], None]:
+    def observe(kind: str, raw: JSON) -> None:
+        first(kind, raw)
+        second(kind, raw)
+
+    return observe
+
+
+def _both_lists(first: Callable[[Any], None], second: Callable[[Any], None]) -> Callable[[Any], None]:
+    def listed(items: Any) -> None:
+        kept = list(items)
+        first(iter(kept))
+        second(iter(kept))
+
+    return listed
+
+
+def connect(
+    view: ClusterView,
+    store: PolicyStore,
+    namespace: str,
+    api_client: client.ApiClient | None = None,
+    all_namespaces: bool = False,
+    labelled_namespaces: bool = False,
+    identity: str = REPLICA,
+    audit_every: float | None = None,
+    strict_ttl: float = 30.0,
+    **options: Any,
+) -> list[ListWatch]:
+    """Start every watch; returns them (tests stop them, and view.background). `namespace` is
+    the webhook's own; `audit_every`: the leader's background audit period (None: no audit);
+    `strict_ttl`: how long a strict quota's reservations and shares count after they are read."""
+    api_client = api_client or identity_api_client()
+    core = client.CoreV1Api(api_client)
+    shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, identity, ttl=strict_ttl)
+    view.usage.shared = shared
+    if os.environ.get("GPU_ADMISSION_STRICT_SHARES", "1") != "0":  # escrow for strict budgets
+        view.usage.escrow = Escrow(identity, ttl=strict_ttl)
+    status_lease = LeaseLock(api_client, namespace, STATUS_LEASE, identity, STATUS_LEASE_SECONDS)
+    reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)
+    store.listeners.append(reporter)
+    # The status leader also deletes strict quota Leases left with expired reservations only.
+    chores = ((LEASE_SWEEP_SECONDS, shared.sweep),)
+    leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=reporter.reconcile, chores=chores)
+    view.background.append(leadership)
+    leadership.start()
+    if view.usage.escrow is not None:  # this replica's shares, written again when due
+        keeper = ShareKeeper(view.usage.escrow, shared)
+        view.background.append(keeper)
+        keeper.start()
+    auditor = BackgroundAudit(store.snapshot, leading=lambda: status_lease.held, every=audit_every or 0)
+    if audit_every:
+        view.on_policy_set(auditor.policy_set_changed)
+        view.background.append(auditor)
+        auditor.start()
+    view.namespaces.set_fetch(lambda name: _read_namespace(core, name))
+    usage, namespaces, quotas = view.usage, view.namespaces, view.quotas
+    namespaces_listed: Callable[[Any], None] = namespaces.replace_all
+    namespace_seen: Callable[[str, JSON], None] = namespaces.observe
+    if labelled_namespaces:  # team policies: a ConfigMap watch per namespace opened to them
+        teams = PolicyNamespaces(
+            lambda team: configmap_watch(core, team, store, own_namespace=namespace, **options), store, namespace
+        )
+        view.background.append(teams)
+        namespaces_listed, namespace_seen = (
+            _both_lists(namespaces.replace_all, teams.replace_all),
+            _both(namespaces.observe, teams.observe),
+        )
+    watches = [
+        configmap_watch(core, namespace, store, all_namespaces, **options),
+        ListWatch("namespaces", core.list_namespace, (), namespaces_listed, namespace_seen, **options),
+        ListWatch(
+            "nodes", core.list_node, (), view.nodes.replace_all, _both(view.nodes.observe, auditor.node_seen), **options
+        ),
+        ListWatch(
+            "resourcequotas",
+            core.list_resource_quota_for_all_namespaces,
+            (),
+            quotas.replace_all,
+            quotas.observe,
+            **options,
+        ),
+        *claim_watches(view, api_client, **options),
+        ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
+    ]
+    configmaps, namespaces_watch, pods = watches[0], watches[1], watches[-1]
+    claim_lists = [w for w in watches if w.name.startswith("resourceclaim")]
+
+    def recharge_or_relist() -> None:
+        if not usage.recharge():
+            pods.relist()
+
+    view.on_policy_set(recharge_or_relist)
+    view.claims.on_changed(pods.relist)  # a pod's charge includes what its claims can allocate
+    view.watches.extend(watches)
+    for watch in watches[:-1]:
+        watch.start()
+
+    def pods_once_policies_and_namespaces_are_known() -> None:
+        # Pods are charged by the policies (and namespace labels) in force when they are counted.
+        configmaps.synced.wait()
+        namespaces_watch.synced.wait()
+        for claims in claim_lists:
+            claims.synced.wait()
+        pods.start()
+
+    threading.Thread(target=pods_once_policies_and_namespaces_are_known, name="watch-pods-start", daemon=True).start()
+    threading.Thread(target=_sweep_forged, args=(view, pods, core), name="reservation-sweep", daemon=True).start()
+    return watches
+
+
+def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: Any) -> list[ListWatch]:
+    """DRA ResourceClaims and ResourceClaimTemplates (resource.k8s.io/v1, Kubernetes 1.34 on;
+    optional: an API server without it has none)."""
+    resource = client.ResourceV1Api(api_client)
+    kinds = (
+        ("resourceclaims", resource.list_resource_claim_for_all_namespaces, False),
+        ("resourceclaimtemplates", resource.list_resource_claim_template_for_all_namespaces, True),
+    )
+    return [
+        ListWatch(
+            name,
+            lister,
+            (),
+            view.claims.lister(template),
+            view.claims.observer(template),
+            optional=True,
+            **options,
+        )
+        for name, lister, template in kinds
+    ]
+
+
+def _sweep_forged(view: ClusterView, pods: ListWatch, core: client.CoreV1Api, interval: float = 1.0) -> None:
+    """Once the pod watch is live, reservations it has not shown the pod of are asked about."""
+    while not pods.stopping:
+        time.sleep(interval)
+        if not (pods.synced.is_set() and pods.healthy):
+            continue
+        try:
+            view.usage.sweep_forged(lambda ref: _pod_exists(core, ref))
+        except Exception:
+            log.exception("reservation sweep failed")
+
+
+def _pod_exists(api: client.CoreV1Api, ref: PodRef) -> bool | None:
+    """Whether the API server has the pod (the same one: its uid); None when it cannot be asked."""
+    try:
+        response = api.read_namespaced_pod(ref.name, ref.namespace, _preload_content=False, _request_timeout=(2.0, 5.0))
+    except ApiException as error:
+        return False if error.status == 404 else None
+    except Exception:  # refused, reset, timed out: ask again later
+        return None
+    uid = (orjson.loads(response.data).get("metadata") or {}).get("uid")  # type: ignore[attr-defined]
+    return not ref.uid or uid == (updated_pod(ref.uid) or ref.uid)
+
+
+def _read_namespace(api: client.CoreV1Api, name: str) -> dict[str, Any] | None:
+    try:
+        response = api.read_namespace(name, _preload_content=False, _request_timeout=NAMESPACE_TIMEOUT)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return dict(orjson.loads(response.data))  # type: ignore[attr-defined]
+
+
+def configmap_watch(
+    api: client.CoreV1Api,
+    namespace: str,
+    store: PolicyStore,
+    all_namespaces: bool = False,
+    own_namespace: str | None = None,
+    **options: Any,
+) -> ListWatch:
+    """The policy ConfigMaps of `namespace` (with `all_namespaces`, of every namespace) into the
+    store; `own_namespace`, the webhook's, holds cluster policies (default: `namespace`), any
+    other a team's (webhook.cluster.watches.policy_namespaces)."""
+    own = namespace if own_namespace is None else own_namespace
+
+    def owner(obj: JSON) -> str | None:
+        return policy_owner(str((obj.get("metadata") or {}).get("namespace", "")), own)
+
+    def on_event(kind: str, obj: JSON) -> None:
+        if kind == "DELETED":
+            store.remove(texts_of(obj)[0])
+        else:
+            store.update(*texts_of(obj), namespace=owner(obj))
+
+    # Of the store's ConfigMap sources, this watch lists its namespace's (or, all_namespaces, all).
+    within = SOURCE_PREFIX if all_namespaces else f"{SOURCE_PREFIX}{namespace}/"
+
+    def on_list(items: Any) -> None:
+        sources = {source: (texts, owner(cm)) for cm in items for source, texts in [texts_of(cm)]}
+        store.replace_all(sources, within=within)
+
+    lister: Callable[..., Any] = api.list_namespaced_config_map
+    args: tuple[str, ...] = (namespace,)
+    if all_namespaces:
+        lister, args = api.list_config_map_for_all_namespaces, ()
+    name = "configmaps" if namespace == own else f"configmaps/{namespace}"
+    return ListWatch(name, lister, args, on_list, on_event, label_selector=POLICY_LABEL, **options)
