@@ -136,3 +136,26 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(_EXIT_STATUS[-1])
+
+
+class Calls:
+    """The calls of a method as events: `wait_for(predicate)` is woken as each call ends, so a
+    test waits for what it waits for, never out a timeout nobody signals (the fake API server's
+    own `wait_for` wakes only on its own changes, not on what a replica does with them)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
+        self._ended = threading.Condition()
+        real = getattr(owner, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return real(*args, **kwargs)
+            finally:
+                with self._ended:
+                    self._ended.notify_all()
+
+        monkeypatch.setattr(owner, name, call)
+
+    def wait_for(self, predicate: Any, timeout: float = 10.0) -> bool:
+        with self._ended:
+            return self._ended.wait_for(predicate, timeout)

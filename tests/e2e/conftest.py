@@ -25,6 +25,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="package")

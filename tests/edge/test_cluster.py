@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.conftest import gpu_container, pod, policy
+from tests.conftest import Calls, gpu_container, pod, policy
 from tests.kube_fake import FakeKube
 from tests.server.test_server import review
 from webhook.cluster.api.policy_status import LOAD_ERRORS_ANNOTATION
@@ -393,10 +393,11 @@ def test_a_handler_that_fails_on_a_list_is_logged_as_such_and_readiness_does_not
         real(self, pods)
 
     monkeypatch.setattr(PodUsageTracker, "replace_all", flaky)
+    lists = Calls(monkeypatch, PodUsageTracker, "replace_all")
     start(kube, replicas)
     assert any("watch handler failed on a list" in r.getMessage() for r in caplog.records)
     assert not any("API server unreachable" in r.getMessage() for r in caplog.records)
-    assert kube.wait_for(lambda: len(calls) >= 2)  # listed again after a backoff
+    assert lists.wait_for(lambda: len(calls) >= 2)  # listed again after a backoff
 
 
 def test_a_watch_whose_thread_stops_makes_readiness_say_so(kube, replicas):

@@ -12,11 +12,12 @@ import pytest
 from policies.errors import InputError
 from policies.gpu.claims import ClaimDemand, claim_demand
 from policies.judge.quota import NoUsage
-from tests.conftest import engine_from, plain_container, pod, policy
+from tests.conftest import Calls, engine_from, plain_container, pod, policy
 from tests.edge import test_cluster
 from tests.edge.test_cluster import NS, Replica, start
 from tests.kube_fake import FakeKube
 from tests.server_harness import api_server
+from webhook.cluster.quota.usage import PodUsageTracker
 from webhook.state import EngineHolder, Settings
 
 replicas = test_cluster.replicas  # the fixture: replicas started by a test, stopped after it
@@ -173,7 +174,10 @@ def test_offline_a_claim_not_known_is_warned_of_not_denied():
     assert any("ResourceClaim elsewhere not known here: not charged" in w for w in decision.warnings)
 
 
-def test_a_running_pods_claims_are_charged_and_a_template_made_again_charges_it_anew(kube: FakeKube, replicas):
+def test_a_running_pods_claims_are_charged_and_a_template_made_again_charges_it_anew(
+    kube: FakeKube, replicas, monkeypatch
+):
+    relists = Calls(monkeypatch, PodUsageTracker, "replace_all")  # a remade template lists the pods again
     kube.put(NS, "budget", {"b.yaml": POLICIES[0]})
     kube.store("resourceclaimtemplates", claim("gpus", "dra", spec({"exactly": exactly("gpu.nvidia.com")}), True))
     running = claim_pod("dra", ("gpus", True), name="running")
@@ -184,7 +188,7 @@ def test_a_running_pods_claims_are_charged_and_a_template_made_again_charges_it_
     assert replica.holder.usage.usage(found, "dra").gpu_equivalents == Fraction(1)
     kube.delete("dra", "gpus", "resourceclaimtemplates")
     kube.store("resourceclaimtemplates", claim("gpus", "dra", spec({"exactly": exactly("gpu.nvidia.com", 2)}), True))
-    assert kube.wait_for(lambda: replica.holder.usage.usage(found, "dra").gpu_equivalents == 2, timeout=10)
+    assert relists.wait_for(lambda: replica.holder.usage.usage(found, "dra").gpu_equivalents == 2)
     denied = replica.validate(claim_pod("dra", ("gpus", True), name="next"))
     assert not denied.allowed and "gpuEquivalents 2 + 2 exceeds 2" in denied.message
 

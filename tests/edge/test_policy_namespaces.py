@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from tests.conftest import policy
+from tests.conftest import Calls, policy
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
 from webhook.cluster.wiring import configmap_watch
 from webhook.sources.store import PolicyStore
@@ -24,8 +24,9 @@ def names(holder: EngineHolder) -> list[str]:
     return sorted(p.name for p in holder.engine.policy_set.policies) if holder.engine else []
 
 
-def test_only_opened_namespaces_are_read_and_closing_one_drops_its_policies(kube):
+def test_only_opened_namespaces_are_read_and_closing_one_drops_its_policies(kube, monkeypatch):
     holder = EngineHolder()
+    swaps = Calls(monkeypatch, holder, "swap")  # each new policy set is an event to wait on
     store = PolicyStore(holder.swap)
     api = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}")))
     kube.put(NS, "cluster", {"c.yaml": policy("cluster-wide")})
@@ -37,18 +38,18 @@ def test_only_opened_namespaces_are_read_and_closing_one_drops_its_policies(kube
     own.start()
     try:
         teams.replace_all(iter([namespace(NS, True), namespace("team-a", True), namespace("team-b", False)]))
-        assert kube.wait_for(lambda: names(holder) == ["cluster-wide", "team-a/team-a-policy"])
+        assert swaps.wait_for(lambda: names(holder) == ["cluster-wide", "team-a/team-a-policy"])
         assert sorted(teams.watches) == ["team-a"]  # its own namespace is the cluster policies' watch
         assert "team-b" not in teams.watches  # nothing of team-b is read
         teams.observe("MODIFIED", namespace("team-b", True))
-        assert kube.wait_for(lambda: names(holder) == ["cluster-wide", "team-a/team-a-policy", "team-b/team-b-policy"])
+        assert swaps.wait_for(lambda: names(holder) == ["cluster-wide", "team-a/team-a-policy", "team-b/team-b-policy"])
         teams.observe("MODIFIED", namespace("team-a", False))
-        assert kube.wait_for(lambda: names(holder) == ["cluster-wide", "team-b/team-b-policy"])
+        assert swaps.wait_for(lambda: names(holder) == ["cluster-wide", "team-b/team-b-policy"])
         own.relist()  # the own namespace's relist never touches the teams' sources
         kube.put(NS, "cluster", {"c.yaml": policy("cluster-wide-2")})
-        assert kube.wait_for(lambda: names(holder) == ["cluster-wide-2", "team-b/team-b-policy"])
+        assert swaps.wait_for(lambda: names(holder) == ["cluster-wide-2", "team-b/team-b-policy"])
         teams.observe("DELETED", namespace("team-b", True))
-        assert kube.wait_for(lambda: names(holder) == ["cluster-wide-2"])
+        assert swaps.wait_for(lambda: names(holder) == ["cluster-wide-2"])
     finally:
         teams.stop()
         own.stop()

@@ -13,6 +13,7 @@ import copy
 from fractions import Fraction
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -23,6 +24,8 @@ from tests.server_harness import admission_review
 from webhook.serving import admission
 from webhook.serving.review import parse_review
 from webhook.state import EngineHolder
+
+pytestmark = pytest.mark.slow
 
 LIMIT = Fraction(2)
 PODS = 4

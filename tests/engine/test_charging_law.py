@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -208,6 +209,7 @@ def gpu_pods(draw):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}, "spec": spec}
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gpu_pods(), st.sampled_from([Fraction(0), Fraction(1, 2), Fraction(1)]))
 def test_the_charge_is_at_least_what_the_pod_holds_on_every_node_it_may_land_on(raw, shared_weight):

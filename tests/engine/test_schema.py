@@ -235,6 +235,7 @@ def mapping_of(draw, fields):
     return result
 
 
+@pytest.mark.slow
 @given(spec=sections_(), name=st.sampled_from(["p", "", None, 3]))
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_the_schema_and_the_loader_accept_the_same_documents(spec, name):

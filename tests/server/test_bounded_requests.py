@@ -23,6 +23,8 @@ from certs.files import CA_FILE, generate_client
 from tests.server.test_serve_gunicorn import free_port, wait_ready
 from tests.server_harness import Client
 
+pytestmark = pytest.mark.slow
+
 READ_TIMEOUT = 1.0
 
 

@@ -30,6 +30,8 @@ from tests.server.test_serve_in_cluster import SERVICE_NAME
 from tests.server.test_server import review
 from webhook.cluster.quota.shared_quota import parse_lease
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 NS = "gpu-admission"
 WATCHED = {"configmaps", "namespaces", "nodes", "resourcequotas", "resourceclaims", "resourceclaimtemplates", "pods"}

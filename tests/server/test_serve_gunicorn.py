@@ -6,6 +6,7 @@ import contextlib
 import http.client
 import json
 import os
+import select
 import signal
 import socket
 import ssl
@@ -21,6 +22,8 @@ from cryptography import x509
 from certs.files import CA_FILE, generate
 from tests.server.test_server import gpu_pod, review, send_chunked
 from tests.server_harness import Client
+
+pytestmark = pytest.mark.slow
 
 
 def free_port() -> int:
@@ -43,6 +46,20 @@ def wait_ready(
             pass
         time.sleep(0.1)
     raise AssertionError("serve did not become ready")
+
+
+def wait_for_line(process: subprocess.Popen, text: str, deadline: float = 20.0) -> None:
+    """Returns once the server's stderr holds `text` (read as it is written, from the pipe itself:
+    a buffered reader could hold the line while select says there is nothing left)."""
+    end, seen = time.monotonic() + deadline, b""
+    fd = process.stderr.fileno()
+    while text.encode() not in seen and (left := end - time.monotonic()) > 0:
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break  # the stream ended
+            seen += chunk
+    assert text.encode() in seen, f"the server never logged {text!r}: {seen.decode()[-2000:]}"
 
 
 @contextlib.contextmanager
@@ -155,10 +172,9 @@ def test_a_review_in_flight_when_sigterm_arrives_is_answered_before_the_server_e
         socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
         context.wrap_socket(raw, server_hostname="localhost") as tls,
     ):
-        tls.sendall(head + body[: len(body) // 2])
-        time.sleep(0.3)  # the worker is now reading this request
+        tls.sendall(head + body[: len(body) // 2])  # the handshake is done: the worker holds it
         process.send_signal(signal.SIGTERM)
-        time.sleep(0.3)  # shutdown has begun
+        wait_for_line(process, "stopping: no new connections")
         tls.sendall(body[len(body) // 2 :])
         response = http.client.HTTPResponse(tls)
         response.begin()

@@ -15,12 +15,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import policy
 from tests.kube_fake import FakeKube
 from tests.server.test_serve_gunicorn import free_port
 from tests.server.test_server import gpu_pod, review
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "gpu-admission"

@@ -58,6 +58,8 @@ def missing_gthread_internals() -> list[str]:
         missing.append("gthread.TConn")
     if not hasattr(ThreadWorker, "on_pending_socket_readable"):
         missing.append("ThreadWorker.on_pending_socket_readable")
+    if not hasattr(ThreadWorker, "set_accept_enabled"):
+        missing.append("ThreadWorker.set_accept_enabled")
     if not {"pending_conns", "keepalived_conns"} <= set(ThreadWorker.__init__.__code__.co_names):
         missing.append("ThreadWorker.pending_conns")
     return missing
@@ -103,6 +105,7 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
         self.deadlines = Deadlines(read_timeout, ANSWER_TIMEOUT)
         self.deadlines.start()
         self._tls_lines = _RateLimit(TLS_LINES_PER_SECOND)
+        self._stop_said = False
         # gthread stops polling its listener at worker_connections; this worker refuses first.
         self.worker_connections = self.max_connections + 1
         super().init_process()  # runs the worker until it stops
@@ -201,6 +204,16 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
         if any(fd != self._stop_read for fd, _ in events):
             return True
         return False if self._quitting else None
+
+    def set_accept_enabled(self, enabled: bool) -> None:
+        # Called from the main loop, never from the signal handler: safe to log. Said once, when
+        # a stop begins (the cap on connections turns accepting off too, while alive).
+        if not enabled and not self.alive and not self._stop_said:
+            self._stop_said = True
+            log.info(
+                "stopping: no new connections, open ones answered first", extra={"fields": {"open": self.nr_conns}}
+            )
+        super().set_accept_enabled(enabled)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         super().handle_exit(sig, frame)
