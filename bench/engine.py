@@ -8,7 +8,13 @@ measured side by side in one run; compare them as ratios. The first line times a
 plain Python (`sum(range(1000))`) in the same run: the speed of this machine at that moment, so
 figures taken on different days (or machines) can be compared as multiples of it.
 
+With `--instructions`, instructions per pod instead (callgrind, steady where seconds are not), for
+this tree beside an earlier commit (`--baseline`, the previous release by default): mutate and
+validate under the 10 matching policies, and validate with 990 more that do not match the pod,
+excluded by their namespaces, by a podSelector, or each by a CEL match condition of its own.
+
     python bench/engine.py [--rounds 7] [--pods 2000]
+    python bench/engine.py --instructions [--baseline 8203c60]
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import statistics
 import time
 import timeit
 
+import callgrind  # bench/callgrind.py: the script's own folder is on the path
 import orjson
 
 from policies.engine import Engine
@@ -72,6 +79,27 @@ spec:
 """
 
 
+EXCLUDED_BY = ("namespace", "podSelector", "condition")
+
+
+def excluded(i: int, by: str) -> str:
+    """A policy with a budget that the bench pod does not match, left out by `by`: its namespaces,
+    a podSelector, or a CEL match condition of its own."""
+    match = {
+        "namespace": f'namespaces: ["other-{i}", "x{i}-*"]',
+        "podSelector": f'namespaces: ["team-a"], podSelector: {{matchLabels: {{team: x{i}}}}}',
+        "condition": f"namespaces: [\"team-a\"], condition: \"object.metadata.labels['team'] == 'x{i}'\"",
+    }[by]
+    return f"""
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata: {{name: x{i:04d}}}
+spec:
+  match: {{{match}}}
+  quota: {{limits: {{gpuEquivalents: "4"}}}}
+"""
+
+
 def engine(total: int, matching: int = 10) -> Engine:
     texts = [(f"p{i}.yaml", policy(i, i < matching)) for i in range(total)]
     result = load_texts(texts)
@@ -109,11 +137,40 @@ def refusal_us(subject: Engine, pods: int) -> float:
     return (time.perf_counter() - start) / pods * 1e6
 
 
+PREVIOUS_RELEASE = "8203c60"  # the commit the figures are compared with unless told otherwise
+
+
+def instructions(baseline: str) -> None:
+    matching = [(f"p{i}.yaml", policy(i, True)) for i in range(10)]
+    cases: list[tuple[str, str, list[tuple[str, str]], int]] = [
+        ("mutate, 10 matching policies", "mutate", matching, 200),
+        ("validate, 10 matching policies", "validate", matching, 200),
+    ]
+    for by in EXCLUDED_BY:
+        more = [(f"x{i}.yaml", excluded(i, by)) for i in range(10, 1000)]
+        cases.append((f"validate, + 990 excluded by {by}", "validate", matching + more, 20))
+    trees = {baseline: callgrind.tree(baseline), "this tree": callgrind.tree("")}
+    print(f"instructions per pod (callgrind), side by side: {baseline} | this tree")
+    first: dict[str, float] = {}
+    for label, what, texts, calls in cases:
+        counts = [callgrind.per_call(source, what, texts, POD, calls) for source in trees.values()]
+        first.setdefault(what, counts[1])
+        versus = "" if texts is matching else f"  ({counts[1] / first[what]:.2f}x the 10-policy validate)"
+        print(
+            f"  {label:<40} {counts[0] / 1e6:7.3f} M | {counts[1] / 1e6:7.3f} M  ({counts[1] / counts[0]:.2f}x){versus}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--pods", type=int, default=2000)
+    parser.add_argument("--instructions", action="store_true", help="instructions per pod (callgrind) instead of µs")
+    parser.add_argument("--baseline", default=PREVIOUS_RELEASE, help="the commit to compare with (--instructions)")
     args = parser.parse_args()
+    if args.instructions:
+        instructions(args.baseline)
+        return
     subjects = {n: engine(n) for n in (10, 100, 1000)}
     assert subjects[10].mutate(POD).changes
     loop = min(timeit.repeat("sum(range(1000))", number=2000, repeat=7)) / 2000 * 1e6

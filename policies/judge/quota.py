@@ -80,51 +80,51 @@ def _near(amount: Amount, limit: Amount) -> bool:
     return left >= limit.numerator * amount.denominator * NEAR_LIMIT.numerator
 
 
+def held_in(usage: Usage, name: str, shared_weight: Fraction = ONE) -> Amount:
+    """What `usage` holds of the dimension `dimensions` names `name`."""
+    if name == "gpuEquivalents":
+        return usage.equivalents(shared_weight) if usage.shared_equivalents else usage.gpu_equivalents
+    if name == "pods":
+        return usage.pods
+    if name == "gpus":
+        return usage.gpus
+    return usage.slices.get(name.removeprefix("slices "), 0)
+
+
 def check_quota(
     policy: GPUPolicy, quota: Quota, namespace: str, pod: Usage, current: Usage, added: Usage | None = None
 ) -> list[Verdict]:
     """Per-pod caps on `pod`; budgets on what it adds to `current` (`added`: an UPDATE's growth,
-    else the whole pod)."""
-    label = scope_label(policy, quota, namespace)
-    action = Action.DENY if quota.action is Action.DENY else Action.WARN
+    else the whole pod). Only the dimensions the pod asks for are read of `current`."""
     verdicts: list[Verdict] = []
+    weight = quota.shared_weight
     if quota.per_pod is not None:
-        for name, path, asked, limit in dimensions(quota.per_pod, pod, quota.shared_weight):
+        for name, path, asked, limit in dimensions(quota.per_pod, pod, weight):
             if _exceeds(asked, limit):
+                message = f"pod asks for {name} {asked}, over the per-pod cap of {limit}"
                 verdicts.append(
-                    Verdict(
-                        policy.name,
-                        f"quota.perPod.{name.split()[0]}",
-                        f"spec.quota.perPod.{path}",
-                        f"{label}: pod asks for {name} {asked}, over the per-pod cap of {limit} (policy {policy.name})",
-                        action,
-                    )
+                    _verdict(policy, quota, namespace, f"perPod.{name.split()[0]}", f"perPod.{path}", message)
                 )
-    held = {name: amount for name, _, amount, _ in dimensions(quota.limits, current, quota.shared_weight)}
-    for name, path, asked, limit in dimensions(quota.limits, pod if added is None else added, quota.shared_weight):
+    for name, path, asked, limit in dimensions(quota.limits, pod if added is None else added, weight):
         if asked.numerator <= 0:
             continue
-        used = held[name]
+        used = held_in(current, name, weight)
         after = _plus(used, asked)
         if _exceeds(after, limit):
-            verdicts.append(
-                Verdict(
-                    policy.name,
-                    f"quota.{name.split()[0]}",
-                    f"spec.quota.limits.{path}",
-                    f"{label}: {name} {used} + {asked} exceeds {limit} (policy {policy.name})",
-                    action,
-                )
-            )
+            message = f"{name} {used} + {asked} exceeds {limit}"
+            verdicts.append(_verdict(policy, quota, namespace, name.split()[0], f"limits.{path}", message))
         elif _near(after, limit):
-            verdicts.append(
-                Verdict(
-                    policy.name,
-                    f"quota.{name.split()[0]}",
-                    f"spec.quota.limits.{path}",
-                    f"{label}: {name} {after} of {limit} in use with this pod, "
-                    f"{limit - after} left (policy {policy.name})",
-                    Action.WARN,
-                )
-            )
+            message = f"{name} {after} of {limit} in use with this pod, {limit - after} left"
+            verdicts.append(_verdict(policy, quota, namespace, name.split()[0], f"limits.{path}", message, Action.WARN))
     return verdicts
+
+
+def _verdict(
+    policy: GPUPolicy, quota: Quota, namespace: str, rule: str, path: str, message: str, action: Action | None = None
+) -> Verdict:
+    label = scope_label(policy, quota, namespace)
+    if action is None:
+        action = Action.DENY if quota.action is Action.DENY else Action.WARN
+    return Verdict(
+        policy.name, f"quota.{rule}", f"spec.quota.{path}", f"{label}: {message} (policy {policy.name})", action
+    )

@@ -79,3 +79,66 @@ def fields_in(found: list[str] | None) -> frozenset[str] | None:
             return None  # a method on the whole object
         fields.add(selected[1])
     return frozenset(fields)
+
+
+_LABELS = ["object", ".", "metadata", ".", "labels"]
+
+
+def required_label(source: str) -> tuple[str, str] | None:
+    """A label the expression is false without: `(key, value)` where one of its top-level `&&`
+    operands is `object.metadata.labels['key'] == 'value'` (or `.key`, either side), and it has
+    no top-level `||` or `?:`. A pod whose label `key` holds another value makes that operand,
+    and so the whole expression, false (CEL's `&&` is false with any false operand, errors in the
+    others included). None when no such operand can be told; a pod without the label is not
+    decided by this (the operand is an error then, not false)."""
+    found = tokens(source, keep_literals=True)
+    if found is None:
+        return None
+    operands: list[list[str]] = [[]]
+    depth = 0
+    for i, token in enumerate(found):
+        if token in "([{":
+            depth += 1
+        elif token in ")]}":
+            depth -= 1
+        elif depth == 0 and token in ("|", "?"):
+            return None
+        elif depth == 0 and token == "&" and i + 1 < len(found) and found[i + 1] == "&":
+            operands.append([])
+            continue
+        elif depth == 0 and token == "&" and i > 0 and found[i - 1] == "&":
+            continue
+        operands[-1].append(token)
+    for operand in operands:
+        pair = _label_equality(operand)
+        if pair is not None:
+            return pair
+    return None
+
+
+def _label_equality(operand: list[str]) -> tuple[str, str] | None:
+    for left, right in ((operand[:-3], operand[-3:]), (operand[3:], operand[:3])):
+        if len(right) != 3 or right[0:2] != ["=", "="] and right[1:3] != ["=", "="]:
+            continue
+        value = _plain_string(right[2] if right[0] == "=" else right[0])
+        key = _label_key(left)
+        if value is not None and key is not None:
+            return key, value
+    return None
+
+
+def _label_key(selection: list[str]) -> str | None:
+    if selection[:5] != _LABELS:
+        return None
+    rest = selection[5:]
+    if len(rest) == 2 and rest[0] == "." and rest[1].isidentifier():
+        return rest[1]
+    if len(rest) == 3 and rest[0] == "[" and rest[2] == "]":
+        return _plain_string(rest[1])
+    return None
+
+
+def _plain_string(token: str) -> str | None:
+    """The value of a one-quoted string literal without escapes (None for any other token)."""
+    plain = len(token) >= 2 and token[0] == token[-1] and token[0] in "'\"" and "\\" not in token
+    return token[1:-1] if plain and not token.startswith(("'''", '"""')) else None

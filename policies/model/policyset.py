@@ -1,7 +1,8 @@
 """A compiled, indexed, immutable set of policies: the unit that is swapped atomically.
 
 Namespace names and globs are indexed at load, so a request only looks at the policies whose
-namespace criterion can hold: exact names by dict, globs by their literal prefix.
+namespace criterion can hold: exact names by dict, globs by their literal prefix; those are indexed
+again by a pod label each cannot match without (policies.model.candidates).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TypeVar
 
 from policies.gpu.catalog import CATALOG, Catalog
 from policies.memo import Memo
+from policies.model.candidates import Candidates
 from policies.model.cel import CelEvaluationError, CelInput
 from policies.model.policy import GPUPolicy
 from policies.model.workload_kinds import BUILT_IN_TABLE
@@ -90,7 +92,11 @@ class PolicySet:
         return tuple(p for p in candidates if _namespace_selects(p, namespace, namespace_labels))
 
     def _namespace_candidates(self, namespace: str) -> tuple[GPUPolicy, ...]:
-        return self.memo("namespace:" + namespace, (), lambda _: self._scan_namespace(namespace))
+        return self._candidates(namespace).all
+
+    def _candidates(self, namespace: str) -> Candidates:
+        """The policies whose namespaces criterion admits `namespace`, indexed by pod label."""
+        return self.cached(("candidates", namespace), lambda: Candidates(self._scan_namespace(namespace)))
 
     def _scan_namespace(self, namespace: str) -> tuple[GPUPolicy, ...]:
         found: dict[str, GPUPolicy] = {p.name: p for p in self._exact.get(namespace, ())}
@@ -120,7 +126,7 @@ class PolicySet:
         """
         matched: list[GPUPolicy] = []
         errors: list[tuple[GPUPolicy, str]] = []
-        for policy in self._namespace_candidates(namespace):
+        for policy in self._candidates(namespace).for_pod(labels, holding is None):
             selector = policy.match.pod_selector
             if selector is not None and not selector.matches(labels):
                 continue

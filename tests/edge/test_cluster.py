@@ -130,7 +130,16 @@ def test_a_replica_is_ready_only_once_policies_pods_namespaces_and_nodes_have_li
     replica = Replica(kube)
     replicas.append(replica)
     replica.wait_ready()
-    names = ["configmaps", "namespaces", "nodes", "resourcequotas", "resourceclaims", "resourceclaimtemplates", "pods"]
+    names = [
+        "configmaps",
+        "namespaces",
+        "nodes",
+        "resourcequotas",
+        "resourceclaims",
+        "resourceclaimtemplates",
+        "leases",
+        "pods",
+    ]
     assert [w.name for w in replica.watches] == names
 
 

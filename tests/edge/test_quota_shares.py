@@ -73,7 +73,7 @@ def test_shares_never_let_replicas_overshoot_together_and_near_the_limit_every_p
     allowed = admit_all(kube, started, 400, "p")
     assert allowed.count(True) <= 200
     # Shares idle for a sixth of the TTL are given back: what is left is then admitted, exactly.
-    time.sleep(TTL)  # the shares' idle return has no event to wait on
+    time.sleep(TTL)  # what replicas admitted lately counts in their entries for TTL too: no event ends it
     again = admit_all(kube, started, 200, "q")
     assert allowed.count(True) + again.count(True) == 200
 
@@ -150,3 +150,26 @@ def test_a_process_restarted_under_the_same_name_counts_its_predecessors_share_a
 
     before, after = Escrow("gpu-admission-7d9f"), Escrow("gpu-admission-7d9f")
     assert before.key != after.key and before.key.startswith("grant:gpu-admission-7d9f.")
+
+
+def test_a_replica_near_the_limit_gets_back_what_others_hold_unused_before_it_denies(kube, replicas):
+    """One replica holds a share it does not use; another reaches what the Lease leaves it. It
+    asks (an entry `want:` in the Lease), the holder sees it in its Lease watch and gives back
+    what is left of its share, and every pod up to the limit is admitted: no false denial while
+    budget remains anywhere. Then the limit holds."""
+    kube.put(NS, "big", {"b.yaml": strict(100)})
+    holder, asker = start(kube, replicas, ttl=30.0), start(kube, replicas, ttl=30.0)  # idle return: 5 s away
+    assert holder.validate(slice_pod("held")).allowed  # a share granted; this pod is not created yet
+    assert any(not usage.is_zero for usage in holder.holder.usage.escrow.holdings().values())
+    admitted = [asker.validate(slice_pod(f"a{i}")).allowed for i in range(99)]
+    assert all(admitted), f"denied after {admitted.index(False)} of 99 while the holder's share was unused"
+    assert holder.holder.usage.escrow.returns >= 1
+    assert not asker.validate(slice_pod("over")).allowed  # 1 + 99 = the limit
+    assert not any(key.startswith("want:") for key in lease_entries(kube))  # the request was taken out
+
+
+def lease_entries(kube: FakeKube) -> list[str]:
+    from webhook.cluster.quota.shared_quota import parse_lease
+
+    leases = [obj for (resource, _, _), obj in kube.objects.items() if resource == "leases"]
+    return [e.key for lease in leases for e in parse_lease(lease).entries]

@@ -2,10 +2,12 @@
 
 from fnmatch import fnmatchcase
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.model.cel import CelInput
+from policies.model.cel import CelEvaluationError, CelInput
+from policies.model.cel_fields import required_label
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
 from tests.conftest import policy
@@ -72,3 +74,79 @@ def test_a_cel_condition_narrows_the_match_and_a_failing_one_is_reported():
     assert policy_set.matching("x", {}, data).policies
     failing = policy_set.matching("x", {}, CelInput({"object": {"metadata": {}}, "request": {}}))
     assert not failing.policies and "spec.match.condition" in failing.errors[0][1]
+
+
+CONDITIONS = [
+    "object.metadata.labels['team'] == 'a'",
+    "object.metadata.labels.team == 'b' && object.metadata.name != 'z'",
+    "'a' == object.metadata.labels['team'] && object.metadata.labels['tier'] == 'gpu'",
+    "object.metadata.labels['team'] == 'a' || object.metadata.labels['tier'] == 'gpu'",
+    "has(object.metadata.labels.tier) && object.metadata.labels.tier == 'gpu'",
+    "object.metadata.labels['missing'] == 'x' && false",
+    "object.metadata.labels['tier'] == 'cpu'",
+]
+SELECTORS = ["{matchLabels: {tier: gpu}}", "{matchLabels: {team: a, tier: gpu}}", "{matchLabels: {team: b}}"]
+LABELS = st.dictionaries(st.sampled_from(["team", "tier", "other"]), st.sampled_from(["a", "b", "gpu", "cpu"]))
+
+
+def indexed_set(choices):
+    texts = []
+    for i, (selector, condition) in enumerate(choices):
+        match = ['namespaces: ["team-a"]']
+        if selector is not None:
+            match.append(f"podSelector: {SELECTORS[selector]}")
+        if condition is not None:
+            match.append(f'condition: "{CONDITIONS[condition]}"')
+        texts.append((f"p{i}.yaml", policy(f"p{i:03d}", "match: {" + ", ".join(match) + "}")))
+    result = load_texts(texts)
+    assert not result.problems, result.problems
+    return PolicySet(result.policies)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.none() | st.integers(0, len(SELECTORS) - 1), st.none() | st.integers(0, len(CONDITIONS) - 1)),
+        max_size=10,
+    ),
+    LABELS,
+)
+def test_the_label_index_matches_and_reports_exactly_what_evaluating_every_policy_does(choices, labels):
+    """Policies left out by a podSelector pair or a label their condition requires are never
+    examined; matches and condition errors are exactly those of checking every policy."""
+    policy_set = indexed_set(choices)
+    pod = {"metadata": {"name": "p", "labels": labels}}
+    found = policy_set.matching("team-a", labels, CelInput({"object": pod, "request": {}}))
+    expected, errors = [], []
+    for p in policy_set.policies:
+        if p.match.pod_selector is not None and not p.match.pod_selector.matches(labels):
+            continue
+        if p.match.condition is not None:
+            try:
+                if not p.match.condition.evaluate_bool(CelInput({"object": pod, "request": {}})):
+                    continue
+            except CelEvaluationError:
+                errors.append(p.name)
+                continue
+        expected.append(p.name)
+    assert [p.name for p in found.policies] == expected
+    assert [p.name for p, _ in found.errors] == errors
+
+
+@pytest.mark.parametrize(
+    "source, label",
+    [
+        ("object.metadata.labels['team'] == 'x'", ("team", "x")),
+        ("'x' == object.metadata.labels.team && request.namespace != 'a'", ("team", "x")),
+        ("a.b && object.metadata.labels['t'] == \"v\"", ("t", "v")),
+        ("object.metadata.labels['team'] == 'x' || true", None),
+        ("c ? object.metadata.labels['t'] == 'x' : true", None),
+        ("object.metadata.labels['team'] != 'x'", None),
+        ("object.metadata.labels['t'] + 'a' == 'xa'", None),
+        ("object.metadata.labels['t'] == 'a\\\\'b'", None),
+        ("(object.metadata.labels['t'] == 'x')", None),
+    ],
+    ids=["subscript", "field-reversed-and", "second-operand", "or", "ternary", "not-equal", "sum", "escaped", "parens"],
+)
+def test_a_required_label_is_found_only_where_the_expression_is_false_without_it(source, label):
+    assert required_label(source) == label

@@ -34,7 +34,7 @@ from webhook.cluster.audit.background_audit import AUDIT_SECONDS_DEFAULT, Backgr
 from webhook.cluster.live import ClusterView
 from webhook.cluster.quota.escrow import Escrow, ShareKeeper
 from webhook.cluster.quota.reservations import PodRef, updated_pod
-from webhook.cluster.quota.shared_quota import SharedReservations
+from webhook.cluster.quota.shared_quota import LEDGER_LABEL, SharedReservations
 from webhook.cluster.watches.listwatch import ListWatch
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
 from webhook.cluster.watches.watch_stream import JSON
@@ -102,6 +102,7 @@ def connect(
     leadership.start()
     if view.usage.escrow is not None:  # this replica's shares, written again when due
         keeper = ShareKeeper(view.usage.escrow, shared)
+        shared.on_wanted = keeper.wanted  # another replica asks for a budget back: seen in the Lease watch
         view.background.append(keeper)
         keeper.start()
     auditor = BackgroundAudit(store.snapshot, leading=lambda: status_lease.held, every=audit_every or 0)
@@ -137,6 +138,15 @@ def connect(
             **options,
         ),
         *claim_watches(view, api_client, **options),
+        ListWatch(
+            "leases",
+            client.CoordinationV1Api(api_client).list_namespaced_lease,
+            (namespace,),
+            shared.replace_all,
+            shared.observe,
+            label_selector=f"{LEDGER_LABEL}=true",
+            **options,
+        ),
         ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
     ]
     configmaps, namespaces_watch, pods = watches[0], watches[1], watches[-1]

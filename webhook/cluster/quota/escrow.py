@@ -17,10 +17,14 @@ per-pod compare-and-swap. A replica that stops leaves its entry: it counts as us
 expires, `ttl` after the others first read its last version (about 30 s), and is then free.
 
 The one trade-off, in plain words: budget a replica holds and does not use is unavailable to the
-others until it gives it back (it does so once idle for a sixth of `ttl`, 5 s) or, if it stopped,
-until its entry expires. Shares are kept small against what is free (half of it at most, split
-between the replicas holding them) and are not granted at all near the limit, so what they hold
-is little where it matters.
+others until it gives it back or, if it stopped, until its entry expires. It gives it back once
+idle for a sixth of `ttl` (5 s), and at once when another replica asks: one whose admission a
+strict budget would deny while other replicas' entries hold some of it writes `want:<replica>`
+into the Lease; the holders see it in their Lease watch and write their entries again without
+what is left of their shares, and the asker judges the pod again, within a quarter second.
+Shares are kept small against what is free (half of it at most, split between the replicas
+holding them) and are not granted at all near the limit, so what they hold is little where it
+matters.
 """
 
 from __future__ import annotations
@@ -194,6 +198,17 @@ class Escrow:
                 if not any(share.written.values()):
                     del self.shares[key]  # nothing held, nothing to say: the entry is gone
 
+    def give_back(self, key: Key) -> bool:
+        """Another replica asked for this budget: what is left of the share goes back (what was
+        admitted from it stays said). Whether there was anything to give."""
+        with self._lock:
+            share = self.shares.get(key)
+            if share is None or not any(share.remaining.values()):
+                return False
+            share.remaining = {name: 0 for name in share.remaining}
+            self.returns += 1
+            return True
+
     def forget(self, keep: Callable[[Key, Quota], bool]) -> None:
         """A new policy set: shares of budgets it changed are given up (their entries rewritten)."""
         with self._lock:
@@ -250,18 +265,30 @@ class ShareKeeper:
         self.shared = shared
         self.every = every if every is not None else escrow.ttl / 6
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="quota-shares", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def wanted(self, key: Key) -> None:
+        """Another replica asks for the budget of `key` back (seen in the Lease watch): what is
+        left of this replica's share goes back now, not when it turns idle."""
+        if self.escrow.give_back(key):
+            self._wake.set()
+
     def stop(self, wait: bool = True) -> None:
         self._stop.set()
+        self._wake.set()
         if wait and self._thread.is_alive():
             self._thread.join(5)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.every):
+        while not self._stop.is_set():
+            self._wake.wait(self.every)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.keep()
             except Exception:  # an API server away: the entries expire, or are written next time
@@ -272,6 +299,8 @@ class ShareKeeper:
             with self.shared.turn((key,), 1.0) as ours:
                 if not ours:
                     continue
-                usage = self.escrow.entry_usage(key)
-                if self.shared.put(key, self.escrow.key, None if usage is None or usage.is_zero else usage):
-                    self.escrow.rewritten(key)
+                for _ in range(3):  # the Lease read again after a conflict: another replica wrote
+                    usage = self.escrow.entry_usage(key)
+                    if self.shared.put(key, self.escrow.key, None if usage is None or usage.is_zero else usage):
+                        self.escrow.rewritten(key)
+                        break

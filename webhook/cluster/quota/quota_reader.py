@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from policies import Ledger, Usage
 from webhook.cluster.api.identity import api_client, load_kubeconfig
-from webhook.cluster.quota.shared_quota import GRANT_PREFIX, LEDGER_LABEL, parse_lease
+from webhook.cluster.quota.shared_quota import GRANT_PREFIX, LEDGER_LABEL, lease_key, parse_lease
 from webhook.sources.configmaps import POLICY_LABEL, texts_of
 
 Texts = list[tuple[str, str]]
@@ -110,10 +110,7 @@ def _reservations(state: LiveState, leases: list[dict[str, Any]]) -> None:
     seen |= {f"{p['metadata'].get('namespace')}/{p['metadata'].get('name')}" for p in state.pods}
     now = time.time()
     for lease in leases:
-        annotations = lease["metadata"].get("annotations") or {}
-        policy = annotations.get("gpu-admission.io/policy", "")
-        scope = annotations.get("gpu-admission.io/scope", "")
-        scope = "" if scope == "(policy-wide)" else scope
+        policy, scope = lease_key(lease) or ("", "")
         for entry in parse_lease(lease).entries:
             if entry.key.startswith(GRANT_PREFIX) and entry.expires > now:  # a replica's share: held
                 state.reserved.charge([(policy, scope)], entry.usage)

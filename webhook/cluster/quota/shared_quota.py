@@ -46,6 +46,7 @@ log = logging.getLogger("gpu_admission.quota")
 TIMEOUT = (1.0, 2.0)  # connect, read: well inside the webhook's own timeout
 RESERVATIONS = "gpu-admission.io/reservations"
 GRANT_PREFIX = "grant:"  # entries holding a replica's share (webhook.cluster.quota.escrow), not a pod's reservation
+WANT_PREFIX = "want:"  # a replica asking the others to give their shares back: it holds nothing
 Key = tuple[str, str]  # (policy, scope)
 
 
@@ -106,6 +107,13 @@ class SharedReservations:
         self._first_seen: dict[Key, dict[tuple[str, float], float]] = {}  # (pod, expires) -> when we read it
         self._turns: dict[Key, threading.Lock] = {}
         self._lock = threading.Lock()
+        # What the Lease watch shows (webhook.cluster.wiring): it never replaces what this replica
+        # read or wrote (a late event would take it back a version); it wakes those waiting on a
+        # Lease, and tells the shares when another replica asks for them back (`on_wanted`).
+        self._watched: dict[Key, LeaseState] = {}
+        self._moved = threading.Condition(self._lock)
+        self.on_wanted: Callable[[Key], None] = lambda key: None
+        self._asked: dict[Key, set[Mark]] = {}  # the shares asked back last, per Lease
 
     def pending(self, key: Key, outstanding: Callable[[str, Usage, Usage | None], Usage]) -> Usage:
         """Reservations in the Lease (as last read) that have not expired, each at what it adds
@@ -228,6 +236,70 @@ class SharedReservations:
             log.info("strict quota leases deleted", extra={"fields": {"deleted": deleted}})
         return deleted
 
+    # -- asking for shares back ----------------------------------------------------------------
+    def shares_held(self, key: Key, own: str) -> tuple[Entry, ...]:
+        """Other replicas' share entries in the Lease as last read that hold something."""
+        now = self.monotonic()
+        return tuple(
+            entry
+            for entry in self._state(key).entries
+            if entry.key.startswith(GRANT_PREFIX)
+            and entry.key != own
+            and not entry.usage.is_zero
+            and self._alive(key, entry, now)
+        )
+
+    def ask_back(self, key: Key, own: str, timeout: float) -> bool:
+        """Ask the replicas holding shares of `key` to give them back (an entry `want:<own>` they
+        see in their Lease watch), wait until each has written its entry again or `timeout`, then
+        take the request out and read the Lease as it is now. In this replica's turn at `key`.
+        False, asking nothing, when the shares held are those asked about last time: what they
+        hold then is pods admitted lately, not budget to give back."""
+        asked = {_mark(e) for e in self.shares_held(key, own)}
+        with self._lock:
+            if not asked or self._asked.get(key) == asked:
+                return False
+            self._asked[key] = asked
+        want = WANT_PREFIX + own.removeprefix(GRANT_PREFIX)
+        for _ in range(3):
+            if self.put(key, want, EMPTY):
+                break
+        else:
+            return False
+        deadline = self.monotonic() + timeout
+        with self._moved:
+            self._moved.wait_for(lambda: not asked & self._watched_shares(key), max(0.0, deadline - self.monotonic()))
+        for _ in range(3):  # taken out at once; were it left, it would expire with the TTL
+            self._remember(key, self._read(key))
+            if self.put(key, want, None):
+                break
+        held = {_mark(e) for e in self.shares_held(key, own)}
+        with self._lock:  # what the holders hold now: asked about already
+            self._asked[key] = held
+        return True
+
+    def _watched_shares(self, key: Key) -> set[Mark]:
+        state = self._watched.get(key)
+        entries = state.entries if state is not None else ()
+        return {_mark(e) for e in entries if e.key.startswith(GRANT_PREFIX)}
+
+    def observe(self, kind: str, lease: dict[str, Any]) -> None:
+        """A ledger Lease as the watch shows it."""
+        key = lease_key(lease)
+        if key is None:
+            return
+        state = LeaseState("", ()) if kind == "DELETED" else parse_lease(lease)
+        with self._moved:
+            self._watched[key] = state
+            self._moved.notify_all()
+        horizon = self.clock()
+        if any(e.key.startswith(WANT_PREFIX) and e.expires > horizon for e in state.entries):
+            self.on_wanted(key)
+
+    def replace_all(self, leases: Iterator[dict[str, Any]]) -> None:
+        for lease in leases:
+            self.observe("ADDED", lease)
+
     # -- the Lease ------------------------------------------------------------------------------
     def _state(self, key: Key) -> LeaseState:
         with self._lock:
@@ -277,6 +349,22 @@ class SharedReservations:
         else:
             response = self.api.create_namespaced_lease(self.namespace, body, _preload_content=False)
         return parse_lease(orjson.loads(response.data))
+
+
+Mark = tuple[str, float, str]  # an entry as written: key, expires, usage
+
+
+def _mark(entry: Entry) -> Mark:
+    return entry.key, entry.expires, repr(entry.usage)
+
+
+def lease_key(lease: dict[str, Any]) -> Key | None:
+    """The (policy, scope) a ledger Lease is for, from the annotations it is written with."""
+    annotations = (lease.get("metadata") or {}).get("annotations") or {}
+    policy, scope = annotations.get("gpu-admission.io/policy"), annotations.get("gpu-admission.io/scope")
+    if not isinstance(policy, str) or not isinstance(scope, str):
+        return None
+    return policy, "" if scope == "(policy-wide)" else scope
 
 
 def parse_lease(lease: dict[str, Any]) -> LeaseState:

@@ -51,6 +51,7 @@ from webhook.metrics import STRICT_OUT_OF_TIME, TRACKED_PODS
 # What a strict admission may spend on its Leases (turns, writes, re-reads after conflicts):
 # well inside the webhook's 3 s timeoutSeconds, so it ends in a clear denial, never a timeout.
 STRICT_BUDGET = 1.5
+HANDBACK_WAIT = 0.25  # seconds a replica waits for others to give their shares back before it denies
 log = logging.getLogger("gpu_admission.usage")
 
 
@@ -159,10 +160,14 @@ class PodUsageTracker:
     ) -> Decision:
         deadline = self._clock() + self.strict_budget
         attempts = 0
+        asked = False
         while True:
             decision, strict = self._reserve(decide, pod, dry_run, raw)
             if not strict:
-                return decision
+                if asked or not self._ask_back(decision, deadline):
+                    return decision
+                asked = True  # judged again, once, on the Lease as the holders left it
+                continue
             assert self.shared is not None
             self._release(pod)  # judged again in this replica's turn at the Leases
             with self.shared.turn(strict, deadline - self._clock()) as ours:
@@ -213,6 +218,23 @@ class PodUsageTracker:
                 Reservation(pod, local, decision.usage, now + self.ttl, now, strict, _in(raw, pod.namespace))
             )
             return decision, strict
+
+    def _ask_back(self, decision: Decision, deadline: float) -> bool:
+        """A strict budget denies the pod while other replicas' shares hold some of it: ask them
+        to give it back (webhook.cluster.quota.shared_quota.ask_back), in this replica's turn.
+        Whether any was asked, so the pod is judged again."""
+        if self.shared is None or self.escrow is None or decision.allowed:
+            return False
+        denied = {v.policy for v in decision.denials if v.rule.startswith("quota.") and ".perPod." not in v.rule}
+        keys = tuple(key for key in self._strict_charges(decision.charges) if key[0] in denied)
+        wait = min(HANDBACK_WAIT, deadline - self._clock())
+        if not keys or wait <= 0:
+            return False
+        asked = False
+        with self.shared.turn(keys, wait) as ours:
+            for key in keys if ours else ():
+                asked = self.shared.ask_back(key, self.escrow.key, wait) or asked
+        return asked
 
     def _release(self, pod: PodRef) -> None:
         with self._lock:
