@@ -3,7 +3,11 @@ ConfigMap holding 300 (kubectl apply of a policy ConfigMap is linted inside the 
 so pod reviews wait behind it). Both with libyaml's parser (as shipped) and the pure-Python one,
 side by side in one run; medians of several rounds.
 
+With `--instructions`, the instructions loading 1,000 policies costs (callgrind), for this tree
+beside an earlier commit (`--baseline`, the previous release by default).
+
     python bench/policy_loading.py [--rounds 5]
+    python bench/policy_loading.py --instructions [--baseline 8203c60]
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import callgrind  # noqa: E402
 import engine as sample  # noqa: E402  (bench/engine.py's policies: CEL rule, quota, runtime each)
 
 from policies.engine import Engine  # noqa: E402
@@ -58,7 +63,15 @@ def seconds(run) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--instructions", action="store_true", help="instructions (callgrind) instead of seconds")
+    parser.add_argument("--baseline", default=sample.PREVIOUS_RELEASE, help="the commit to compare with")
     args = parser.parse_args()
+    if args.instructions:
+        texts = [(f"p{i}.yaml", sample.policy(i, i < 10)) for i in range(1000)]
+        counts = [callgrind.per_call(callgrind.tree(ref), "load", texts, calls=1) for ref in (args.baseline, "")]
+        print(f"load 1,000 policies (callgrind), side by side: {args.baseline} | this tree")
+        print(f"  {counts[0] / 1e9:6.2f} G | {counts[1] / 1e9:6.2f} G instructions  ({counts[1] / counts[0]:.2f}x)")
+        return
     texts = [(f"p{i}.yaml", sample.policy(i, i < 10)) for i in range(1000)]
     holder = EngineHolder()
     holder.swap(Engine(PolicySet(load_texts(texts[:10]).policies)))
@@ -66,7 +79,7 @@ def main() -> None:
     assert not load_texts(texts).problems
     assert admission.validate(holder, review).allowed
     for name, loader in (
-        ("libyaml (CSafeLoader, shipped)", yaml.CSafeLoader),
+        ("libyaml (CSafeLoader, shipped)", yamldoc.FAST_LOADER),
         ("pure Python (SafeLoader)", yaml.SafeLoader),
     ):
         loads, reviews = [], []

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from itertools import combinations
 
 from policies.errors import PolicyProblem
@@ -67,9 +68,15 @@ def _path_before(found: list[str], end: int) -> tuple[str, int]:
 def expression_advice(source: str, verdict: bool) -> list[str]:
     """What lint says of one expression (tokenized once); `verdict`: its value decides (a rule or
     a condition), so a constant one is worth saying."""
+    return list(_expression_advice(source, verdict))
+
+
+@lru_cache(maxsize=4096)
+def _expression_advice(source: str, verdict: bool) -> tuple[str, ...]:
+    """expression_advice, once per text: policies made from one template repeat their expressions."""
     found = _tokens(source)
     if found is None:
-        return []
+        return ()
     said = [
         f"{index} fails on objects without that key, and a failing rule denies; guard it with `in` or has()"
         for index in _unguarded(found)
@@ -77,7 +84,7 @@ def expression_advice(source: str, verdict: bool) -> list[str]:
     constant = _constant(found) if verdict else None
     if constant is not None:
         said.append(f"the same on every pod: {constant}")
-    return said
+    return tuple(said)
 
 
 def unguarded_indexes(source: str) -> list[str]:

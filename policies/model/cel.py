@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from cel_expr_python import cel
@@ -136,7 +137,10 @@ class CompiledExpression:
         return result
 
 
+@lru_cache(maxsize=4096)
 def compile_expression(source: str) -> CompiledExpression:
+    """Compiled once per text: policies made from one template repeat their expressions, and a
+    compiled expression is immutable (CelCompileError, raised, is not kept)."""
     try:
         program = _ENV.compile(source)
     except RuntimeError as error:

@@ -154,3 +154,15 @@ def test_the_device_env_a_runtime_may_set_is_one_that_grants_nothing():
     spec = "spec:\n  runtime: {env: {NVIDIA_VISIBLE_DEVICES: void}}\n"
     text = f"apiVersion: gpu-admission.io/v1alpha1\nkind: GPUPolicy\nmetadata: {{name: p}}\n{spec}"
     assert not load(text).problems
+
+
+def test_a_document_of_nested_aliases_costs_what_its_nodes_do_not_what_they_expand_to():
+    """A "billion laughs" (nine levels of ten aliases each: 10^9 strings once expanded) in a
+    policy ConfigMap is read as the few dozen nodes it is, and refused as a policy, at once;
+    walking it for line numbers once cost the whole expansion and stalled every reload."""
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    text = "apiVersion: gpu-admission.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: laughs}\nspec:\n"
+    text += "".join(f"  {line}\n" for line in levels)
+    result = load_texts([("laughs.yaml", text)])
+    assert result.problems and not result.policies

@@ -34,7 +34,16 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "gpu-admission"
-WATCHED = {"configmaps", "namespaces", "nodes", "resourcequotas", "resourceclaims", "resourceclaimtemplates", "pods"}
+WATCHED = {
+    "configmaps",
+    "namespaces",
+    "nodes",
+    "resourcequotas",
+    "resourceclaims",
+    "resourceclaimtemplates",
+    "leases",
+    "pods",
+}
 LIMITED = policy(
     "five-pods",  # no consistency written: the default must be exact
     "match: {namespaces: [team-a]}\nquota: {limits: {pods: 5}}",
