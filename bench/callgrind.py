@@ -76,12 +76,13 @@ def tree(ref: str) -> Path:
     return where
 
 
-def _collected(source: Path, spec_file: str, calls: int) -> int:
+def collected(source: Path, command: list[str], toggle: bool = False) -> int:
+    """Instructions `command` runs with `source` first on the path (`toggle`: only those inside
+    a `collections.deque(...)`, as CHILD counts its calls)."""
     with tempfile.TemporaryDirectory() as out:
+        options = ["--toggle-collect=deque_extend"] if toggle else []
         run = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--toggle-collect=deque_extend", f"--callgrind-out-file={out}/cg"]
-            + [sys.executable, "-c", CHILD]
-            + [spec_file, str(calls)],
+            ["valgrind", "--tool=callgrind", *options, f"--callgrind-out-file={out}/cg", *command],
             cwd=source,
             env={**os.environ, "PYTHONPATH": str(source)},
             capture_output=True,
@@ -98,6 +99,6 @@ def per_call(source: Path, what: str, texts: list[tuple[str, str]], pod: object 
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as spec:
         json.dump({"what": what, "texts": texts, "pod": pod}, spec)
     try:
-        return _collected(source, spec.name, calls) / calls
+        return collected(source, [sys.executable, "-c", CHILD, spec.name, str(calls)], toggle=True) / calls
     finally:
         os.unlink(spec.name)

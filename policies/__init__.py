@@ -47,7 +47,7 @@ from policies.model.policy import Action, Consistency, GPUPolicy, Quota
 from policies.model.policyset import PolicySet
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import WorkloadKind
-from policies.model.yamldoc import FAST_LOADER
+from policies.model.yamldoc import FAST_LOADER, read_data
 from policies.mutate.mutation import MutationResult
 from policies.review.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
 from policies.review.pod import PodView, parse_pod
@@ -103,6 +103,7 @@ __all__ = [
     "LoadResult",
     "load_texts",
     "FAST_LOADER",
+    "read_data",
     "overlapping_profiles",
     "WorkloadKind",
     "BUILT_IN_TABLE",

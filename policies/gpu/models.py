@@ -18,7 +18,7 @@ GiB). A need is never sized onto a profile that cannot hold it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
@@ -64,6 +64,13 @@ class Profile:
     observed_mib: int | None = None  # real memory from NVIDIA's own output, where known
     legacy: bool = False  # a name only early drivers reported: recognised, never chosen unasked
     estimate_share: Fraction = ESTIMATED_SHARE  # of the named memory, where nothing was observed
+    _real: tuple[int, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Read for every option a memory need is sized against: worked out once, not per review.
+        estimate = (self.observed_mib, "observed") if self.observed_mib is not None else None
+        real = estimate or (math.floor(self.memory_gb * 1024 * self.estimate_share), "estimated")
+        object.__setattr__(self, "_real", real)
 
     @property
     def resource(self) -> str:
@@ -81,9 +88,7 @@ class Profile:
 
     def real_memory_mib(self) -> tuple[int, str]:
         """(MiB, where the figure comes from): NVIDIA's observed figure, else the estimate."""
-        if self.observed_mib is not None:
-            return self.observed_mib, "observed"
-        return math.floor(self.memory_gb * 1024 * self.estimate_share), "estimated"
+        return self._real
 
 
 # One object per model, compared and hashed by identity: models are dict keys and set members on

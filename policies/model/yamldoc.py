@@ -44,10 +44,11 @@ class _Builder:
     a document of nested aliases (a "billion laughs") costs what its nodes do, not what they
     expand to."""
 
-    def __init__(self, loader: yaml.SafeLoader) -> None:
+    def __init__(self, loader: yaml.SafeLoader, lines: bool = True) -> None:
         self.loader = loader
         self.lines: dict[str, int] = {}
         self._built: dict[int, object] = {}
+        self._with_lines = lines
 
     def build(self, node: yaml.Node, path: str) -> object:
         found = self._built.get(id(node), _NONE)
@@ -63,16 +64,20 @@ class _Builder:
                 if type(key) is not yaml.ScalarNode or key.tag == _MERGE:  # PyYAML's constructor decides
                     del self._built[id(node)]
                     return self._construct(node, path)
-                name = f"{path}.{key.value}" if path else str(key.value)
-                self.lines[name] = key.start_mark.line + 1
+                name = ""
+                if self._with_lines:
+                    name = f"{path}.{key.value}" if path else str(key.value)
+                    self.lines[name] = key.start_mark.line + 1
                 mapping[key.value if key.tag == _STR else self.loader.construct_object(key)] = self.build(item, name)
             return mapping
         elif kind is yaml.SequenceNode and node.tag == _SEQ:
             items: list[object] = []
             self._built[id(node)] = items
             for i, item in enumerate(node.value):
-                name = f"{path}[{i}]"
-                self.lines[name] = item.start_mark.line + 1
+                name = ""
+                if self._with_lines:
+                    name = f"{path}[{i}]"
+                    self.lines[name] = item.start_mark.line + 1
                 items.append(self.build(item, name))
             return items
         else:
@@ -84,7 +89,7 @@ class _Builder:
         """A number, a boolean, a timestamp, a map with merge keys, another tag: built by PyYAML's
         constructor, with the lines its nodes say."""
         value = self.loader.construct_object(node, deep=True)
-        if type(node) is not yaml.ScalarNode:
+        if self._with_lines and type(node) is not yaml.ScalarNode:
             self._record(node, path, set())
         self._built[id(node)] = value
         return value
@@ -150,7 +155,7 @@ def read_documents(file: str, text: str, loader_class: type | None = None) -> li
         return list(_documents(file, text, yaml.SafeLoader))
 
 
-def _documents(file: str, text: str, loader_class: type) -> Iterator[Document]:
+def _documents(file: str, text: str, loader_class: type, lines: bool = True) -> Iterator[Document]:
     loader = loader_class(text)
     try:
         index = 0
@@ -158,7 +163,7 @@ def _documents(file: str, text: str, loader_class: type) -> Iterator[Document]:
             node = loader.get_node()
             if node is None:
                 break
-            builder = _Builder(loader)
+            builder = _Builder(loader, lines)
             data = builder.build(node, "")
             loader.constructed_objects, loader.recursive_objects = {}, {}  # as construct_document leaves it
             if data is not None:
@@ -166,3 +171,9 @@ def _documents(file: str, text: str, loader_class: type) -> Iterator[Document]:
             index += 1
     finally:
         loader.dispose()
+
+
+def read_data(text: str) -> list[object]:
+    """Every non-empty document of a YAML (or JSON) text, as yaml.safe_load_all gives them, built
+    the fast way (manifests: no lines kept). yaml.YAMLError propagates."""
+    return [document.data for document in _documents("", text, FAST_LOADER, lines=False)]

@@ -184,7 +184,7 @@ def sized(choice: Choice, memory_of: MemoryOf) -> Choice | Refusal:
     if need is None:
         return choice
     kept: list[Option] = []
-    short: list[str] = []
+    short: list[tuple[Profile, int, GpuModel, str]] = []  # said only if nothing fits
     for option in choice.options:
         fits: list[GpuModel] = []
         figure = ""
@@ -192,14 +192,19 @@ def sized(choice: Choice, memory_of: MemoryOf) -> Choice | Refusal:
             mib, source = memory_of(model, option.profile)
             if mib * MIB >= need:
                 fits.append(model)
-                figure = figure or f"{option.profile.name} has {mib} MiB on {model.key} ({source})"
+                figure = figure or _figure(option.profile, mib, model, source)
             else:
-                short.append(f"{option.profile.name} has {mib} MiB on {model.key} ({source})")
+                short.append((option.profile, mib, model, source))
         if fits:
             kept.append(replace(option, models=tuple(fits), sized=figure))
     if not kept:
-        return Refusal(f"no allowed MIG profile has {_gib(need)} of real memory: {'; '.join(short[:4])}")
+        said = "; ".join(_figure(*found) for found in short[:4])
+        return Refusal(f"no allowed MIG profile has {_gib(need)} of real memory: {said}")
     return replace(choice, options=tuple(kept))
+
+
+def _figure(profile: Profile, mib: int, model: GpuModel, source: str) -> str:
+    return f"{profile.name} has {mib} MiB on {model.key} ({source})"
 
 
 def _gib(memory: Decimal) -> str:

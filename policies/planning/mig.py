@@ -74,6 +74,9 @@ class MigPlan:
         return self.policy.mig.strategy if self.policy and self.policy.mig else Strategy.MIXED
 
 
+_SAID = {"observed": "observed by NVIDIA"}  # how a catalog figure's source is said
+
+
 def _uncached(key: object, build: Callable[[], T]) -> T:
     return build()
 
@@ -190,7 +193,7 @@ class MigPlanner:
             if labelled is not None:
                 return labelled, "node label"
         mib, source = profile.real_memory_mib()
-        return mib, f"{source} by NVIDIA" if source == "observed" else "estimated"
+        return mib, _SAID.get(source, source)
 
     def pick(
         self, container: ContainerView, choice: Choice, warnings: list[str], pinned: bool = False, gke: bool = False

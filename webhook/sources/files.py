@@ -11,7 +11,6 @@ import yaml
 
 from policies import (
     BUILT_IN_TABLE,
-    FAST_LOADER,
     GPUPolicy,
     InputError,
     LoadResult,
@@ -19,6 +18,7 @@ from policies import (
     PolicySet,
     WorkloadKind,
     load_texts,
+    read_data,
 )
 
 POLICY_SUFFIXES = (".yaml", ".yml", ".json")
@@ -88,7 +88,7 @@ def read_manifests(name: str) -> Iterator[tuple[str, object]]:
     """(label, object) for each document of a file or '-'; v1 Lists are opened."""
     text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
     try:
-        documents = [d for d in yaml.load_all(text, Loader=FAST_LOADER) if d is not None]
+        documents = read_data(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
