@@ -1,4 +1,5 @@
-"""What `gpu-admission validate -f FILE` costs per pod offline, in instructions (callgrind), for
+"""What `gpu-admission validate -f FILE` costs per pod offline (exit 1: the bundled default denies the
+bench pod, whose gpu-memory and profile annotations disagree), in instructions (callgrind), for
 this tree beside an earlier commit: the whole command over a file of 400 pods less the same over
 100, per pod; and of that, what the engine's mutate + validate of one such pod costs under the
 bundled default, so the rest is the command's own reading and printing.

@@ -271,10 +271,10 @@ class ShareKeeper:
     def start(self) -> None:
         self._thread.start()
 
-    def wanted(self, key: Key) -> None:
-        """Another replica asks for the budget of `key` back (seen in the Lease watch): what is
-        left of this replica's share goes back now, not when it turns idle."""
-        if self.escrow.give_back(key):
+    def wanted(self, key: Key, asking: frozenset[str]) -> None:
+        """Replicas (`asking`: their entries' names) ask for the budget of `key` back, as the Lease
+        watch shows: what is left of this replica's share goes back now, not when it turns idle."""
+        if asking - {self.escrow.key.removeprefix(GRANT_PREFIX)} and self.escrow.give_back(key):
             self._wake.set()
 
     def stop(self, wait: bool = True) -> None:

@@ -112,7 +112,7 @@ class SharedReservations:
         # Lease, and tells the shares when another replica asks for them back (`on_wanted`).
         self._watched: dict[Key, LeaseState] = {}
         self._moved = threading.Condition(self._lock)
-        self.on_wanted: Callable[[Key], None] = lambda key: None
+        self.on_wanted: Callable[[Key, frozenset[str]], None] = lambda key, asking: None
         self._asked: dict[Key, set[Mark]] = {}  # the shares asked back last, per Lease
 
     def pending(self, key: Key, outstanding: Callable[[str, Usage, Usage | None], Usage]) -> Usage:
@@ -293,8 +293,13 @@ class SharedReservations:
             self._watched[key] = state
             self._moved.notify_all()
         horizon = self.clock()
-        if any(e.key.startswith(WANT_PREFIX) and e.expires > horizon for e in state.entries):
-            self.on_wanted(key)
+        asking = frozenset(
+            e.key.removeprefix(WANT_PREFIX)
+            for e in state.entries
+            if e.key.startswith(WANT_PREFIX) and e.expires > horizon
+        )
+        if asking:
+            self.on_wanted(key, asking)
 
     def replace_all(self, leases: Iterator[dict[str, Any]]) -> None:
         for lease in leases:
