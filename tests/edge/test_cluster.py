@@ -25,6 +25,17 @@ from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder, Settings
 
 NS = "gpu-admission"
+# What one replica watches, in the order it starts them (tests.server.test_replicas counts the streams).
+WATCHED = (
+    "configmaps",
+    "namespaces",
+    "nodes",
+    "resourcequotas",
+    "resourceclaims",
+    "resourceclaimtemplates",
+    "leases",
+    "pods",
+)
 
 
 class Replica:
@@ -130,17 +141,7 @@ def test_a_replica_is_ready_only_once_policies_pods_namespaces_and_nodes_have_li
     replica = Replica(kube)
     replicas.append(replica)
     replica.wait_ready()
-    names = [
-        "configmaps",
-        "namespaces",
-        "nodes",
-        "resourcequotas",
-        "resourceclaims",
-        "resourceclaimtemplates",
-        "leases",
-        "pods",
-    ]
-    assert [w.name for w in replica.watches] == names
+    assert [w.name for w in replica.watches] == list(WATCHED)  # pods last: listed once the rest has
 
 
 def test_pods_are_listed_in_pages_and_feed_the_quota_counters(kube, replicas):

@@ -24,6 +24,7 @@ import yaml
 
 from certs.files import ensure_dev_certificates
 from tests.conftest import policy
+from tests.edge.test_cluster import WATCHED
 from tests.kube_fake import FakeKube
 from tests.server.test_serve_gunicorn import free_port
 from tests.server.test_serve_in_cluster import SERVICE_NAME
@@ -34,16 +35,6 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "gpu-admission"
-WATCHED = {
-    "configmaps",
-    "namespaces",
-    "nodes",
-    "resourcequotas",
-    "resourceclaims",
-    "resourceclaimtemplates",
-    "leases",
-    "pods",
-}
 LIMITED = policy(
     "five-pods",  # no consistency written: the default must be exact
     "match: {namespaces: [team-a]}\nquota: {limits: {pods: 5}}",
