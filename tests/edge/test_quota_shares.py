@@ -173,3 +173,19 @@ def lease_entries(kube: FakeKube) -> list[str]:
 
     leases = [obj for (resource, _, _), obj in kube.objects.items() if resource == "leases"]
     return [e.key for lease in leases for e in parse_lease(lease).entries]
+
+
+def test_a_dry_run_near_the_limit_never_asks_for_shares_back(kube, replicas):
+    """A dry run writes nothing, not even the request for shares: where only the holder's unused
+    share is left it is denied, and the real request then asks and is admitted."""
+    kube.put(NS, "big", {"b.yaml": strict(100)})
+    holder, asker = start(kube, replicas, ttl=30.0), start(kube, replicas, ttl=30.0)
+    assert holder.validate(slice_pod("held")).allowed
+    for i in range(100):  # real admissions while a dry run says there is room
+        if not asker.validate(slice_pod(f"a{i}"), dry_run=True).allowed:
+            break
+        assert asker.validate(slice_pod(f"a{i}")).allowed
+    writes = lease_writes(kube)
+    assert not asker.validate(slice_pod("dry"), dry_run=True).allowed
+    assert lease_writes(kube) == writes and holder.holder.usage.escrow.returns == 0
+    assert asker.validate(slice_pod("real")).allowed  # asked: the holder's unused share came back

@@ -164,7 +164,7 @@ class PodUsageTracker:
         while True:
             decision, strict = self._reserve(decide, pod, dry_run, raw)
             if not strict:
-                if asked or not self._ask_back(decision, deadline):
+                if asked or dry_run or not self._ask_back(decision, deadline):  # a dry run writes nothing
                     return decision
                 asked = True  # judged again, once, on the Lease as the holders left it
                 continue
