@@ -10,9 +10,9 @@ every pair, and the order of the modules inside each folder too):
     audit/          the background audit of running pods, and its PolicyReports
     engine.py       one call per admission question: mutate, validate (Engine)
     judge/          what the validating webhook decides: usage, quotas, the ledger, CEL rules,
-    mutate/           device access, verdicts, workloads | what the mutating webhook writes: the
-                      MIG rewrite, runtime settings, the Triton sidecar (side by side: neither
-                      imports the other)
+                    device access, verdicts, workloads
+    mutate/         what the mutating webhook writes: the MIG rewrite, runtime settings, the
+                    Triton sidecar (beside judge/, on one layer: neither imports the other)
     planning/       what a review decides once about a pod: which policies apply and how, the
                     MIG plan, the Triton sidecar's settings
     review/         what a review brings, as read: the pod and its containers, the request,

@@ -20,14 +20,7 @@ from tests.e2e.controlplane.cluster import free_port
 from tests.e2e.harness import Installation, pod, policy_configmap, wait_for, wait_rewritten
 from tests.e2e.install import Replica
 from tests.e2e.policies import QUOTA
-from webhook.cluster.quota.shared_quota import (
-    LEDGER_LABEL,
-    RESERVATIONS,
-    Entry,
-    encode_entries,
-    lease_name,
-    parse_lease,
-)
+from webhook.cluster.quota.ledger import LEDGER_LABEL, RESERVATIONS, Entry, encode_entries, lease_name, parse_lease
 
 BUDGET = 5
 NAMESPACE = "race-a"

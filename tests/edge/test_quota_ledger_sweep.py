@@ -8,8 +8,9 @@ from __future__ import annotations
 from kubernetes import client
 
 from policies.judge.usage import EMPTY
+from webhook.cluster.quota.ledger import LEDGER_LABEL, lease_name
 from webhook.cluster.quota.reservations import PodRef
-from webhook.cluster.quota.shared_quota import LEDGER_LABEL, SharedReservations, lease_name
+from webhook.cluster.quota.shared_quota import SharedReservations
 
 
 class Clock:

@@ -169,7 +169,7 @@ def test_a_replica_near_the_limit_gets_back_what_others_hold_unused_before_it_de
 
 
 def lease_entries(kube: FakeKube) -> list[str]:
-    from webhook.cluster.quota.shared_quota import parse_lease
+    from webhook.cluster.quota.ledger import parse_lease
 
     leases = [obj for (resource, _, _), obj in kube.objects.items() if resource == "leases"]
     return [e.key for lease in leases for e in parse_lease(lease).entries]

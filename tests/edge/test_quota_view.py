@@ -11,7 +11,7 @@ import yaml
 from policies.judge.usage import Usage
 from tests.conftest import engine_from
 from webhook.cli.main import main
-from webhook.cluster.quota.shared_quota import LEDGER_LABEL, RESERVATIONS, Entry
+from webhook.cluster.quota.ledger import LEDGER_LABEL, RESERVATIONS, Entry
 from webhook.metrics import exposition
 from webhook.state import EngineHolder, Settings
 

@@ -29,7 +29,7 @@ from tests.kube_fake import FakeKube
 from tests.server.test_serve_gunicorn import free_port
 from tests.server.test_serve_in_cluster import SERVICE_NAME
 from tests.server.test_server import review
-from webhook.cluster.quota.shared_quota import parse_lease
+from webhook.cluster.quota.ledger import parse_lease
 
 pytestmark = pytest.mark.slow
 

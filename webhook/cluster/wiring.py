@@ -33,8 +33,9 @@ from webhook.cluster.api.policy_status import PolicyStatusReporter
 from webhook.cluster.audit.background_audit import AUDIT_SECONDS_DEFAULT, BackgroundAudit
 from webhook.cluster.live import ClusterView
 from webhook.cluster.quota.escrow import Escrow, ShareKeeper
+from webhook.cluster.quota.ledger import LEDGER_LABEL
 from webhook.cluster.quota.reservations import PodRef, updated_pod
-from webhook.cluster.quota.shared_quota import LEDGER_LABEL, SharedReservations
+from webhook.cluster.quota.shared_quota import SharedReservations
 from webhook.cluster.watches.listwatch import ListWatch
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
 from webhook.cluster.watches.watch_stream import JSON

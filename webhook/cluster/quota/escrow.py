@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from policies import EMPTY, Amount, Quota, Usage, dimensions
-from webhook.cluster.quota.shared_quota import GRANT_PREFIX, SharedReservations
+from webhook.cluster.quota.ledger import GRANT_PREFIX
+from webhook.cluster.quota.shared_quota import SharedReservations
 
 log = logging.getLogger("gpu_admission.quota")
 CHUNK_PODS = 16  # a grant holds what this many pods like the one asking would take ...

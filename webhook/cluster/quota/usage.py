@@ -43,8 +43,9 @@ from policies import (
     needs_of,
 )
 from webhook.cluster.quota.escrow import Escrow, refill
+from webhook.cluster.quota.ledger import GRANT_PREFIX
 from webhook.cluster.quota.reservations import PodRef, Reservation, Reservations, updated_pod
-from webhook.cluster.quota.shared_quota import GRANT_PREFIX, LedgerUnavailable, SharedReservations
+from webhook.cluster.quota.shared_quota import LedgerUnavailable, SharedReservations
 from webhook.cluster.watches.nodes import Held, NodeCapacity
 from webhook.metrics import STRICT_OUT_OF_TIME, TRACKED_PODS
 
