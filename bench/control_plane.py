@@ -9,7 +9,7 @@ Starts the e2e control plane (tests/e2e: built from Go modules on the first run)
    from its /metrics: mean, p50 and p99 from the histogram) for our mutating and validating
    webhooks, and `apiserver_validating_admission_policy_check_duration_seconds` for the VAP.
 
-    python bench/control_plane.py [--pods 400]
+    PYTHONPATH=. python bench/control_plane.py [--pods 400]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ a second, the API server's own latency for the validating webhook
 pod (`apiserver_request_total`; the status and certificate Leases' renewals are in it too) and
 pods refused.
 
-    python bench/quota_control_plane.py [--pods 400]
+    PYTHONPATH=. python bench/quota_control_plane.py [--pods 400]
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def lease_writes(plane: ControlPlane) -> float:
     return sum(
         value
         for _, labels, value in metric_lines(plane, "apiserver_request_total")
-        if labels.get("resource") == "leases" and labels.get("verb") in ("UPDATE", "CREATE")
+        if labels.get("resource") == "leases" and labels.get("verb") in ("PUT", "POST")
     )
 
 
