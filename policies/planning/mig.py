@@ -8,9 +8,9 @@ part runs every request; every GPU resource then meets the gate (policies.planni
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from policies.gpu.capacity import Capacity, NoCapacity
 from policies.gpu.catalog import Catalog
@@ -31,7 +31,12 @@ from policies.review.containers import ContainerView
 from policies.review.pod import PodView
 
 T = TypeVar("T")
-Cache = Callable[[object, Callable[[], T]], T]
+
+
+class Cache(Protocol):
+    """A value derived from the policy set, kept with it (PolicySet.cached)."""
+
+    def __call__(self, key: Hashable, build: Callable[[], T]) -> T: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +82,7 @@ class MigPlan:
 _SAID = {"observed": "observed by NVIDIA"}  # how a catalog figure's source is said
 
 
-def _uncached(key: object, build: Callable[[], T]) -> T:
+def _uncached(key: Hashable, build: Callable[[], T]) -> T:
     return build()
 
 
@@ -87,7 +92,7 @@ class MigPlanner:
         policy: GPUPolicy,
         spec: MigSpec,
         catalog: Catalog,
-        cache: Cache[Outcome] = _uncached,
+        cache: Cache = _uncached,
         capacity: Capacity | None = None,
     ):
         self.policy = policy
@@ -113,7 +118,7 @@ class MigPlanner:
             if sharing:
                 warnings.append(f"{container.name}: not turned into a MIG slice: {sharing}")
                 continue
-            outcome = self.outcome(pod, container, pinned)
+            outcome, fitting = self.outcome(pod, container, pinned)
             if outcome is not None and unsplittable:
                 warnings.append(f"{container.name}: not turned into a MIG slice: {unsplittable}")
                 continue
@@ -121,8 +126,7 @@ class MigPlanner:
                 problems.append(Problem(self.policy.name, f"{container.path}.resources", outcome.reason))
             elif isinstance(outcome, KeepWhole):
                 warnings.append(f"{container.name}: {outcome.reason}")
-            elif outcome is not None:
-                fitting = sized(outcome, self.memory_of)
+            elif outcome is not None and fitting is not None:
                 if isinstance(fitting, Refusal):
                     problems.append(Problem(self.policy.name, f"{container.path}.resources", fitting.reason))
                 else:
@@ -155,7 +159,7 @@ class MigPlanner:
             added,
             gke,
         )
-        return self.cache(key, lambda: self.gated(pod, rewrites, added, gke))  # type: ignore[arg-type, return-value]
+        return self.cache(key, lambda: self.gated(pod, rewrites, added, gke))
 
     def gated(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...], gke: bool = False) -> Gated:
         key = pod.annotation("gpu-model")
@@ -177,14 +181,34 @@ class MigPlanner:
         pinned = pin_for(devices, pod.placement, self.catalog)
         return Gated((*problems, *pinned.problems), pinned.pin, pinned.pin_models)
 
-    def outcome(self, pod: PodView, container: ContainerView, pinned: tuple[GpuModel, ...] = ()) -> Outcome:
+    def outcome(
+        self, pod: PodView, container: ContainerView, pinned: tuple[GpuModel, ...] = ()
+    ) -> tuple[Outcome, Choice | Refusal | None]:
+        """What the policy allows the container, and the options of it whose real memory covers
+        the need (sized). Both are worked out once per policy set and shape; the sizing too
+        while no node reports real memory (it reads the catalog's figures alone then)."""
         explicit = pod.annotation(f"mig-profile.{container.name}") or pod.annotation("mig-profile")
         memory_text = pod.annotation("gpu-memory")
         model_key = pod.annotation("gpu-model")
         requests = container.requests.get(WHOLE_GPU_RESOURCE)
         limits = container.limits.get(WHOLE_GPU_RESOURCE)
         key = ("mig", self.policy.name, explicit, memory_text, model_key, requests, limits, pinned)
-        return self.cache(key, lambda: self.choice.decide(explicit, memory_text, model_key, requests, limits, pinned))
+
+        def decide() -> Outcome:
+            return self.choice.decide(explicit, memory_text, model_key, requests, limits, pinned)
+
+        if self.capacity.known:
+            outcome = self.cache(key, decide)
+            return outcome, self._sized(outcome)
+
+        def decide_and_size() -> tuple[Outcome, Choice | Refusal | None]:
+            outcome = self.cache(key, decide)
+            return outcome, self._sized(outcome)
+
+        return self.cache(("sized", *key), decide_and_size)
+
+    def _sized(self, outcome: Outcome) -> Choice | Refusal | None:
+        return sized(outcome, self.memory_of) if isinstance(outcome, Choice) else None
 
     def memory_of(self, model: GpuModel, profile: Profile) -> tuple[int, str]:
         """Real memory of a profile: GFD's node label where the cluster says, else the catalog's."""
