@@ -133,6 +133,14 @@ def _fast(base: type) -> type:
                 return _scalar_tag(value, implicit)
             return str(super().resolve(kind, value, implicit))
 
+        # Called around every node; they keep the path only path resolvers read, and none is
+        # registered (asserted below).
+        def descend_resolver(self, current_node: object, current_index: object) -> None:
+            pass
+
+        def ascend_resolver(self) -> None:
+            pass
+
     return Loader
 
 
