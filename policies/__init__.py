@@ -21,8 +21,9 @@ every pair, and the order of the modules inside each folder too):
                     and the compiled, indexed PolicySet that is swapped whole
     gpu/            NVIDIA's GPUs: models, the catalog, cloud labels, devices, DRA claims, free
                     capacity, where a pod may land and what it costs there
-    quantity.py, errors.py, memo.py
-                    Kubernetes quantities, the two error families, the one caching idiom
+    quantity.py, json_fields.py, memo.py, errors.py
+                    Kubernetes quantities, reading the requester's JSON with field paths, the
+                    one caching idiom, the two error families
 """
 
 from policies.audit.judging import AuditReport, Finding, audit_pods

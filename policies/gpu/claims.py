@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from policies.errors import InputError
 from policies.gpu.devices import DRA_EXTENDED_PREFIX, DRA_GPU_CLASSES
 from policies.gpu.models import MIG_RESOURCE_PREFIX
+from policies.json_fields import json_list
 
 MIG_CLASS = "mig.nvidia.com"
 # The NVIDIA DRA driver's profile attribute, compared for equality with one literal.
@@ -54,14 +55,6 @@ def _mapping(raw: object, path: str) -> Mapping[str, object]:
     return raw
 
 
-def _list(raw: object, path: str) -> list[object]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise InputError(path, "must be a list")
-    return raw
-
-
 def _profile(selectors: list[object], path: str) -> str | None:
     for i, selector in enumerate(selectors):
         cel = _mapping(selector, f"{path}[{i}]").get("cel")
@@ -82,7 +75,7 @@ def _ask(exact: Mapping[str, object], path: str) -> Ask | None:
     count = exact.get("count", 1)
     if type(count) is not int or count < 1:
         raise InputError(f"{path}.count", "must be a whole number, 1 or more")
-    profile = _profile(_list(exact.get("selectors"), f"{path}.selectors"), f"{path}.selectors")
+    profile = _profile(json_list(exact.get("selectors"), f"{path}.selectors"), f"{path}.selectors")
     if device_class == MIG_CLASS and profile is not None:
         return ((MIG_RESOURCE_PREFIX + profile, count),)
     return ((f"{DRA_EXTENDED_PREFIX}{device_class}", count),)
@@ -97,11 +90,11 @@ def claim_demand(spec: object, path: str = "spec") -> ClaimDemand:
     path = f"{path}.devices.requests"
     requests: list[tuple[Ask, ...]] = []
     unbounded: list[str] = []
-    for i, raw in enumerate(_list(devices.get("requests"), path)):
+    for i, raw in enumerate(json_list(devices.get("requests"), path)):
         request = _mapping(raw, f"{path}[{i}]")
         name = str(request.get("name", i))
         if "firstAvailable" in request:
-            options = _list(request.get("firstAvailable"), f"{path}[{i}].firstAvailable")
+            options = json_list(request.get("firstAvailable"), f"{path}[{i}].firstAvailable")
             alternatives = [
                 _ask(_mapping(o, f"{path}[{i}].firstAvailable[{j}]"), f"{path}[{i}].firstAvailable[{j}]")
                 for j, o in enumerate(options)

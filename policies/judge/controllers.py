@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 from policies.errors import InputError
 from policies.gpu.models import WHOLE_GPU_RESOURCE
+from policies.json_fields import mapping
 from policies.judge.quota import UsageSource, dimensions, scope_label, scope_of
 from policies.judge.usage import Usage
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy
 from policies.model.workloads import KSERVE_MODEL_FIELDS, Form, Found, WorkloadKind, WorkloadTable, templates
-from policies.review.containers import mapping
 from policies.review.document import JSON, Change
 
 # The fields of a v1 PodSpec: what a `podspec` site keeps (a KServe component carries its own

@@ -1,4 +1,4 @@
-"""Containers as the engine reads them, and the typed JSON reads the pod boundary shares.
+"""Containers as the engine reads them.
 
 Every field is the requester's to write: quantities of nvidia.com/ resources follow Kubernetes'
 grammar exactly and must be whole; the device env each container sets is collected wherever it
@@ -17,6 +17,7 @@ from policies.errors import InputError
 from policies.gpu.catalog import ResourceKind, resource_kind
 from policies.gpu.devices import DEVICE_ENV, DEVICE_ENV_PREFIXES, is_dra_gpu
 from policies.gpu.models import WHOLE_GPU_RESOURCE
+from policies.json_fields import json_list, mapping
 from policies.quantity import parse_quantity
 
 SHM_PATH = "/dev/shm"
@@ -69,30 +70,12 @@ def _container_path(init: bool, index: int) -> str:
     return f"spec.{'initContainers' if init else 'containers'}[{index}]"
 
 
-def mapping(raw: object, path: str) -> Mapping[str, object]:
-    if type(raw) is dict:  # what JSON decodes to; the ABC check below costs ten times more
-        return raw
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise InputError(path, "must be an object")
-    return raw
-
-
 def string_map(raw: object, path: str) -> dict[str, str]:
     fields = mapping(raw, path)
     for key, value in fields.items():
         if not isinstance(value, str):
             raise InputError(f"{path}.{key}", "must be a string")
     return dict(fields)  # type: ignore[arg-type]
-
-
-def json_list(raw: object, path: str) -> list[object]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise InputError(path, "must be a list")
-    return raw
 
 
 def _quantities(raw: object, container: str, section: str) -> dict[str, Decimal]:

@@ -21,7 +21,8 @@ from policies.gpu.devices import (
     mount_lists_devices,
 )
 from policies.gpu.placement import Placement, parse_placement
-from policies.review.containers import ContainerView, DeviceEnv, json_list, mapping, read_containers, string_map
+from policies.json_fields import json_list, mapping
+from policies.review.containers import ContainerView, DeviceEnv, read_containers, string_map
 
 ANNOTATION_PREFIX = "gpu-admission.io/"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
