@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import re
 import shutil
@@ -103,6 +104,25 @@ def create_pods(api: client.CoreV1Api, namespace: str, count: int, threads: int,
     return count / (time.perf_counter() - started)
 
 
+@contextlib.contextmanager
+def started() -> Iterator[tuple[ControlPlane, Kubectl, client.CoreV1Api, Path]]:
+    """The e2e control plane started in a fresh folder, GPU nodes registered: the plane, kubectl,
+    an API client for many threads, and the folder; stopped and removed on the way out."""
+    workdir = Path(tempfile.mkdtemp(prefix="gpu-admission-bench-"))
+    plane = ControlPlane(ensure_binaries(), workdir / "control-plane")
+    plane.start()
+    try:
+        kubectl = Kubectl(plane.bin_dir / "kubectl", plane.kubeconfig)
+        register_nodes(kubectl)
+        configuration = client.Configuration()
+        config.load_kube_config(str(plane.kubeconfig), client_configuration=configuration)
+        configuration.connection_pool_maxsize = 32
+        yield plane, kubectl, client.CoreV1Api(client.ApiClient(configuration)), workdir
+    finally:
+        plane.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def measure(api: client.CoreV1Api, namespace: str, pods: int) -> tuple[float, float]:
     """(pods/s with 16 threads, ms a pod one at a time)."""
     rate = create_pods(api, namespace, pods, 16, "c")
@@ -114,58 +134,50 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=400)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="gpu-admission-bench-"))
-    plane = ControlPlane(ensure_binaries(), workdir / "control-plane")
-    plane.start()
     installed = None
     webhook_metric = "apiserver_admission_webhook_admission_duration_seconds"
     vap_metric = "apiserver_validating_admission_policy_check_duration_seconds"
-    try:
-        kubectl = Kubectl(plane.bin_dir / "kubectl", plane.kubeconfig)
-        register_nodes(kubectl)
-        configuration = client.Configuration()
-        config.load_kube_config(str(plane.kubeconfig), client_configuration=configuration)
-        configuration.connection_pool_maxsize = 32
-        api = client.CoreV1Api(client.ApiClient(configuration))
-        for namespace in ("bench-without", "bench-with", "vap-side"):
-            kubectl.run("create", "namespace", namespace)
-            kubectl.run("label", "namespace", namespace, "gpu-admission.io/mig=default")
-        figures = {"no admission webhook or policy": measure(api, "bench-without", args.pods)}
+    with started() as (plane, kubectl, api, workdir):
+        try:
+            for namespace in ("bench-without", "bench-with", "vap-side"):
+                kubectl.run("create", "namespace", namespace)
+                kubectl.run("label", "namespace", namespace, "gpu-admission.io/mig=default")
+            figures = {"no admission webhook or policy": measure(api, "bench-without", args.pods)}
 
-        kubectl.apply(TEAM_LABEL_VAP)
-        wait_refused(kubectl, pod("probe", "vap-side", gpus=1), "the ValidatingAdmissionPolicy in force")
-        vap_before = histograms(plane, vap_metric)
-        figures["the team rule as a ValidatingAdmissionPolicy"] = measure(api, "vap-side", args.pods)
-        vap_after = histograms(plane, vap_metric)
+            kubectl.apply(TEAM_LABEL_VAP)
+            wait_refused(kubectl, pod("probe", "vap-side", gpus=1), "the ValidatingAdmissionPolicy in force")
+            vap_before = histograms(plane, vap_metric)
+            figures["the team rule as a ValidatingAdmissionPolicy"] = measure(api, "vap-side", args.pods)
+            vap_after = histograms(plane, vap_metric)
 
-        installed = install(kubectl, plane, workdir / "gpu-admission")
-        kubectl.apply(policy_configmap("bench-team-label", TEAM_RULE))
-        wait_refused(kubectl, pod("probe", "bench-with", gpus=1), "the team rule loaded")
-        hooks_before = histograms(plane, webhook_metric)
-        figures["gpu-admission (MIG rewrite + the team rule)"] = measure(api, "bench-with", args.pods)
-        hooks_after = histograms(plane, webhook_metric)
+            installed = install(kubectl, plane, workdir / "gpu-admission")
+            kubectl.apply(policy_configmap("bench-team-label", TEAM_RULE))
+            wait_refused(kubectl, pod("probe", "bench-with", gpus=1), "the team rule loaded")
+            hooks_before = histograms(plane, webhook_metric)
+            figures["gpu-admission (MIG rewrite + the team rule)"] = measure(api, "bench-with", args.pods)
+            hooks_after = histograms(plane, webhook_metric)
 
-        base_rate, base_ms = figures["no admission webhook or policy"]
-        print(f"GPU pods through the API server ({args.pods} by 16 threads, {args.pods // 2} one at a time):")
-        print(f"  {'':46s} {'pods/s':>8s} {'ratio':>6s} {'ms a pod':>9s} {'ratio':>6s}")
-        for setup, (rate, ms) in figures.items():
-            print(f"  {setup:46s} {rate:8.1f} {rate / base_rate:5.2f}x {ms:9.2f} {ms / base_ms:5.2f}x")
-        print("admission latency as the API server measures it, CREATE (ms):")
-        rows = [
-            (n, hooks_before, hooks_after) for n in sorted(hooks_after) if n.startswith(("mutate.", "validate-pods."))
-        ]
-        rows += [(n, vap_before, vap_after) for n in sorted(vap_after) if vap_after[n].get("count")]
-        for name, before, after in rows:
-            p50, p99 = (quantile(before.get(name, {}), after[name], q) * 1000 for q in (0.5, 0.99))
-            average = mean(before.get(name, {}), after[name]) * 1000
-            print(f"  {name:34s} mean {average:7.3f}   p50 {p50:7.3f}   p99 {p99:7.3f}")
-        if not any(after.get("count") for after in vap_after.values()):
-            print(f"  the VAP: no {vap_metric} samples in the API server's /metrics")
-    finally:
-        for replica in installed.replicas if installed else ():
-            replica.stop()
-        plane.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+            base_rate, base_ms = figures["no admission webhook or policy"]
+            print(f"GPU pods through the API server ({args.pods} by 16 threads, {args.pods // 2} one at a time):")
+            print(f"  {'':46s} {'pods/s':>8s} {'ratio':>6s} {'ms a pod':>9s} {'ratio':>6s}")
+            for setup, (rate, ms) in figures.items():
+                print(f"  {setup:46s} {rate:8.1f} {rate / base_rate:5.2f}x {ms:9.2f} {ms / base_ms:5.2f}x")
+            print("admission latency as the API server measures it, CREATE (ms):")
+            rows = [
+                (n, hooks_before, hooks_after)
+                for n in sorted(hooks_after)
+                if n.startswith(("mutate.", "validate-pods."))
+            ]
+            rows += [(n, vap_before, vap_after) for n in sorted(vap_after) if vap_after[n].get("count")]
+            for name, before, after in rows:
+                p50, p99 = (quantile(before.get(name, {}), after[name], q) * 1000 for q in (0.5, 0.99))
+                average = mean(before.get(name, {}), after[name]) * 1000
+                print(f"  {name:34s} mean {average:7.3f}   p50 {p50:7.3f}   p99 {p99:7.3f}")
+            if not any(after.get("count") for after in vap_after.values()):
+                print(f"  the VAP: no {vap_metric} samples in the API server's /metrics")
+        finally:
+            for replica in installed.replicas if installed else ():
+                replica.stop()
 
 
 if __name__ == "__main__":

@@ -19,21 +19,16 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
-from control_plane import histograms, mean, metric_lines, quantile
-from kubernetes import client, config
+from control_plane import histograms, mean, metric_lines, quantile, started
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.balancer import Balancer
-from tests.e2e.controlplane.build import ensure_binaries
-from tests.e2e.controlplane.cluster import ControlPlane, free_port
-from tests.e2e.harness import install, pod, policy_configmap, register_nodes, wait_rewritten
+from tests.e2e.controlplane.cluster import ControlPlane
+from tests.e2e.harness import install, pod, policy_configmap, replicas_behind_balancer, wait_rewritten
 from tests.e2e.install import Replica
-from tests.e2e.kubectl import Kubectl
 
 BUDGET = """\
 apiVersion: gpu-admission.io/v1alpha1
@@ -72,71 +67,53 @@ def create_all(api: client.CoreV1Api, namespace: str, count: int, prefix: str) -
     return count / (time.perf_counter() - started), created.count(False)
 
 
-def three_replicas(installation, **env: str) -> tuple[list[Replica], Balancer]:
-    replicas = [installation.replica(f"gpu-admission-{i}", port=free_port(), **env) for i in (1, 2, 3)]
-    balancer = Balancer(installation.port, [r.port for r in replicas])
-    for replica in replicas:
-        replica.wait_ready()
-    return replicas, balancer
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=400)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="gpu-admission-bench-"))
-    plane = ControlPlane(ensure_binaries(), workdir / "control-plane")
-    plane.start()
     running: list[Replica] = []
     balancer: Balancer | None = None
-    try:
-        kubectl = Kubectl(plane.bin_dir / "kubectl", plane.kubeconfig)
-        register_nodes(kubectl)
-        configuration = client.Configuration()
-        config.load_kube_config(str(plane.kubeconfig), client_configuration=configuration)
-        configuration.connection_pool_maxsize = 32
-        api = client.CoreV1Api(client.ApiClient(configuration))
-        installation = install(kubectl, plane, workdir / "gpu-admission")
-        for name, consistency in (("local", "local"), ("strict", "strict"), ("perpod", "strict")):
-            kubectl.run("create", "namespace", f"q-{name}")
-            kubectl.run("label", "namespace", f"q-{name}", "gpu-admission.io/mig=default")
-            kubectl.apply(policy_configmap(f"bench-{name}", BUDGET.format(name=name, consistency=consistency)))
-        for replica in installation.replicas:
-            replica.stop()
-        setups = (
-            ("local", "local", {}),
-            ("strict, shares (as shipped)", "strict", {}),
-            ("strict, a Lease write a pod", "perpod", {"GPU_ADMISSION_STRICT_SHARES": "0"}),
-        )
-        rows = []
-        for label, name, env in setups:
-            if balancer is None or env:
-                for replica in running:
-                    replica.stop()
-                if balancer is not None:
-                    balancer.stop()
-                running, balancer = three_replicas(installation, **env)
-            # The budgets were applied before the replicas started: ready, they hold them.
-            wait_rewritten(kubectl, pod(f"probe-{name}", f"q-{name}", gpus=1), "the replicas answering")
-            latency, writes = histograms(plane, LATENCY), lease_writes(plane)
-            rate, refused = create_all(api, f"q-{name}", args.pods, "p")
-            after = histograms(plane, LATENCY)
-            hook = (latency.get(HOOK, {}), after.get(HOOK, {}))
-            rows.append((label, rate, refused, (lease_writes(plane) - writes) / args.pods, hook))
-        print(f"{args.pods} GPU pods by 16 threads through the API server, 3 replicas, one budget of a million:")
-        for label, rate, refused, writes, (before, after) in rows:
-            p50, p99 = (quantile(before, after, q) * 1000 for q in (0.5, 0.99))
-            print(
-                f"  {label:30s} {rate:7.1f} pods/s   {HOOK} mean {mean(before, after) * 1000:6.2f} ms"
-                f"  p50 {p50:6.2f}  p99 {p99:7.2f}   Lease writes/pod {writes:4.2f}   refused {refused}"
+    with started() as (plane, kubectl, api, workdir):
+        try:
+            installation = install(kubectl, plane, workdir / "gpu-admission")
+            for name, consistency in (("local", "local"), ("strict", "strict"), ("perpod", "strict")):
+                kubectl.run("create", "namespace", f"q-{name}")
+                kubectl.run("label", "namespace", f"q-{name}", "gpu-admission.io/mig=default")
+                kubectl.apply(policy_configmap(f"bench-{name}", BUDGET.format(name=name, consistency=consistency)))
+            for replica in installation.replicas:
+                replica.stop()
+            setups = (
+                ("local", "local", {}),
+                ("strict, shares (as shipped)", "strict", {}),
+                ("strict, a Lease write a pod", "perpod", {"GPU_ADMISSION_STRICT_SHARES": "0"}),
             )
-    finally:
-        for replica in running:
-            replica.stop()
-        if balancer is not None:
-            balancer.stop()
-        plane.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+            rows = []
+            for label, name, env in setups:
+                if balancer is None or env:
+                    for replica in running:
+                        replica.stop()
+                    if balancer is not None:
+                        balancer.stop()
+                    running, balancer = replicas_behind_balancer(installation, **env)
+                # The budgets were applied before the replicas started: ready, they hold them.
+                wait_rewritten(kubectl, pod(f"probe-{name}", f"q-{name}", gpus=1), "the replicas answering")
+                latency, writes = histograms(plane, LATENCY), lease_writes(plane)
+                rate, refused = create_all(api, f"q-{name}", args.pods, "p")
+                after = histograms(plane, LATENCY)
+                hook = (latency.get(HOOK, {}), after.get(HOOK, {}))
+                rows.append((label, rate, refused, (lease_writes(plane) - writes) / args.pods, hook))
+            print(f"{args.pods} GPU pods by 16 threads through the API server, 3 replicas, one budget of a million:")
+            for label, rate, refused, writes, (before, after) in rows:
+                p50, p99 = (quantile(before, after, q) * 1000 for q in (0.5, 0.99))
+                print(
+                    f"  {label:30s} {rate:7.1f} pods/s   {HOOK} mean {mean(before, after) * 1000:6.2f} ms"
+                    f"  p50 {p50:6.2f}  p99 {p99:7.2f}   Lease writes/pod {writes:4.2f}   refused {refused}"
+                )
+        finally:
+            for replica in running:
+                replica.stop()
+            if balancer is not None:
+                balancer.stop()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from tests.e2e.balancer import Balancer
 from tests.e2e.controlplane.cluster import ControlPlane, free_port
 from tests.e2e.install import NAMESPACE, Replica, overlay, service_account_kubeconfig
 from tests.e2e.kubectl import Kubectl, Result
@@ -159,3 +160,19 @@ def policy_configmap(name: str, text: str, namespace: str = NAMESPACE) -> str:
             "data": {f"{name}.yaml": text},
         }
     )
+
+
+def replicas_behind_balancer(installation: Installation, **env: str) -> tuple[list[Replica], Balancer]:
+    """Three replicas (gpu-admission-1..3, `env` set) behind one balancer on the installation's
+    webhook port, which replica-0 must have left; each waited for (all stopped if one never is)."""
+    replicas = [installation.replica(f"gpu-admission-{i}", port=free_port(), **env) for i in (1, 2, 3)]
+    balancer = Balancer(installation.port, [r.port for r in replicas])
+    try:
+        for replica in replicas:
+            replica.wait_ready()
+    except BaseException:
+        for replica in replicas:
+            replica.stop()
+        balancer.stop()
+        raise
+    return replicas, balancer

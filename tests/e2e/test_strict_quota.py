@@ -15,9 +15,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from policies.judge.usage import Usage
-from tests.e2e.balancer import Balancer
-from tests.e2e.controlplane.cluster import free_port
-from tests.e2e.harness import Installation, pod, policy_configmap, wait_for, wait_rewritten
+from tests.e2e.harness import Installation, pod, policy_configmap, replicas_behind_balancer, wait_for, wait_rewritten
 from tests.e2e.install import Replica
 from tests.e2e.policies import QUOTA
 from webhook.cluster.quota.ledger import LEDGER_LABEL, RESERVATIONS, Entry, encode_entries, lease_name, parse_lease
@@ -38,11 +36,8 @@ def three_replicas(installation: Installation) -> Iterator[list[Replica]]:
     kubectl.run("create", "namespace", NAMESPACE)
     for replica in installation.replicas:
         replica.stop()
-    replicas = [installation.replica(f"gpu-admission-{i}", port=free_port()) for i in (1, 2, 3)]
-    balancer = Balancer(installation.port, [r.port for r in replicas])
+    replicas, balancer = replicas_behind_balancer(installation)
     try:
-        for replica in replicas:
-            replica.wait_ready()
         probe = pod("probe", NAMESPACE, gpus=1)
         wait_rewritten(kubectl, probe, "the quota policy loaded")
         yield replicas
