@@ -108,7 +108,7 @@ def charges_of(facts: PodFacts, policy_set: PolicySet, namespace_labels: Mapping
 
 def charged(raw: JSON, policy_set: PolicySet, cluster: ClusterState = NO_CLUSTER) -> tuple[PodFacts, Charges] | None:
     """An existing pod's facts and charges under `policy_set`, in one go (the offline ledger)."""
-    facts = facts_of(raw, needs_of(policy_set))
+    facts = facts_of(raw, needs_of(policy_set), cluster)
     if facts is None:
         return None
     return facts, charges_of(facts, policy_set, cluster.namespace_labels(facts.namespace))

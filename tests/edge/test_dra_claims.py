@@ -11,7 +11,9 @@ import pytest
 
 from policies.errors import InputError
 from policies.gpu.claims import ClaimDemand, claim_demand
+from policies.judge.ledger import Ledger
 from policies.judge.quota import NoUsage
+from policies.review.cluster import KnownCluster
 from tests.conftest import Calls, engine_from, plain_container, pod, policy
 from tests.edge import test_cluster
 from tests.edge.test_cluster import NS, Replica, start
@@ -200,3 +202,16 @@ def test_an_api_server_without_dra_leaves_the_replica_ready_and_pods_naming_clai
     assert replica.holder.ready
     answer = replica.validate(claim_pod("dra", ("gpus", True)))
     assert answer.allowed and any("not known here" in w for w in answer.warnings)
+
+
+def test_offline_a_running_pods_claims_are_charged_from_the_cluster_state():
+    """The offline ledger (`validate --cluster-state`, `quota`) charges a running pod what its
+    claims can allocate, as the replicas' watches do: it once read the pods without the claims
+    the cluster state holds, and charged such a pod nothing."""
+    engine = engine_from(*POLICIES)
+    demand = claim_demand(CLAIMS[1]["spec"]["spec"])  # the template's claim spec
+    cluster = KnownCluster(claims={("dra", True, "one-gpu"): demand}, knows_claims=True)
+    running = claim_pod("dra", ("one-gpu", True), name="running")
+    running["spec"]["nodeName"], running["status"] = "node-1", {"phase": "Running"}
+    ledger = Ledger.from_pods([running], engine.policy_set, cluster)
+    assert ledger.usage(engine.policy_set.by_name("two-gpus"), "dra").gpu_equivalents == 1
