@@ -27,8 +27,6 @@ from policies.gpu.models import (
 )
 from policies.memo import Memo
 
-_RESOURCE_MEMO = 1024  # resource names come from pods: kept up to this many
-
 
 class CatalogError(ValueError):
     """An unknown model or profile; the message names the closest valid ones."""
@@ -123,7 +121,7 @@ class Catalog:
     _kinds: tuple[NodeKind, ...] = field(init=False, repr=False, compare=False)
     _profile_names: list[str] = field(init=False, repr=False, compare=False)
     _resource_names: dict[str, str] = field(init=False, repr=False, compare=False)
-    _resources: dict[str, GpuResource] = field(init=False, repr=False, compare=False)
+    _resources: Memo = field(init=False, repr=False, compare=False)  # resource names come from pods
     _offering: dict[str, tuple[GpuModel, ...]] = field(init=False, repr=False, compare=False)
     memo: Memo = field(init=False, repr=False, compare=False)  # derived values (placement)
 
@@ -152,7 +150,7 @@ class Catalog:
         object.__setattr__(self, "_kinds", (*by_label.values(), *partitions, UNKNOWN_NODE))
         object.__setattr__(self, "_profile_names", sorted({p.name for m in self.models for p in m.profiles}))
         object.__setattr__(self, "_resource_names", {r: ps[0].name for r, ps in by_resource.items()})
-        object.__setattr__(self, "_resources", {})
+        object.__setattr__(self, "_resources", Memo(1024))
         offering: dict[str, list[GpuModel]] = {}
         for model in self.models:
             for profile in model.profiles:
@@ -172,12 +170,7 @@ class Catalog:
 
     def resource(self, name: str) -> GpuResource:
         """What an extended resource under nvidia.com/ is (names are few: each is worked out once)."""
-        found = self._resources.get(name)
-        if found is None:
-            found = self._classify(name)
-            if len(self._resources) < _RESOURCE_MEMO:
-                self._resources[name] = found
-        return found
+        return self._resources.get(name, lambda: self._classify(name))
 
     def _classify(self, name: str) -> GpuResource:
         kind = resource_kind(name)
