@@ -193,19 +193,12 @@ class MigPlanner:
         requests = container.requests.get(WHOLE_GPU_RESOURCE)
         limits = container.limits.get(WHOLE_GPU_RESOURCE)
         key = ("mig", self.policy.name, explicit, memory_text, model_key, requests, limits, pinned)
-
-        def decide() -> Outcome:
-            return self.choice.decide(explicit, memory_text, model_key, requests, limits, pinned)
-
-        if self.capacity.known:
-            outcome = self.cache(key, decide)
+        outcome = self.cache(
+            key, lambda: self.choice.decide(explicit, memory_text, model_key, requests, limits, pinned)
+        )
+        if self.capacity.known:  # a node's GFD label may give a profile's real memory: sized now
             return outcome, self._sized(outcome)
-
-        def decide_and_size() -> tuple[Outcome, Choice | Refusal | None]:
-            outcome = self.cache(key, decide)
-            return outcome, self._sized(outcome)
-
-        return self.cache(("sized", *key), decide_and_size)
+        return outcome, self.cache(("sized", *key), lambda: self._sized(outcome))
 
     def _sized(self, outcome: Outcome) -> Choice | Refusal | None:
         return sized(outcome, self.memory_of) if isinstance(outcome, Choice) else None
