@@ -239,8 +239,8 @@ class SharedReservations:
         deadline = self.monotonic() + timeout
         with self._moved:
             self._moved.wait_for(lambda: not asked & self._watched_shares(key), max(0.0, deadline - self.monotonic()))
-        for _ in range(3):  # taken out at once; were it left, it would expire with the TTL
-            self._remember(key, self._read(key))
+        self._remember(key, self._read(key))  # the holders wrote meanwhile
+        for _ in range(3):  # taken out at once (a conflict reads again); were it left, it would expire with the TTL
             if self.put(key, want, None):
                 break
         held = {_mark(e) for e in self.shares_held(key, own)}

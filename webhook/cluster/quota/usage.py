@@ -80,9 +80,8 @@ class PodUsageTracker:
         self._needs = Needs()  # what the kept facts were made for
         self._counts = PodCounts(self._charge)
         self._reservations = Reservations()
-        self._gone: dict[
-            str, float
-        ] = {}  # uids of pods deleted or finished lately: their shared reservations are spent
+        # uids of pods deleted or finished lately (until when): their shared reservations are spent
+        self._gone: dict[str, float] = {}
 
     # -- UsageSource -------------------------------------------------------------------------
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
