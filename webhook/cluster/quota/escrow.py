@@ -183,9 +183,8 @@ class Escrow:
         found = []
         with self._lock:
             for key, share in self.shares.items():
-                if now - share.last_used >= self.ttl / 6 and any(share.remaining.values()):
-                    share.remaining = {name: 0 for name in share.remaining}  # idle: give it back
-                    self.returns += 1
+                if now - share.last_used >= self.ttl / 6:
+                    self._give_back(share)  # idle
                 if share.held(now, self.ttl) != share.written or now - share.written_at >= self.ttl / 3:
                     found.append(key)
         return found
@@ -204,11 +203,15 @@ class Escrow:
         admitted from it stays said). Whether there was anything to give."""
         with self._lock:
             share = self.shares.get(key)
-            if share is None or not any(share.remaining.values()):
-                return False
-            share.remaining = {name: 0 for name in share.remaining}
-            self.returns += 1
-            return True
+            return share is not None and self._give_back(share)
+
+    def _give_back(self, share: Share) -> bool:
+        """What is left of `share` goes back (counted as a return); whether there was any."""
+        if not any(share.remaining.values()):
+            return False
+        share.remaining = {name: 0 for name in share.remaining}
+        self.returns += 1
+        return True
 
     def forget(self, keep: Callable[[Key, Quota], bool]) -> None:
         """A new policy set: shares of budgets it changed are given up (their entries rewritten)."""
