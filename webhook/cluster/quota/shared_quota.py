@@ -238,7 +238,7 @@ class SharedReservations:
             return False
         deadline = self.monotonic() + timeout
         with self._moved:
-            self._moved.wait_for(lambda: not asked & self._watched_shares(key), max(0.0, deadline - self.monotonic()))
+            self._moved.wait_for(lambda: self._answered(key, want, asked), max(0.0, deadline - self.monotonic()))
         self._remember(key, self._read(key))  # the holders wrote meanwhile
         for _ in range(3):  # taken out at once (a conflict reads again); were it left, it would expire with the TTL
             if self.put(key, want, None):
@@ -248,10 +248,14 @@ class SharedReservations:
             self._asked[key] = held
         return True
 
-    def _watched_shares(self, key: Key) -> set[Mark]:
+    def _answered(self, key: Key, want: str, asked: set[Mark]) -> bool:
+        """The Lease watch shows the request, and none of the share entries asked about as it was:
+        each holder has written its own again. (Before the watch shows the request, what it shows
+        may predate the holders' entries: that is no answer.)"""
         state = self._watched.get(key)
-        entries = state.entries if state is not None else ()
-        return {_mark(e) for e in entries if e.key.startswith(GRANT_PREFIX)}
+        if state is None or not any(e.key == want for e in state.entries):
+            return False
+        return not asked & {_mark(e) for e in state.entries if e.key.startswith(GRANT_PREFIX)}
 
     def observe(self, kind: str, lease: dict[str, Any]) -> None:
         """A ledger Lease as the watch shows it."""
