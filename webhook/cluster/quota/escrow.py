@@ -21,7 +21,7 @@ others until it gives it back or, if it stopped, until its entry expires. It giv
 idle for a sixth of `ttl` (5 s), and at once when another replica asks: one whose admission a
 strict budget would deny while other replicas' entries hold some of it writes `want:<replica>`
 into the Lease; the holders see it in their Lease watch and write their entries again without
-what is left of their shares, and the asker judges the pod again, within a quarter second.
+what is left of their shares, and the asker judges the pod again once they have (a second at most).
 Shares are kept small against what is free (half of it at most, split between the replicas
 holding them) and are not granted at all near the limit, so what they hold is little where it
 matters.

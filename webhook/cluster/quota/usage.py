@@ -52,7 +52,9 @@ from webhook.metrics import STRICT_OUT_OF_TIME, TRACKED_PODS
 # What a strict admission may spend on its Leases (turns, writes, re-reads after conflicts):
 # well inside the webhook's 3 s timeoutSeconds, so it ends in a clear denial, never a timeout.
 STRICT_BUDGET = 1.5
-HANDBACK_WAIT = 0.25  # seconds a replica waits for others to give their shares back before it denies
+# Seconds a replica waits for others to give their shares back before it denies: it ends as soon
+# as they have (an event of its Lease watch); 0.25 s ran out under load on two cores.
+HANDBACK_WAIT = 1.0
 log = logging.getLogger("gpu_admission.usage")
 
 
