@@ -14,9 +14,10 @@ from typing import Any
 from werkzeug.serving import make_server
 
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
+from policies.engine import Engine
 from webhook.serving.app import create_app
 from webhook.serving.tls import server_context
-from webhook.state import EngineHolder
+from webhook.state import EngineHolder, Settings
 
 
 class Client:
@@ -107,6 +108,13 @@ def api_server(holder: EngineHolder, cert_dir: Path) -> Iterator[ApiServer]:
             yield ApiServer(client)
         finally:
             client.close()
+
+
+def holder_of(engine: Engine) -> EngineHolder:
+    """A replica's holder with `engine` in force (no cluster behind it)."""
+    holder = EngineHolder(Settings())
+    holder.swap(engine)
+    return holder
 
 
 class ApiServer:

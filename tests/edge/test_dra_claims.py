@@ -18,9 +18,8 @@ from tests.conftest import Calls, engine_from, plain_container, pod, policy
 from tests.edge import test_cluster
 from tests.edge.test_cluster import NS, Replica, start
 from tests.kube_fake import FakeKube
-from tests.server_harness import api_server
+from tests.server_harness import api_server, holder_of
 from webhook.cluster.quota.usage import PodUsageTracker
-from webhook.state import EngineHolder, Settings
 
 replicas = test_cluster.replicas  # the fixture: replicas started by a test, stopped after it
 PROFILE_1G = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
@@ -130,8 +129,7 @@ CLAIMS = [
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
-    holder = EngineHolder(Settings())
-    holder.swap(engine_from(*POLICIES))
+    holder = holder_of(engine_from(*POLICIES))
     for template in (False, True):
         holder.view.claims.lister(template)([c for c in CLAIMS if (c["kind"] == "ResourceClaimTemplate") is template])
     with api_server(holder, tmp_path_factory.mktemp("certs")) as server:

@@ -10,10 +10,10 @@ import yaml
 
 from policies.judge.usage import Usage
 from tests.conftest import engine_from
+from tests.server_harness import holder_of
 from webhook.cli.main import main
 from webhook.cluster.quota.ledger import LEDGER_LABEL, RESERVATIONS, Entry
 from webhook.metrics import exposition
-from webhook.state import EngineHolder, Settings
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "policies"
 TRAINING = EXAMPLES / "training-quota.yaml"
@@ -129,8 +129,7 @@ def test_what_the_kubeconfig_may_not_read_is_said_and_left_out(kube, capsys):
 
 
 def test_the_replica_exports_the_quota_view_as_metrics():
-    holder = EngineHolder(Settings())
-    holder.swap(engine_from(TRAINING.read_text()))
+    holder = holder_of(engine_from(TRAINING.read_text()))
     holder.usage.replace_all([gpu_pod("a1"), gpu_pod("a2", resources={"nvidia.com/mig-3g.40gb": 1})])
     text = exposition(holder.quota_metrics()).decode()
     labels = 'dimension="gpuEquivalents",policy="team-a-training",scope="team-a"'
@@ -144,8 +143,7 @@ def test_the_grafana_dashboard_plots_the_metrics_the_replica_exports():
     import re
 
     dashboard = json.loads((Path(__file__).parents[2] / "deploy/grafana/gpu-admission-quotas.json").read_text())
-    holder = EngineHolder(Settings())
-    holder.swap(engine_from(TRAINING.read_text()))
+    holder = holder_of(engine_from(TRAINING.read_text()))
     holder.usage.replace_all([gpu_pod("a1")])
     exported = set(re.findall(r"^(gpu_admission_quota_\w+)\{", exposition(holder.quota_metrics()).decode(), re.M))
     queried = {

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
-from tests.server_harness import admission_review, api_server
-from webhook.state import EngineHolder, Settings
+from tests.server_harness import admission_review, api_server, holder_of
 
 POLICIES = [
     policy(
@@ -55,9 +54,7 @@ KUBELET = {"username": "system:node:gpu-1", "groups": ("system:nodes", "system:a
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
-    holder = EngineHolder(Settings())
-    holder.swap(engine_from(*POLICIES))
-    with api_server(holder, tmp_path_factory.mktemp("certs")) as server:
+    with api_server(holder_of(engine_from(*POLICIES)), tmp_path_factory.mktemp("certs")) as server:
         yield server
 
 

@@ -12,8 +12,7 @@ from policies.judge.controllers import pod_templates
 from policies.judge.quota import NoUsage
 from policies.model.loader import load_texts
 from tests.conftest import engine_from, policy
-from tests.server_harness import ApiServer, admission_review, api_server
-from webhook.state import EngineHolder, Settings
+from tests.server_harness import ApiServer, admission_review, api_server, holder_of
 
 POLICIES = [
     policy("one-gpu-a-pod", 'match: {namespaces: [capped]}\nquota: {perPod: {gpuEquivalents: "1"}}'),
@@ -54,9 +53,7 @@ def deployment(namespace: str, replicas: int, gpus: int) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
-    holder = EngineHolder(Settings())
-    holder.swap(engine_from(*POLICIES))
-    with api_server(holder, tmp_path_factory.mktemp("certs")) as server:
+    with api_server(holder_of(engine_from(*POLICIES)), tmp_path_factory.mktemp("certs")) as server:
         yield server
 
 

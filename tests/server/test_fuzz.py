@@ -19,8 +19,7 @@ from policies.errors import InputError
 from policies.judge.ledger import Ledger
 from policies.review.request import Operation, RequestInfo
 from tests.conftest import engine_from, policy
-from tests.server_harness import Client, admission_review, https_server
-from webhook.state import EngineHolder, Settings
+from tests.server_harness import Client, admission_review, holder_of, https_server
 
 ENGINE = engine_from(
     policy(
@@ -159,9 +158,7 @@ def test_the_engine_answers_or_refuses_whatever_object_it_is_given(obj, operatio
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    holder = EngineHolder(Settings())
-    holder.swap(ENGINE)
-    with https_server(holder, tmp_path_factory.mktemp("certs")) as (port, ca):
+    with https_server(holder_of(ENGINE), tmp_path_factory.mktemp("certs")) as (port, ca):
         connection = Client(port, ca)
         yield connection
         connection.close()
