@@ -13,7 +13,7 @@ from typing import Protocol
 
 from policies.judge.usage import Usage
 from policies.judge.verdict import Verdict
-from policies.model.policy import Action, GPUPolicy, Limits, Quota, QuotaScope
+from policies.model.policy import Action, Bound, GPUPolicy, Limits, Quota, QuotaScope
 
 NEAR_LIMIT = Fraction(4, 5)
 ONE = Fraction(1)
@@ -46,38 +46,9 @@ def dimensions(
     limits: Limits, usage: Usage, shared_weight: Fraction = ONE
 ) -> Iterator[tuple[str, str, Amount, Amount]]:
     """(name, field path, amount in usage, limit) for every limit that is set; shares of a device
-    weigh `shared_weight` of it in GPU-equivalents.
-
-    Counts stay ints (Fraction arithmetic costs ten times more); only GPU-equivalents are fractions.
-    """
-    if limits.gpu_equivalents is not None:
-        held = usage.equivalents(shared_weight) if usage.shared_equivalents else usage.gpu_equivalents
-        yield "gpuEquivalents", "gpuEquivalents", held, limits.gpu_equivalents
-    for profile, limit in limits.slices:
-        yield f"slices {profile}", f"slices.{profile}", usage.slices.get(profile, 0), limit
-    if limits.gpus is not None:
-        yield "gpus", "gpus", usage.gpus, limits.gpus
-    if limits.pods is not None:
-        yield "pods", "pods", usage.pods, limits.pods
-
-
-def _exceeds(amount: Amount, limit: Amount) -> bool:
-    """amount > limit, by cross-multiplying numerators: Fraction's own operators cost ten times more."""
-    return amount.numerator * limit.denominator > limit.numerator * amount.denominator
-
-
-def _plus(a: Amount, b: Amount) -> Amount:
-    if a.denominator == 1 and b.denominator == 1:
-        return a.numerator + b.numerator
-    return Fraction(a.numerator * b.denominator + b.numerator * a.denominator, a.denominator * b.denominator)
-
-
-def _near(amount: Amount, limit: Amount) -> bool:
-    """amount >= NEAR_LIMIT x limit, for a positive limit."""
-    if limit.numerator <= 0:
-        return False
-    left = amount.numerator * limit.denominator * NEAR_LIMIT.denominator
-    return left >= limit.numerator * amount.denominator * NEAR_LIMIT.numerator
+    weigh `shared_weight` of it in GPU-equivalents."""
+    for bound in limits.bounds:
+        yield bound.name, bound.path, held_in(usage, bound.name, shared_weight), bound.limit
 
 
 def held_in(usage: Usage, name: str, shared_weight: Fraction = ONE) -> Amount:
@@ -91,31 +62,62 @@ def held_in(usage: Usage, name: str, shared_weight: Fraction = ONE) -> Amount:
     return usage.slices.get(name.removeprefix("slices "), 0)
 
 
+def _ratio(usage: Usage, bound: Bound, shared_weight: Fraction) -> tuple[int, int]:
+    """What `usage` holds of `bound`'s dimension, as (numerator, denominator): counts stay ints."""
+    kind = bound.kind
+    if kind == "gpuEquivalents":
+        if usage.shared_ratio[0]:
+            return usage.equivalents(shared_weight).as_integer_ratio()
+        return usage.owned_ratio
+    if kind == "pods":
+        return usage.pods, 1
+    if kind == "gpus":
+        return usage.gpus, 1
+    return usage.slices.get(bound.profile, 0), 1
+
+
+def _amount(numerator: int, denominator: int) -> Amount:
+    """For messages: an int where it is one, as Fraction prints it."""
+    return numerator if denominator == 1 else Fraction(numerator, denominator)
+
+
 def check_quota(
     policy: GPUPolicy, quota: Quota, namespace: str, pod: Usage, current: Usage, added: Usage | None = None
 ) -> list[Verdict]:
     """Per-pod caps on `pod`; budgets on what it adds to `current` (`added`: an UPDATE's growth,
-    else the whole pod). Only the dimensions the pod asks for are read of `current`."""
+    else the whole pod). Only the dimensions the pod asks for are read of `current`.
+
+    Amounts are compared as integer ratios, cross-multiplied: this runs for every matching policy
+    of every review, and Fraction arithmetic would be most of its cost."""
     verdicts: list[Verdict] = []
     weight = quota.shared_weight
     if quota.per_pod is not None:
-        for name, path, asked, limit in dimensions(quota.per_pod, pod, weight):
-            if _exceeds(asked, limit):
-                message = f"pod asks for {name} {asked}, over the per-pod cap of {limit}"
-                verdicts.append(
-                    _verdict(policy, quota, namespace, f"perPod.{name.split()[0]}", f"perPod.{path}", message)
-                )
-    for name, path, asked, limit in dimensions(quota.limits, pod if added is None else added, weight):
-        if asked.numerator <= 0:
+        for bound in quota.per_pod.bounds:
+            n, d = _ratio(pod, bound, weight)
+            if n * bound.denominator > bound.numerator * d:
+                message = f"pod asks for {bound.name} {_amount(n, d)}, over the per-pod cap of {bound.limit}"
+                rule, path = f"perPod.{bound.kind}", f"perPod.{bound.path}"
+                verdicts.append(_verdict(policy, quota, namespace, rule, path, message))
+    charged = pod if added is None else added
+    for bound in quota.limits.bounds:
+        asked_n, asked_d = _ratio(charged, bound, weight)
+        if asked_n <= 0:
             continue
-        used = held_in(current, name, weight)
-        after = _plus(used, asked)
-        if _exceeds(after, limit):
-            message = f"{name} {used} + {asked} exceeds {limit}"
-            verdicts.append(_verdict(policy, quota, namespace, name.split()[0], f"limits.{path}", message))
-        elif _near(after, limit):
-            message = f"{name} {after} of {limit} in use with this pod, {limit - after} left"
-            verdicts.append(_verdict(policy, quota, namespace, name.split()[0], f"limits.{path}", message, Action.WARN))
+        used_n, used_d = _ratio(current, bound, weight)
+        if used_d == asked_d:
+            after_n, after_d = used_n + asked_n, used_d
+        else:
+            after_n, after_d = used_n * asked_d + asked_n * used_d, used_d * asked_d
+        limit_n, limit_d = bound.numerator, bound.denominator
+        if after_n * limit_d > limit_n * after_d:
+            used, asked = _amount(used_n, used_d), _amount(asked_n, asked_d)
+            message = f"{bound.name} {used} + {asked} exceeds {bound.limit}"
+            verdicts.append(_verdict(policy, quota, namespace, bound.kind, f"limits.{bound.path}", message))
+        elif limit_n > 0 and after_n * limit_d * NEAR_LIMIT.denominator >= limit_n * after_d * NEAR_LIMIT.numerator:
+            after = Fraction(after_n, after_d)
+            message = f"{bound.name} {after} of {bound.limit} in use with this pod, {bound.limit - after} left"
+            rule, path = bound.kind, f"limits.{bound.path}"
+            verdicts.append(_verdict(policy, quota, namespace, rule, path, message, Action.WARN))
     return verdicts
 
 

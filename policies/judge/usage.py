@@ -28,6 +28,14 @@ class Usage:
     gpus: int = 0
     pods: int = 0
     shared_equivalents: Fraction = Fraction(0)  # of devices held as shares, at the device's full weight
+    # The two as (numerator, denominator), derived once: quota checks cross-multiply ints on every
+    # review, where even Fraction's properties are Python calls.
+    owned_ratio: tuple[int, int] = field(init=False, compare=False, repr=False)
+    shared_ratio: tuple[int, int] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "owned_ratio", self.gpu_equivalents.as_integer_ratio())
+        object.__setattr__(self, "shared_ratio", self.shared_equivalents.as_integer_ratio())
 
     def __add__(self, other: Usage) -> Usage:
         # Most sums on the admission path have an empty side (no reservation, no pods yet);
@@ -82,7 +90,7 @@ class Usage:
 
     def equivalents(self, shared_weight: Fraction | int = 1) -> Fraction:
         """GPU-equivalents, shares weighed at `shared_weight` of their device."""
-        if not self.shared_equivalents:
+        if not self.shared_ratio[0]:
             return self.gpu_equivalents
         return self.gpu_equivalents + shared_weight * self.shared_equivalents
 
@@ -92,11 +100,11 @@ class Usage:
 
     @property
     def is_zero(self) -> bool:
-        return not (self.pods or self.gpus or self.gpu_equivalents or self.slices or self.shared_equivalents)
+        return not (self.pods or self.gpus or self.owned_ratio[0] or self.slices or self.shared_ratio[0])
 
     @property
     def holds_anything(self) -> bool:
-        return self.pods > 0 or self.gpu_equivalents > 0 or self.shared_equivalents > 0
+        return self.pods > 0 or self.owned_ratio[0] > 0 or self.shared_ratio[0] > 0
 
 
 EMPTY = Usage()

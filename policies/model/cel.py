@@ -60,25 +60,26 @@ class CelInput:
         # same rule text evaluate it once a request (a failure is kept too, and raised again).
         self._results: dict[str, object] = {}
 
-    def once(self, source: str, evaluate: Callable[[], object]) -> object:
-        """`evaluate()`, once per request for each expression source."""
-        found = self._results.get(source, _MISSING)
+    def once(self, expression: CompiledExpression) -> object:
+        """The value of `expression` (one that reads no policy's variables), once per request
+        for each expression source."""
+        found = self._results.get(expression.source, _MISSING)
         if found is _MISSING:
             try:
-                found = evaluate()
+                found = expression.evaluate_with(self, None)
             except CelEvaluationError as error:
                 found = error
-            self._results[source] = found
+            self._results[expression.source] = found
         if isinstance(found, CelEvaluationError):
             raise found
         return found
 
     def _input(self, fields: frozenset[str] | None, old: bool) -> Mapping[str, object]:
         data = self._data
-        if not isinstance(data, Mapping):
+        if callable(data):
             data = self._data = data()
         obj = data.get("object")
-        if fields is not None and isinstance(obj, Mapping):
+        if fields is not None and type(obj) is dict:
             data = {**data, "object": {k: obj[k] for k in fields if k in obj}}
         if not old and data.get("oldObject") is not None:
             # Converting the old pod costs as much as the pod: only for expressions that read it.
@@ -122,7 +123,7 @@ class CompiledExpression:
     def evaluate(self, data: CelInput, variables: Variables = ()) -> object:
         if self.reads_variables and variables:  # the policy's own values: not shared with others
             return self.evaluate_with(data, data.variable_values(variables))
-        return data.once(self.source, lambda: self.evaluate_with(data, None))
+        return data.once(self)
 
     def evaluate_with(self, data: CelInput, values: Mapping[str, object] | None) -> object:
         value = self.program.eval(activation=data.activation(self.object_fields, self.reads_old, values))

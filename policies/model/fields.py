@@ -36,7 +36,7 @@ class FieldReader:
     def mapping(self, raw: object, path: str, allowed: frozenset[str]) -> Mapping[str, object]:
         if raw is None:
             return {}
-        if not isinstance(raw, Mapping):
+        if type(raw) is not dict and not isinstance(raw, Mapping):
             self.problem(path, "must be a mapping")
             return {}
         for key in raw:
@@ -67,7 +67,7 @@ class FieldReader:
     def string_map(self, raw: object, path: str) -> tuple[tuple[str, str], ...]:
         if raw is None:
             return ()
-        if not isinstance(raw, Mapping):
+        if type(raw) is not dict and not isinstance(raw, Mapping):
             self.problem(path, "must be a mapping of strings to strings")
             return ()
         pairs: list[tuple[str, str]] = []

@@ -6,7 +6,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from policies.gpu.models import GpuModel
 from policies.model.selectors import LabelSelector
@@ -148,12 +148,41 @@ class Rule:
     message_expression: CompiledExpression | None = None
 
 
+class Bound(NamedTuple):
+    """One limit, as quota checks read it: its amount also as an integer ratio, so a check
+    cross-multiplies ints (Fraction's operators and even its properties cost several times more)."""
+
+    name: str  # as messages name the dimension: gpuEquivalents, slices <profile>, gpus, pods
+    path: str  # under spec.quota.limits or .perPod
+    kind: str  # gpuEquivalents, slices, gpus or pods
+    profile: str  # of a slices limit, else ""
+    limit: Fraction | int
+    numerator: int
+    denominator: int
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     gpu_equivalents: Fraction | None = None
     slices: tuple[tuple[str, int], ...] = ()
     gpus: int | None = None
     pods: int | None = None
+    # Every limit that is set, in the order messages list them: derived once, read per review.
+    bounds: tuple[Bound, ...] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        bounds: list[Bound] = []
+        if self.gpu_equivalents is not None:
+            equivalents = self.gpu_equivalents
+            numerator, denominator = equivalents.as_integer_ratio()
+            name = "gpuEquivalents"
+            bounds.append(Bound(name, name, name, "", equivalents, numerator, denominator))
+        bounds.extend(Bound(f"slices {p}", f"slices.{p}", "slices", p, n, n, 1) for p, n in self.slices)
+        if self.gpus is not None:
+            bounds.append(Bound("gpus", "gpus", "gpus", "", self.gpus, self.gpus, 1))
+        if self.pods is not None:
+            bounds.append(Bound("pods", "pods", "pods", "", self.pods, self.pods, 1))
+        object.__setattr__(self, "bounds", tuple(bounds))
 
 
 @dataclass(frozen=True, slots=True)

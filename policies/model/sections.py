@@ -248,10 +248,14 @@ class SectionReader(FieldReader):
     def limits(self, raw: object, path: str, models: tuple[GpuModel, ...]) -> Limits:
         fields = self.mapping(raw, path, _LIMITS)
         slices: list[tuple[str, int]] = []
-        raw_slices = self.mapping(
-            fields.get("slices"),
-            f"{path}.slices",
-            frozenset(p.name for m in (models or self.catalog.models) for p in m.profiles),
+        raw_slices = (
+            self.mapping(
+                fields["slices"],
+                f"{path}.slices",
+                frozenset(p.name for m in (models or self.catalog.models) for p in m.profiles),
+            )
+            if "slices" in fields  # the profiles allowed are worth gathering only then
+            else {}
         )
         for profile, amount in raw_slices.items():
             number = self.count(amount, f"{path}.slices.{profile}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
 import yaml
 
@@ -116,22 +115,34 @@ _NONE = object()
 _RESOLVER = yaml.resolver.Resolver()
 
 
-@lru_cache(maxsize=4096)
-def _scalar_tag(value: str, implicit: tuple[bool, bool]) -> str:
-    """The tag YAML 1.1's implicit resolvers give a scalar: a function of its text alone (no path
-    resolvers are registered), and policies repeat their texts."""
-    return str(_RESOLVER.resolve(yaml.ScalarNode, value, implicit))  # type: ignore[no-untyped-call]
+_PLAIN_TAGS: dict[str, str] = {}  # a plain scalar's text -> its tag; policies repeat their texts
+_PLAIN_TAGS_MAX = 4096
+
+
+def _plain_tag(value: str) -> str:
+    """The tag YAML 1.1's implicit resolvers give a plain scalar: a function of its text alone (no
+    path resolvers are registered)."""
+    tag = _PLAIN_TAGS.get(value)
+    if tag is None:
+        tag = str(_RESOLVER.resolve(yaml.ScalarNode, value, (True, False)))  # type: ignore[no-untyped-call]
+        if len(value) < 64 and len(_PLAIN_TAGS) < _PLAIN_TAGS_MAX:
+            _PLAIN_TAGS[value] = tag
+    return tag
 
 
 def _fast(base: type) -> type:
-    """`base` with its scalars' tags kept by text: libyaml's parser asks the Python resolver for
-    the tag of every scalar, a sixth of reading a policy."""
+    """`base` with its nodes' tags answered here: libyaml's parser asks the Python resolver for
+    the tag of every node, a sixth of reading a policy. Without path resolvers the answer is a
+    plain scalar's implicit tag (kept by text), else the default of the node's kind."""
 
     class Loader(base):  # type: ignore[misc]
         def resolve(self, kind: type, value: object, implicit: tuple[bool, bool]) -> str:
-            if kind is yaml.ScalarNode and type(value) is str and len(value) < 64:
-                return _scalar_tag(value, implicit)
-            return str(super().resolve(kind, value, implicit))
+            if kind is yaml.ScalarNode:
+                if not implicit[0]:  # quoted, or a block scalar: a string
+                    return _STR
+                tag = _PLAIN_TAGS.get(value)  # type: ignore[call-overload]
+                return tag if tag is not None else _plain_tag(value)  # type: ignore[arg-type]
+            return _MAP if kind is yaml.MappingNode else _SEQ
 
         # Called around every node; they keep the path only path resolvers read, and none is
         # registered (asserted below).

@@ -108,10 +108,9 @@ def _env(doc: Draft, container: ContainerView, merged: Merged, changes: list[Cha
     if container.env.keys().isdisjoint(merged.env):
         # The usual case, none of the policies' variables set yet: every one is added, as merged.
         listed = doc.child(doc.container(container.init, container.position), "env", list)
-        for name, (value, _) in merged.env.items():
-            doc.append(listed, {"name": name, "value": value})
+        doc.extend(listed, [{"name": name, "value": value} for name, (value, _) in merged.env.items()])
         path = f"{container.path}.env"
-        changes.extend(Change(path, names, policy) for policy, names in merged.env_groups)
+        changes.extend([Change(path, names, policy) for policy, names in merged.env_groups])
         return
     added: dict[str, list[str]] = {}
     env: list[JSON] | None = None

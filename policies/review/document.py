@@ -95,6 +95,17 @@ class Draft:
             self._owned[id(value)] = None
         parent.append(value)
 
+    def extend(self, parent: list[JSON], values: list[JSON]) -> None:
+        """`append` of each of `values`, in order."""
+        if self._owned[id(parent)] is None:  # inside a container the draft added: carried by its add
+            for value in values:
+                if isinstance(value, (dict, list)):
+                    self._owned[id(value)] = None
+            parent.extend(values)
+            return
+        for value in values:
+            self.append(parent, value)
+
     def spec(self) -> dict[str, JSON]:
         spec: dict[str, JSON] = self.child(self.root, "spec")
         return spec

@@ -2,11 +2,15 @@
 and the patched Pod survives the kubernetes client's V1Pod model with no field lost."""
 
 import copy
+from fractions import Fraction
 
 import jsonpatch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policies.judge.quota import check_quota
+from policies.judge.usage import Usage
+from policies.model.policy import GPUPolicy, Limits, Quota
 from tests.conftest import as_v1pod_and_back, engine_from, policy
 
 ENGINE = engine_from(
@@ -178,3 +182,31 @@ def _normalised(value):
     if isinstance(value, list):
         return [_normalised(v) for v in value]
     return value
+
+
+amounts = st.fractions(min_value=0, max_value=50, max_denominator=60)
+
+
+@given(used=amounts, asked=amounts, limit=amounts, pods_used=st.integers(0, 40), pods_limit=st.integers(0, 40))
+def test_a_quota_denies_exactly_what_fraction_arithmetic_puts_over_the_limit_and_warns_from_four_fifths(
+    used, asked, limit, pods_used, pods_limit
+):
+    """check_quota compares integer ratios, cross-multiplied: it must say what Fractions say."""
+    quota = Quota(limits=Limits(gpu_equivalents=limit, pods=pods_limit), per_pod=Limits(gpu_equivalents=limit))
+    owner = GPUPolicy(name="p", source="p.yaml", quota=quota)
+    pod, current = Usage(asked, {}, 0, 1), Usage(used, {}, 0, pods_used)
+    rules = {(v.rule, v.action.value) for v in check_quota(owner, quota, "ns", pod, current)}
+    expected = set()
+    if asked > limit:
+        expected.add(("quota.perPod.gpuEquivalents", "deny"))
+    for rule, after, bound, wants in (
+        ("quota.gpuEquivalents", used + asked, limit, asked > 0),
+        ("quota.pods", Fraction(pods_used + 1), Fraction(pods_limit), True),
+    ):
+        if not wants:
+            continue
+        if after > bound:
+            expected.add((rule, "deny"))
+        elif bound > 0 and after >= bound * Fraction(4, 5):
+            expected.add((rule, "warn"))
+    assert rules == expected
