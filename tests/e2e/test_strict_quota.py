@@ -98,6 +98,49 @@ def test_three_replicas_admit_exactly_the_budget_of_twenty_times_as_many_concurr
     assert len(gpu_pods(api)) == BUDGET
 
 
+SHARED = 100  # pods: room for shares (granted while 64 more pods fit), then per-pod near the limit
+
+
+def test_under_load_three_replicas_admit_every_pod_the_budget_holds_then_none(
+    installation: Installation, three_replicas: list[Replica]
+):
+    """Far from the limit replicas admit from shares; near it each pod is judged per pod, and a
+    replica that would deny while the others' entries hold budget (left in their shares, or
+    counted again for pods they admitted lately) reads the Lease again and asks for it back.
+    Against real etcd, through real watches: no pod is refused as over a budget that holds it (one
+    may be refused as contended, "try again"), the budget then fills exactly, and holds."""
+    kubectl = installation.kubectl
+    text = QUOTA.replace("e2e-quota", "e2e-shares").replace("quota-*", "shares-*").format(limit=SHARED)
+    kubectl.apply(policy_configmap("e2e-shares", text))
+    kubectl.run("create", "namespace", "shares-a")
+    wait_for(
+        lambda: kubectl.create(pod("probe", "shares-a", gpus=1), "--dry-run=server", check=False).code == 0,
+        "the shares policy loaded",
+    )
+    api = core_api(installation)
+    refusals: dict[str, str] = {}
+
+    def create(name: str) -> int:
+        try:
+            api.create_namespaced_pod("shares-a", json.loads(pod(name, "shares-a", gpus="1")))
+            return 201
+        except ApiException as error:
+            refusals[name] = str(error.body)
+            return int(error.status)
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(create, [f"s-{i}" for i in range(SHARED)]))
+    over_budget = {name: body[:300] for name, body in refusals.items() if "contended" not in body}
+    assert not over_budget, f"refused as over a budget that held them: {over_budget}"
+    print(f"{len(refusals)} of {SHARED} refused as contended")
+    left = SHARED - statuses.count(201)
+    assert [create(f"t-{i}") for i in range(left)] == [201] * left  # one by one: what is left, exactly
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        over = list(pool.map(create, [f"over-{i}" for i in range(10)]))
+    assert over == [403] * 10
+    assert len(api.list_namespaced_pod("shares-a").items) == SHARED
+
+
 BIG = """\
 apiVersion: gpu-admission.io/v1alpha1
 kind: GPUPolicy

@@ -22,6 +22,9 @@ idle for a sixth of `ttl` (5 s), and at once when another replica asks: one whos
 strict budget would deny while other replicas' entries hold some of it writes `want:<replica>`
 into the Lease; the holders see it in their Lease watch and write their entries again without
 what is left of their shares, and the asker judges the pod again once they have (a second at most).
+Asked, a holder also writes what it admitted lately (ITEMIZED pods at most) as the entries the
+per-pod path would have written, keyed by pod, and leaves them out of its own: a replica whose
+watch shows those pods then counts them once, not again in the holder's entry.
 Shares are kept small against what is free (half of it at most, split between the replicas
 holding them) and are not granted at all near the limit, so what they hold is little where it
 matters.
@@ -34,9 +37,10 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 from policies import EMPTY, Amount, Quota, Usage, dimensions
 from webhook.cluster.quota.ledger import GRANT_PREFIX
@@ -48,6 +52,7 @@ CHUNK_SHARE = Fraction(1, 8)  # ... or this share of the limit, whichever is mor
 # of what is free: half of it, split between this replica and those holding shares already.
 ROOM = 64  # shares are granted only while this many more pods like the one asking would fit; nearer
 # the limit every admission is judged by the exact per-pod compare-and-swap
+ITEMIZED = 256  # at most this many recent admissions written as pods' own entries when asked (below)
 Key = tuple[str, str]
 Dims = dict[str, Amount]
 
@@ -74,22 +79,36 @@ def _fits(need: Mapping[str, Amount], have: Mapping[str, Amount]) -> bool:
     return all(amount <= have.get(name, 0) for name, amount in need.items())
 
 
+class Admitted(NamedTuple):
+    """A pod admitted from a share: when, what it took of the budget, and the entry the per-pod
+    path would have written for it (its key and usage)."""
+
+    when: float
+    taken: Dims
+    pod: str
+    usage: Usage
+
+
 @dataclass
 class Share:
     quota: Quota
     remaining: Dims = field(default_factory=dict)
-    recent: deque[tuple[float, Dims]] = field(default_factory=deque)  # (when, what) admitted from it
+    recent: deque[Admitted] = field(default_factory=deque)
     written: Dims | None = None  # what the entry said when last written
     written_at: float = 0.0
     last_used: float = 0.0
+    itemize: bool = False  # asked for: write recent admissions as the pods' own entries
 
-    def held(self, now: float, ttl: float) -> Dims:
-        """What the entry must say: what is left, and what was admitted within `ttl`."""
-        while self.recent and self.recent[0][0] <= now - ttl:
+    def held(self, now: float, ttl: float, leaving: Collection[str] = ()) -> Dims:
+        """What the entry must say: what is left, and what was admitted within `ttl` (but the
+        pods `leaving` it for entries of their own)."""
+        while self.recent and self.recent[0].when <= now - ttl:
             self.recent.popleft()
         total = dict(self.remaining)
-        for _, taken in self.recent:
-            for name, amount in taken.items():
+        for admitted in self.recent:
+            if admitted.pod in leaving:
+                continue
+            for name, amount in admitted.taken.items():
                 total[name] = total.get(name, 0) + amount
         return total
 
@@ -108,10 +127,22 @@ class Escrow:
         self.refills = 0
         self.returns = 0
         self.fallbacks = 0
+        # Pods whose admission from a share this replica wrote as their own entries (when it did):
+        # its own reservations count them until its watch shows them, so those entries do not.
+        self.itemized: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._writing: dict[Key, threading.Lock] = {}
 
-    def take(self, keys: tuple[Key, ...], quotas: Mapping[Key, Quota], usage: Usage) -> bool:
-        """Take `usage` from this replica's shares of every budget in `keys`, all or none."""
+    def writing(self, key: Key) -> threading.Lock:
+        """Held from reading what this replica's entry of `key` says to recording it written: a
+        refill (in the replica's turn) and the keeper (out of it, to answer requests at once)
+        take turns here, so neither records what the other's write replaced."""
+        with self._lock:
+            return self._writing.setdefault(key, threading.Lock())
+
+    def take(self, keys: tuple[Key, ...], quotas: Mapping[Key, Quota], usage: Usage, pod: str) -> bool:
+        """Take `usage` from this replica's shares of every budget in `keys`, all or none, for
+        the pod whose reservation key is `pod`."""
         with self._lock:
             needs = {}
             for key in keys:
@@ -127,7 +158,7 @@ class Escrow:
             for key, need in needs.items():
                 share = self.shares[key]
                 share.remaining = {n: a - need.get(n, 0) for n, a in share.remaining.items()}
-                share.recent.append((now, need))
+                share.recent.append(Admitted(now, need, pod, usage))
                 share.last_used = now
             return True
 
@@ -169,41 +200,62 @@ class Escrow:
             share.written_at = share.last_used = self.monotonic()
             self.refills += 1
 
-    def entry_usage(self, key: Key) -> Usage | None:
-        """What this replica's entry in the Lease of `key` must say now (None: no share)."""
+    def entries(self, key: Key) -> tuple[Dims | None, dict[str, Usage]]:
+        """What this replica's entry in the Lease of `key` must say now (None: no share), and,
+        once another replica asked, its recent admissions (ITEMIZED at most) as the entries the
+        per-pod path would have written: each replica leaves out those whose pods its watch
+        shows, where the share's entry counted them whole, beside the pods, for `ttl`."""
         with self._lock:
             share = self.shares.get(key)
             if share is None:
-                return None
-            return as_usage(share.held(self.monotonic(), self.ttl))
+                return None, {}
+            now = self.monotonic()
+            share.held(now, self.ttl)  # what aged out goes first
+            pods = {a.pod: a.usage for a in list(share.recent)[:ITEMIZED]} if share.itemize else {}
+            # Marked before the write: from the moment the Lease holds them, this replica's own
+            # reservations are what count them here (unwritten, the marks match no entry).
+            self.itemized.update(dict.fromkeys(pods, now))
+            return share.held(now, self.ttl, pods), pods
 
     def due(self, now: float) -> list[Key]:
         """Shares whose entry should be written again: what it must say changed (admissions aged
         out, an idle share to give back), or it is a third of `ttl` old (so others keep it live)."""
         found = []
         with self._lock:
+            self.itemized = {pod: when for pod, when in self.itemized.items() if when > now - self.ttl}
             for key, share in self.shares.items():
                 if now - share.last_used >= self.ttl / 6:
                     self._give_back(share)  # idle
-                if share.held(now, self.ttl) != share.written or now - share.written_at >= self.ttl / 3:
+                stale = share.held(now, self.ttl) != share.written or now - share.written_at >= self.ttl / 3
+                if stale or share.itemize:
                     found.append(key)
         return found
 
-    def rewritten(self, key: Key) -> None:
+    def rewritten(self, key: Key, written: Dims, itemized: Collection[str] = ()) -> None:
+        """The entry was written as `entries` said (`written`), with the pods `itemized` in entries
+        of their own. What was written is kept as written: a share given back meanwhile makes
+        the entry due again."""
         with self._lock:
             share = self.shares.get(key)
             if share is not None:
-                share.written = share.held(self.monotonic(), self.ttl)
+                if itemized:
+                    share.recent = deque(a for a in share.recent if a.pod not in itemized)
+                share.itemize = False
+                share.written = written
                 share.written_at = self.monotonic()
                 if not any(share.written.values()):
                     del self.shares[key]  # nothing held, nothing to say: the entry is gone
 
     def give_back(self, key: Key) -> bool:
-        """Another replica asked for this budget: what is left of the share goes back (what was
-        admitted from it stays said). Whether there was anything to give."""
+        """Another replica asked for this budget: what is left of the share goes back, and what
+        was admitted from it lately is to be written as the pods' own entries. Whether there was
+        anything to give or to write."""
         with self._lock:
             share = self.shares.get(key)
-            return share is not None and self._give_back(share)
+            if share is None:
+                return False
+            share.itemize = bool(share.recent)
+            return self._give_back(share) or share.itemize
 
     def _give_back(self, share: Share) -> bool:
         """What is left of `share` goes back (counted as a return); whether there was any."""
@@ -250,9 +302,12 @@ def refill(
             if extra is None:
                 escrow.fallbacks += 1
                 return False
-            entry = escrow.held_with(key, quota, extra)
-            if shared.put(key, escrow.key, as_usage(entry)):
-                escrow.granted(key, quota, extra)
+            with escrow.writing(key):
+                entry = escrow.held_with(key, quota, extra)
+                written = shared.put(key, escrow.key, as_usage(entry))
+                if written:
+                    escrow.granted(key, quota, extra)
+            if written:
                 break
         else:
             escrow.fallbacks += 1
@@ -278,8 +333,9 @@ class ShareKeeper:
     def wanted(self, key: Key, asking: frozenset[str]) -> None:
         """Replicas (`asking`: their entries' names) ask for the budget of `key` back, as the Lease
         watch shows: what is left of this replica's share goes back now, not when it turns idle."""
-        if asking - {self.escrow.key.removeprefix(GRANT_PREFIX)} and self.escrow.give_back(key):
-            self._wake.set()
+        if asking - {self.escrow.key.removeprefix(GRANT_PREFIX)}:
+            self.escrow.give_back(key)
+            self._wake.set()  # written again if it says other than it should (`due`), given back or not
 
     def stop(self, wait: bool = True) -> None:
         self._stop.set()
@@ -300,11 +356,13 @@ class ShareKeeper:
 
     def keep(self) -> None:
         for key in self.escrow.due(self.escrow.monotonic()):
-            with self.shared.turn((key,), 1.0) as ours:
-                if not ours:
-                    continue
+            # Out of this replica's turn: its admissions may hold it for a while, asking others
+            # or retrying writes, and a request for its share waits on this write.
+            with self.escrow.writing(key):
                 for _ in range(3):  # the Lease read again after a conflict: another replica wrote
-                    usage = self.escrow.entry_usage(key)
-                    if self.shared.put(key, self.escrow.key, None if usage is None or usage.is_zero else usage):
-                        self.escrow.rewritten(key)
+                    held, pods = self.escrow.entries(key)
+                    own = None if held is None or not any(held.values()) else as_usage(held)
+                    if self.shared.put_all(key, {self.escrow.key: own, **pods}):
+                        if held is not None:
+                            self.escrow.rewritten(key, held, pods)
                         break

@@ -24,8 +24,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import orjson
 from kubernetes.client.exceptions import ApiException
@@ -50,6 +50,7 @@ from webhook.metrics import STRICT_CONFLICTS
 SWEEP_GRACE = 300.0  # seconds past the last reservation's expiry before its Lease is deleted
 log = logging.getLogger("gpu_admission.quota")
 TIMEOUT = (1.0, 2.0)  # connect, read: well inside the webhook's own timeout
+ASK_ATTEMPTS = 5  # writes of a request for shares back, each on the Lease as read after a conflict
 
 
 class LedgerUnavailable(RuntimeError):
@@ -84,6 +85,7 @@ class SharedReservations:
         self._moved = threading.Condition(self._lock)
         self.on_wanted: Callable[[Key, frozenset[str]], None] = lambda key, asking: None
         self._asked: dict[Key, set[Mark]] = {}  # the shares asked back last, per Lease
+        self._open: dict[Key, Asked] = {}  # requests written and not yet closed, per Lease
 
     def pending(self, key: Key, outstanding: Callable[[str, Usage, Usage | None], Usage]) -> Usage:
         """Reservations in the Lease (as last read) that have not expired, each at what it adds
@@ -129,11 +131,15 @@ class SharedReservations:
         """Write the entry `entry_key` (a pod's reservation, or a replica's share: `None` takes it
         out) into the Lease of `key`, at the version read; False if the Lease moved since (it is
         read again)."""
+        return self.put_all(key, {entry_key: usage})
+
+    def put_all(self, key: Key, changes: Mapping[str, Usage | None]) -> bool:
+        """`put` of several entries in one write (a share's entry with the pods it itemizes)."""
         state = self._state(key)
         now = self.monotonic()
-        entries = [e for e in state.entries if self._alive(key, e, now) and e.key != entry_key]
-        if usage is not None:  # expires in whole seconds, as stored
-            entries.append(Entry(entry_key, math.ceil(self.clock() + self.ttl), usage))
+        entries = [e for e in state.entries if self._alive(key, e, now) and e.key not in changes]
+        expires = math.ceil(self.clock() + self.ttl)  # in whole seconds, as stored
+        entries.extend(Entry(entry_key, expires, usage) for entry_key, usage in changes.items() if usage is not None)
         try:
             written = self._write(key, state.version, entries)
         except ApiException as error:
@@ -206,6 +212,21 @@ class SharedReservations:
             log.info("strict quota leases deleted", extra={"fields": {"deleted": deleted}})
         return deleted
 
+    def refresh(self, keys: tuple[Key, ...]) -> bool:
+        """Read again each Lease of `keys` whose watch does not show the version this replica
+        last read or wrote (or shows none yet); whether any read found another version."""
+        moved = False
+        for key in keys:
+            with self._lock:
+                cached, watched = self._states.get(key), self._watched.get(key)
+            if cached is not None and watched is not None and watched.version == cached.version:
+                continue
+            state = self._read(key)
+            if cached is None or state.version != cached.version:
+                self._remember(key, state)
+                moved = True
+        return moved
+
     # -- asking for shares back ----------------------------------------------------------------
     def shares_held(self, key: Key, own: str) -> tuple[Entry, ...]:
         """Other replicas' share entries in the Lease as last read that hold something."""
@@ -219,36 +240,60 @@ class SharedReservations:
             and self._alive(key, entry, now)
         )
 
-    def ask_back(self, key: Key, own: str, timeout: float) -> bool:
-        """Ask the replicas holding shares of `key` to give them back (an entry `want:<own>` they
-        see in their Lease watch), wait until each has written its entry again or `timeout`, then
-        take the request out and read the Lease as it is now. In this replica's turn at `key`.
-        False, asking nothing, when the shares held are those asked about last time: what they
-        hold then is pods admitted lately, not budget to give back."""
-        asked = {_mark(e) for e in self.shares_held(key, own)}
-        with self._lock:
-            if not asked or self._asked.get(key) == asked:
-                return False
-            self._asked[key] = asked
+    def ask_back(self, key: Key, own: str) -> Asked | None:
+        """Ask the replicas holding shares of `key` to give them back: an entry `want:<own>` they
+        see in their Lease watch. In this replica's turn at `key`. None, asking nothing, when the
+        shares held are those asked about last time: what they hold then is pods admitted
+        lately (written since as the pods' own entries), or a holder did not answer in time."""
         want = WANT_PREFIX + own.removeprefix(GRANT_PREFIX)
-        for _ in range(3):
+        for _ in range(ASK_ATTEMPTS):  # a conflict reads the Lease again: the shares held may have moved
+            asked = {_mark(e) for e in self.shares_held(key, own)}
+            with self._lock:
+                if (open_ask := self._open.get(key)) is not None:
+                    return open_ask  # asked already, not answered yet: this pod waits for that answer too
+                if not asked or self._asked.get(key) == asked:
+                    return None
             if self.put(key, want, EMPTY):
-                break
-        else:
-            return False
+                request = Asked(key, want, frozenset(asked))
+                with self._lock:  # asked about only once written: a request lost to conflicts is asked again
+                    self._asked[key] = asked
+                    self._open[key] = request
+                return request
+        return None
+
+    def await_answer(self, asked: Asked, timeout: float) -> None:
+        """Wait until each holder asked has written its entry again, or `timeout`. Out of this
+        replica's turn: the holders' answers may wait on theirs, and their own admissions, asking
+        in turn, on ours."""
         deadline = self.monotonic() + timeout
         with self._moved:
-            self._moved.wait_for(lambda: self._answered(key, want, asked), max(0.0, deadline - self.monotonic()))
-        self._remember(key, self._read(key))  # the holders wrote meanwhile
-        for _ in range(3):  # taken out at once (a conflict reads again); were it left, it would expire with the TTL
-            if self.put(key, want, None):
-                break
-        held = {_mark(e) for e in self.shares_held(key, own)}
-        with self._lock:  # what the holders hold now: asked about already
-            self._asked[key] = held
-        return True
+            self._moved.wait_for(
+                lambda: self._answered(asked.key, asked.want, asked.marks), max(0.0, deadline - self.monotonic())
+            )
 
-    def _answered(self, key: Key, want: str, asked: set[Mark]) -> bool:
+    def version(self, key: Key) -> str | None:
+        """The version of the Lease of `key` this replica last read or wrote (None: not read yet)."""
+        with self._lock:
+            state = self._states.get(key)
+        return state.version if state is not None else None
+
+    def close_ask(self, asked: Asked) -> None:
+        """Read the Lease as the holders left it and take the request out, once for every pod
+        waiting on it (the others find it closed, and the Lease read). In this replica's turn."""
+        key = asked.key
+        with self._lock:
+            if self._open.get(key) is not asked:
+                return
+        try:
+            self._remember(key, self._read(key))  # the holders wrote meanwhile
+            for _ in range(3):  # taken out at once (a conflict reads again); were it left, it would expire with the TTL
+                if self.put(key, asked.want, None):
+                    break
+        finally:
+            with self._lock:
+                self._open.pop(key, None)
+
+    def _answered(self, key: Key, want: str, asked: frozenset[Mark]) -> bool:
         """The Lease watch shows the request, and none of the share entries asked about as it was:
         each holder has written its own again. (Before the watch shows the request, what it shows
         may predate the holders' entries: that is no answer.)"""
@@ -331,6 +376,14 @@ class SharedReservations:
 
 
 Mark = tuple[str, float, str]  # an entry as written: key, expires, usage
+
+
+class Asked(NamedTuple):
+    """A request for shares back, written: the Lease, the request's entry, the shares asked about."""
+
+    key: Key
+    want: str
+    marks: frozenset[Mark]
 
 
 def _mark(entry: Entry) -> Mark:

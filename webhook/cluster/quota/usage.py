@@ -133,6 +133,8 @@ class PodUsageTracker:
         watch shows the pod holding or, not seen yet, beyond its CREATE's reservation (`created`)."""
         if key.startswith(GRANT_PREFIX):  # a replica's share: the others' count whole, ours not at all
             return EMPTY if self.escrow is not None and key == self.escrow.key else usage
+        if self.escrow is not None and key in self.escrow.itemized and self._reservations.get(key) is not None:
+            return EMPTY  # admitted here from a share, written out when asked: held here until the watch shows it
         pod = updated_pod(key)
         if pod is None:
             return EMPTY if self._seen(key) else usage
@@ -166,9 +168,9 @@ class PodUsageTracker:
         while True:
             decision, strict = self._reserve(decide, pod, dry_run, raw)
             if not strict:
-                if asked or dry_run or not self._ask_back(decision, deadline):  # a dry run writes nothing
+                if asked or not self._look_again(decision, deadline, dry_run):
                     return decision
-                asked = True  # judged again, once, on the Lease as the holders left it
+                asked = True  # judged again, once, on the Lease as read again or as the holders left it
                 continue
             assert self.shared is not None
             self._release(pod)  # judged again in this replica's turn at the Leases
@@ -193,8 +195,12 @@ class PodUsageTracker:
                     if self._clock() >= deadline:
                         return self._out_of_time(decision, attempts)
                     decision, in_turn = self._reserve(decide, pod, dry_run, raw)
-                if not in_turn:  # admitted without a write (a share, no strict budget left), or denied
+                if not in_turn and (
+                    decision.allowed or asked
+                ):  # admitted without a write (a share, no strict budget left)
                     return decision
+                # Denied in turn: judged again out of it, where a denial first reads the Leases again
+                # and asks for what other replicas' shares hold.
             if self._clock() >= deadline:
                 return self._out_of_time(decision, attempts)
 
@@ -212,7 +218,11 @@ class PodUsageTracker:
             if updated_pod(pod.key) is not None and not decision.charges:
                 return decision, ()  # an UPDATE that grows no budget: the pod is held already
             strict = self._strict_charges(decision.charges)
-            if strict and self.escrow is not None and self.escrow.take(strict, self._quotas(strict), decision.usage):
+            if (
+                strict
+                and self.escrow is not None
+                and self.escrow.take(strict, self._quotas(strict), decision.usage, pod.key)
+            ):
                 strict = ()  # taken from this replica's shares: held here, like a local budget's
             local = tuple(c for c in decision.charges if c not in strict)
             now = self._clock()
@@ -221,22 +231,45 @@ class PodUsageTracker:
             )
             return decision, strict
 
-    def _ask_back(self, decision: Decision, deadline: float) -> bool:
-        """A strict budget denies the pod while other replicas' shares hold some of it: ask them
-        to give it back (webhook.cluster.quota.shared_quota.ask_back), in this replica's turn.
-        Whether any was asked, so the pod is judged again."""
-        if self.shared is None or self.escrow is None or decision.allowed:
+    def _look_again(self, decision: Decision, deadline: float, dry_run: bool) -> bool:
+        """A strict budget denies the pod: before the denial stands, read again the Leases whose
+        watch shows them moved since this replica judged on them (a holder that wrote its entry
+        smaller meanwhile: a denial writes nothing, so no compare-and-swap would catch it), and
+        ask other replicas holding shares of them to give them back (a dry run, which writes
+        nothing, only reads). Whether anything changed, so the pod is judged again."""
+        if self.shared is None or decision.allowed:
             return False
         denied = {v.policy for v in decision.denials if v.rule.startswith("quota.") and ".perPod." not in v.rule}
         keys = tuple(key for key in self._strict_charges(decision.charges) if key[0] in denied)
-        wait = min(HANDBACK_WAIT, deadline - self._clock())
-        if not keys or wait <= 0:
+        if not keys:
             return False
-        asked = False
+        before = [self.shared.version(key) for key in keys]
+        moved = self.shared.refresh(keys)
+        if not dry_run:  # a dry run writes nothing, not even a request
+            moved = self._ask_back(keys, deadline) or moved
+        # A request that met a conflict read the Lease again too: judged on what it read.
+        return moved or before != [self.shared.version(key) for key in keys]
+
+    def _ask_back(self, keys: Charges, deadline: float) -> bool:
+        """Ask the replicas holding shares of `keys` to give them back
+        (webhook.cluster.quota.shared_quota.ask_back) and wait for their answer, a second at most.
+        Whether any was asked."""
+        wait = min(HANDBACK_WAIT, deadline - self._clock())
+        if self.shared is None or self.escrow is None or wait <= 0:
+            return False
+        answered_by = self._clock() + wait
+        own = self.escrow.key
         with self.shared.turn(keys, wait) as ours:
-            for key in keys if ours else ():
-                asked = self.shared.ask_back(key, self.escrow.key, wait) or asked
-        return asked
+            requests = [a for key in (keys if ours else ()) if (a := self.shared.ask_back(key, own)) is not None]
+        if not requests:
+            return False
+        # Waited for out of turn: a holder may be asking too, in its turn, while its answer waits on ours.
+        for request in requests:
+            self.shared.await_answer(request, max(0.0, answered_by - self._clock()))
+        with self.shared.turn(keys, max(wait, 1.0)) as ours:
+            for request in requests if ours else ():
+                self.shared.close_ask(request)
+        return True
 
     def _release(self, pod: PodRef) -> None:
         with self._lock:
