@@ -25,10 +25,10 @@ def _message(rule: Rule, data: CelInput, variables: Variables) -> str:
 def check_rules(policy: GPUPolicy, data: CelInput) -> list[Verdict]:
     verdicts: list[Verdict] = []
     for i, rule in enumerate(policy.rules):
-        path = f"spec.rules[{i}].expression"
         try:
             passed = rule.expression.evaluate_bool(data, policy.variables)
         except CelEvaluationError as error:
+            path = f"spec.rules[{i}].expression"
             verdicts.append(
                 Verdict(
                     policy.name,
@@ -44,7 +44,7 @@ def check_rules(policy: GPUPolicy, data: CelInput) -> list[Verdict]:
                 Verdict(
                     policy.name,
                     rule.name,
-                    path,
+                    f"spec.rules[{i}].expression",
                     f"{_message(rule, data, policy.variables)} (policy {policy.name})",
                     rule.action,
                 )

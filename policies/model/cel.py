@@ -132,7 +132,10 @@ class CompiledExpression:
         return value.plain_value()
 
     def evaluate_bool(self, data: CelInput, variables: Variables = ()) -> bool:
-        result = self.evaluate(data, variables)
+        if self.reads_variables and variables:
+            result = self.evaluate_with(data, data.variable_values(variables))
+        else:  # evaluate's common case, inline: run for every rule of every matching policy
+            result = data.once(self)
         if not isinstance(result, bool):
             raise CelEvaluationError(f"expected a bool, got {type(result).__name__}")
         return result
