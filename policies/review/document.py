@@ -98,9 +98,7 @@ class Draft:
     def extend(self, parent: list[JSON], values: list[JSON]) -> None:
         """`append` of each of `values`, in order."""
         if self._owned[id(parent)] is None:  # inside a container the draft added: carried by its add
-            for value in values:
-                if isinstance(value, (dict, list)):
-                    self._owned[id(value)] = None
+            # Not marked as the draft's own: a writer reaching into one would copy it, still in place.
             parent.extend(values)
             return
         for value in values:

@@ -1,5 +1,7 @@
 """Runtime settings and the Triton sidecar, as the matching policies give them."""
 
+import pytest
+
 from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
 
 RUNTIME = policy(
@@ -49,6 +51,26 @@ def test_existing_tolerations_are_merged_not_duplicated():
     ]
     spec = engine_from(RUNTIME).mutate(pod(tolerations=existing)).object["spec"]
     assert spec["tolerations"] == existing
+
+
+EQUAL = policy("eq", "runtime: {tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}]}")
+
+
+@pytest.mark.parametrize(
+    "toleration, added",
+    [
+        pytest.param({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}, False, id="no-operator-is-Equal"),
+        pytest.param({"key": "dedicated", "operator": "", "value": "gpu", "effect": "NoSchedule"}, False, id="empty"),
+        pytest.param({"key": "dedicated", "operator": "Equal", "value": "gpu"}, True, id="other-effect"),
+        pytest.param({"key": "dedicated", "value": "cpu", "effect": "NoSchedule"}, True, id="another-value"),
+        pytest.param(
+            {"key": "dedicated", "value": "gpu", "effect": "NoSchedule", "tolerationSeconds": 5}, True, id="seconds"
+        ),
+    ],
+)
+def test_a_toleration_is_added_unless_the_pod_has_it_as_the_api_server_compares_them(toleration, added):
+    spec = engine_from(EQUAL).mutate(pod(gpu_container(), tolerations=[toleration])).object["spec"]
+    assert len(spec["tolerations"]) == (2 if added else 1)
 
 
 def test_a_missing_toleration_is_added_after_the_pods_own():
