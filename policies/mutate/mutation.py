@@ -18,7 +18,7 @@ from policies.mutate.triton import inject_triton
 from policies.planning.applicable import applicable, plan_mig
 from policies.planning.mig import MigPlan, Problem
 from policies.review.cluster import NO_CLUSTER, ClusterState
-from policies.review.document import CHANGE_FORMAT, JSON, Change, Draft
+from policies.review.document import JSON, Change, Draft, change_texts
 from policies.review.pod import ANNOTATION_PREFIX
 from policies.review.request import RequestInfo
 
@@ -89,7 +89,7 @@ def _record(doc: Draft, changes: list[Change]) -> None:
     """Keep what was changed in the pod itself, merged with any earlier pass's record."""
     annotations = doc.child(doc.child(doc.root, "metadata"), "annotations")
     recorded = dict.fromkeys(_earlier_record(annotations.get(MUTATED_ANNOTATION)))
-    recorded.update(dict.fromkeys([CHANGE_FORMAT % change for change in changes]))
+    recorded.update(dict.fromkeys(change_texts(changes)))
     doc.set(annotations, MUTATED_ANNOTATION, orjson.dumps(list(recorded)).decode())
 
 
