@@ -32,9 +32,10 @@ from webhook.cluster.api.leadership import Leadership
 from webhook.cluster.api.policy_status import PolicyStatusReporter
 from webhook.cluster.audit.background_audit import AUDIT_SECONDS_DEFAULT, BackgroundAudit
 from webhook.cluster.live import ClusterView
-from webhook.cluster.quota.escrow import Escrow, ShareKeeper
+from webhook.cluster.quota.escrow import Escrow
 from webhook.cluster.quota.ledger import LEDGER_LABEL
 from webhook.cluster.quota.reservations import PodRef, updated_pod
+from webhook.cluster.quota.share_writers import ShareKeeper
 from webhook.cluster.quota.shared_quota import SharedReservations
 from webhook.cluster.watches.listwatch import ListWatch
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces

@@ -42,9 +42,10 @@ from policies import (
     facts_of,
     needs_of,
 )
-from webhook.cluster.quota.escrow import Escrow, refill
+from webhook.cluster.quota.escrow import Escrow
 from webhook.cluster.quota.ledger import GRANT_PREFIX
 from webhook.cluster.quota.reservations import PodRef, Reservation, Reservations, updated_pod
+from webhook.cluster.quota.share_writers import refill
 from webhook.cluster.quota.shared_quota import LedgerUnavailable, SharedReservations
 from webhook.cluster.watches.nodes import Held, NodeCapacity
 from webhook.metrics import STRICT_OUT_OF_TIME, TRACKED_PODS
@@ -195,12 +196,11 @@ class PodUsageTracker:
                     if self._clock() >= deadline:
                         return self._out_of_time(decision, attempts)
                     decision, in_turn = self._reserve(decide, pod, dry_run, raw)
-                if not in_turn and (
-                    decision.allowed or asked
-                ):  # admitted without a write (a share, no strict budget left)
+                # Admitted without a write (from a share, or no strict budget left) stands. Denied
+                # in turn, the pod is judged again out of it, where a denial first reads the Leases
+                # again and asks for what other replicas' shares hold.
+                if not in_turn and (decision.allowed or asked):
                     return decision
-                # Denied in turn: judged again out of it, where a denial first reads the Leases again
-                # and asks for what other replicas' shares hold.
             if self._clock() >= deadline:
                 return self._out_of_time(decision, attempts)
 
