@@ -205,8 +205,9 @@ def test_under_concurrent_load_no_pod_is_refused_as_over_a_budget_that_holds_it(
         admitted = list(pool.map(create, range(100))).count(True)
     assert all("contended" in message for message in refusals), refusals
     print(f"{len(refusals)} of 100 refused as contended")
-    assert all(create(100 + i) for i in range(100 - admitted))  # one by one: what is left, exactly
-    assert not any(admit_all(kube, started, 10, "over"))
+    left = [create(100 + i) for i in range(100 - admitted)]  # one by one: what is left, exactly
+    assert all(left), f"{left.count(False)} of the {100 - admitted} left refused: {refusals[-3:]}"
+    assert not any(admit_all(kube, started, 10, "over")), "the budget overshot"
 
 
 def lease_entries(kube: FakeKube) -> list[str]:
