@@ -48,18 +48,9 @@ def dimensions(
     """(name, field path, amount in usage, limit) for every limit that is set; shares of a device
     weigh `shared_weight` of it in GPU-equivalents."""
     for bound in limits.bounds:
-        yield bound.name, bound.path, held_in(usage, bound.name, shared_weight), bound.limit
-
-
-def held_in(usage: Usage, name: str, shared_weight: Fraction = ONE) -> Amount:
-    """What `usage` holds of the dimension `dimensions` names `name`."""
-    if name == "gpuEquivalents":
-        return usage.equivalents(shared_weight) if usage.shared_equivalents else usage.gpu_equivalents
-    if name == "pods":
-        return usage.pods
-    if name == "gpus":
-        return usage.gpus
-    return usage.slices.get(name.removeprefix("slices "), 0)
+        numerator, denominator = _ratio(usage, bound, shared_weight)
+        held = Fraction(numerator, denominator) if bound.kind == "gpuEquivalents" else numerator
+        yield bound.name, bound.path, held, bound.limit
 
 
 def _ratio(usage: Usage, bound: Bound, shared_weight: Fraction) -> tuple[int, int]:

@@ -113,6 +113,26 @@ class Toleration:
         """The API server treats a missing operator as Equal: compare tolerations that way."""
         return Toleration(self.key, self.operator or "Equal", self.value, self.effect, self.toleration_seconds)
 
+    def identity(self) -> TolerationIdentity:
+        """What the API server compares, as a tuple (of a normalised toleration)."""
+        return (self.key, self.operator, self.value, self.effect, self.toleration_seconds)
+
+    @staticmethod
+    def identity_of(raw: Mapping[str, object]) -> TolerationIdentity:
+        """from_json(raw).normalised().identity(), without making two frozen dataclasses: run
+        for every toleration of every GPU pod mutated."""
+        seconds = raw.get("tolerationSeconds")
+        return (
+            _str_or_none(raw.get("key")),
+            _str_or_none(raw.get("operator")) or "Equal",
+            _str_or_none(raw.get("value")),
+            _str_or_none(raw.get("effect")),
+            seconds if isinstance(seconds, int) else None,
+        )
+
+
+TolerationIdentity = tuple[str | None, str | None, str | None, str | None, int | None]
+
 
 def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None

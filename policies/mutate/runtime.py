@@ -94,35 +94,13 @@ def apply_runtime(
 
 def _tolerations(doc: Draft, spec: dict[str, JSON], merged: Merged, changes: list[Change]) -> None:
     existing = spec.get("tolerations") or []
-    present = {_identity(t) for t in existing if type(t) is dict}
+    present = {Toleration.identity_of(t) for t in existing if type(t) is dict}
     for toleration, policy in merged.tolerations:  # normalised already (merge)
-        identity = (
-            toleration.key,
-            toleration.operator,
-            toleration.value,
-            toleration.effect,
-            toleration.toleration_seconds,
-        )
+        identity = toleration.identity()
         if identity not in present:
             doc.append(doc.child(spec, "tolerations", list), toleration.to_json())
             present.add(identity)
             changes.append(Change("spec.tolerations", f"{toleration.key or '*'} {toleration.operator}", policy))
-
-
-def _identity(raw: dict[str, JSON]) -> tuple[object, ...]:
-    """A toleration as the API server compares them (a missing operator is Equal), as a tuple:
-    Toleration.from_json(raw).normalised() without making two frozen dataclasses a review."""
-    key, operator, value, effect, seconds = (raw.get(k) for k in _TOLERATION_FIELDS)
-    return (
-        key if isinstance(key, str) else None,
-        operator if isinstance(operator, str) and operator else "Equal",
-        value if isinstance(value, str) else None,
-        effect if isinstance(effect, str) else None,
-        seconds if isinstance(seconds, int) else None,
-    )
-
-
-_TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 
 
 def _env(doc: Draft, container: ContainerView, merged: Merged, changes: list[Change], warnings: list[str]) -> None:
