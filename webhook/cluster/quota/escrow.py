@@ -98,11 +98,15 @@ class Share:
     last_used: float = 0.0
     itemize: bool = False  # asked for: write recent admissions as the pods' own entries
 
+    def age_out(self, now: float, ttl: float) -> None:
+        """Admissions older than `ttl` are no longer said: every watch shows their pods by then."""
+        while self.recent and self.recent[0].when <= now - ttl:
+            self.recent.popleft()
+
     def held(self, now: float, ttl: float, leaving: Collection[str] = ()) -> Dims:
         """What the entry must say: what is left, and what was admitted within `ttl` (but the
         pods `leaving` it for entries of their own)."""
-        while self.recent and self.recent[0].when <= now - ttl:
-            self.recent.popleft()
+        self.age_out(now, ttl)
         total = dict(self.remaining)
         for admitted in self.recent:
             if admitted.pod in leaving:
@@ -209,7 +213,7 @@ class Escrow:
             if share is None:
                 return None, {}
             now = self.monotonic()
-            share.held(now, self.ttl)  # what aged out goes first
+            share.age_out(now, self.ttl)
             pods = {a.pod: a.usage for a in list(share.recent)[:ITEMIZED]} if share.itemize else {}
             # Marked before the write: from the moment the Lease holds them, this replica's own
             # reservations are what count them here (unwritten, the marks match no entry).
@@ -245,24 +249,20 @@ class Escrow:
                 if not any(share.written.values()):
                     del self.shares[key]  # nothing held, nothing to say: the entry is gone
 
-    def give_back(self, key: Key) -> bool:
+    def give_back(self, key: Key) -> None:
         """Another replica asked for this budget: what is left of the share goes back, and what
-        was admitted from it lately is to be written as the pods' own entries. Whether there was
-        anything to give or to write."""
+        was admitted from it lately is to be written as the pods' own entries."""
         with self._lock:
             share = self.shares.get(key)
-            if share is None:
-                return False
-            share.itemize = bool(share.recent)
-            return self._give_back(share) or share.itemize
+            if share is not None:
+                share.itemize = bool(share.recent)
+                self._give_back(share)
 
-    def _give_back(self, share: Share) -> bool:
-        """What is left of `share` goes back (counted as a return); whether there was any."""
-        if not any(share.remaining.values()):
-            return False
-        share.remaining = {name: 0 for name in share.remaining}
-        self.returns += 1
-        return True
+    def _give_back(self, share: Share) -> None:
+        """What is left of `share` goes back (counted as a return, if there was any)."""
+        if any(share.remaining.values()):
+            share.remaining = {name: 0 for name in share.remaining}
+            self.returns += 1
 
     def forget(self, keep: Callable[[Key, Quota], bool]) -> None:
         """A new policy set: shares of budgets it changed are given up (their entries rewritten)."""

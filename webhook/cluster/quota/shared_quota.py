@@ -212,20 +212,14 @@ class SharedReservations:
             log.info("strict quota leases deleted", extra={"fields": {"deleted": deleted}})
         return deleted
 
-    def refresh(self, keys: tuple[Key, ...]) -> bool:
+    def refresh(self, keys: tuple[Key, ...]) -> None:
         """Read again each Lease of `keys` whose watch does not show the version this replica
-        last read or wrote (or shows none yet); whether any read found another version."""
-        moved = False
+        last read or wrote (or shows none yet)."""
         for key in keys:
             with self._lock:
                 cached, watched = self._states.get(key), self._watched.get(key)
-            if cached is not None and watched is not None and watched.version == cached.version:
-                continue
-            state = self._read(key)
-            if cached is None or state.version != cached.version:
-                self._remember(key, state)
-                moved = True
-        return moved
+            if cached is None or watched is None or watched.version != cached.version:
+                self._remember(key, self._read(key))
 
     # -- asking for shares back ----------------------------------------------------------------
     def shares_held(self, key: Key, own: str) -> tuple[Entry, ...]:

@@ -244,11 +244,10 @@ class PodUsageTracker:
         if not keys:
             return False
         before = [self.shared.version(key) for key in keys]
-        moved = self.shared.refresh(keys)
-        if not dry_run:  # a dry run writes nothing, not even a request
-            moved = self._ask_back(keys, deadline) or moved
-        # A request that met a conflict read the Lease again too: judged on what it read.
-        return moved or before != [self.shared.version(key) for key in keys]
+        self.shared.refresh(keys)
+        asked = not dry_run and self._ask_back(keys, deadline)  # a dry run writes nothing, not even a request
+        # Read again, by the refresh or by a request that met a conflict: judged on what was read.
+        return asked or before != [self.shared.version(key) for key in keys]
 
     def _ask_back(self, keys: Charges, deadline: float) -> bool:
         """Ask the replicas holding shares of `keys` to give them back
