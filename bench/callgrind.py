@@ -5,7 +5,8 @@ A child process loads the policies and warms up, then makes the call N times ins
 `collections.deque(...)` of a map: callgrind counts only what runs inside it (`--toggle-collect`),
 so start-up and loading drop out (the engine itself never uses a deque). The earlier
 commit is exported with `git archive` into a cache directory and imported from there; the child
-speaks to both APIs (the quantity parser was once an argument).
+speaks to both APIs (the quantity parser was once an argument). `compiled_tree` is this tree's
+engine compiled by mypyc, as the image runs it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ from policies.quantity import parse_quantity
 
 spec = json.load(open(sys.argv[1]))
 calls = int(sys.argv[2])
-extra = (parse_quantity,) if "parse_quantity" in inspect.signature(load_texts).parameters else ()
+try:
+    parameters = inspect.signature(load_texts).parameters
+except ValueError:  # compiled (mypyc): no signature to read, and the current API
+    parameters = {}
+extra = (parse_quantity,) if "parse_quantity" in parameters else ()
 
 
 def load(texts):
@@ -74,6 +79,14 @@ def tree(ref: str) -> Path:
         archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
     return where
+
+
+def compiled_tree() -> Path:
+    """This work tree's engine compiled by mypyc, as the image ships it (tools/compile_engine.py)."""
+    sys.path.insert(0, str(ROOT))
+    from tools.compile_engine import build
+
+    return build(ROOT)
 
 
 def collected(source: Path, command: list[str], toggle: bool = False, exits: tuple[int, ...] = (0,)) -> int:

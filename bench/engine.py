@@ -9,7 +9,8 @@ plain Python (`sum(range(1000))`) in the same run: the speed of this machine at 
 figures taken on different days (or machines) can be compared as multiples of it.
 
 With `--instructions`, instructions per pod instead (callgrind, steady where seconds are not), for
-this tree beside an earlier commit (`--baseline`, the previous release by default): mutate and
+this tree, as source and compiled by mypyc (as the image ships it: tools/compile_engine.py),
+beside an earlier commit (`--baseline`, the previous release by default): mutate and
 validate under the 10 matching policies, and validate with 990 more that do not match the pod,
 excluded by their namespaces, by a podSelector, or each by a CEL match condition of its own.
 
@@ -149,16 +150,26 @@ def instructions(baseline: str) -> None:
     for by in EXCLUDED_BY:
         more = [(f"x{i}.yaml", excluded(i, by)) for i in range(10, 1000)]
         cases.append((f"validate, + 990 excluded by {by}", "validate", matching + more, 20))
-    trees = {baseline: callgrind.tree(baseline), "this tree": callgrind.tree("")}
-    print(f"instructions per pod (callgrind), side by side: {baseline} | this tree")
+    trees = [callgrind.tree(baseline), callgrind.tree(""), callgrind.compiled_tree()]
+    print(f"instructions per pod (callgrind), side by side: {baseline} | this tree | this tree compiled (mypyc)")
     first: dict[str, float] = {}
+    totals = [0.0, 0.0, 0.0]
     for label, what, texts, calls in cases:
-        counts = [callgrind.per_call(source, what, texts, POD, calls) for source in trees.values()]
-        first.setdefault(what, counts[1])
-        versus = "" if texts is matching else f"  ({counts[1] / first[what]:.2f}x the 10-policy validate)"
+        counts = [callgrind.per_call(source, what, texts, POD, calls) for source in trees]
+        if texts is matching:
+            totals = [t + c for t, c in zip(totals, counts, strict=True)]
+        first.setdefault(what, counts[2])
+        versus = "" if texts is matching else f"  (compiled: {counts[2] / first[what]:.2f}x the 10-policy validate)"
         print(
-            f"  {label:<40} {counts[0] / 1e6:7.3f} M | {counts[1] / 1e6:7.3f} M  ({counts[1] / counts[0]:.2f}x){versus}"
+            f"  {label:<40} {counts[0] / 1e6:7.3f} M | {counts[1] / 1e6:7.3f} M ({counts[1] / counts[0]:.2f}x)"
+            f" | {counts[2] / 1e6:7.3f} M ({counts[2] / counts[0]:.2f}x){versus}"
         )
+    base, source, compiled = (t / 1e6 for t in totals)
+    label = "mutate + validate"
+    print(
+        f"  {label:<40} {base:7.3f} M | {source:7.3f} M ({source / base:.2f}x)"
+        f" | {compiled:7.3f} M ({compiled / base:.2f}x)"
+    )
 
 
 def main() -> None:

@@ -4,7 +4,8 @@ so pod reviews wait behind it). Both with libyaml's parser (as shipped) and the 
 side by side in one run; medians of several rounds.
 
 With `--instructions`, the instructions loading 1,000 policies costs (callgrind), for this tree
-beside an earlier commit (`--baseline`, the previous release by default).
+(as source and compiled by mypyc, as the image ships it) beside an earlier commit (`--baseline`,
+the previous release by default).
 
     python bench/policy_loading.py [--rounds 5]
     python bench/policy_loading.py --instructions [--baseline 8203c60]
@@ -68,9 +69,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.instructions:
         texts = [(f"p{i}.yaml", sample.policy(i, i < 10)) for i in range(1000)]
-        counts = [callgrind.per_call(callgrind.tree(ref), "load", texts, calls=1) for ref in (args.baseline, "")]
-        print(f"load 1,000 policies (callgrind), side by side: {args.baseline} | this tree")
-        print(f"  {counts[0] / 1e9:6.2f} G | {counts[1] / 1e9:6.2f} G instructions  ({counts[1] / counts[0]:.2f}x)")
+        trees = [callgrind.tree(args.baseline), callgrind.tree(""), callgrind.compiled_tree()]
+        counts = [callgrind.per_call(tree, "load", texts, calls=1) for tree in trees]
+        print(f"load 1,000 policies (callgrind), side by side: {args.baseline} | this tree | compiled (mypyc)")
+        print(
+            f"  {counts[0] / 1e9:6.2f} G | {counts[1] / 1e9:6.2f} G ({counts[1] / counts[0]:.2f}x)"
+            f" | {counts[2] / 1e9:6.2f} G ({counts[2] / counts[0]:.2f}x) instructions"
+        )
         return
     texts = [(f"p{i}.yaml", sample.policy(i, i < 10)) for i in range(1000)]
     holder = EngineHolder()

@@ -13,7 +13,7 @@ import jsonpatch
 import pytest
 from kubernetes.client import ApiClient
 
-from policies.engine import Engine
+from policies.engine import COMPILED, Engine
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
 from policies.mutate.mutation import MutationResult
@@ -22,6 +22,9 @@ from policies.review.document import JSON
 from policies.review.request import RequestInfo
 
 _API = ApiClient()
+
+if os.environ.get("GPU_ADMISSION_EXPECT_COMPILED") and not COMPILED:  # tests/engine/test_compiled_engine.py
+    raise RuntimeError("the suite was to run against the compiled engine, but imported the source")
 
 
 class PatchCheckingEngine(Engine):

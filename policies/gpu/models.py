@@ -64,13 +64,14 @@ class Profile:
     observed_mib: int | None = None  # real memory from NVIDIA's own output, where known
     legacy: bool = False  # a name only early drivers reported: recognised, never chosen unasked
     estimate_share: Fraction = ESTIMATED_SHARE  # of the named memory, where nothing was observed
-    _real: tuple[int, str] = field(init=False, repr=False, compare=False)
+    # Not `_real`: mypyc names the C field `__real`, which C compilers reserve.
+    _real_mib: tuple[int, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Read for every option a memory need is sized against: worked out once, not per review.
         estimate = (self.observed_mib, "observed") if self.observed_mib is not None else None
         real = estimate or (math.floor(self.memory_gb * 1024 * self.estimate_share), "estimated")
-        object.__setattr__(self, "_real", real)
+        object.__setattr__(self, "_real_mib", real)
 
     @property
     def resource(self) -> str:
@@ -88,7 +89,7 @@ class Profile:
 
     def real_memory_mib(self) -> tuple[int, str]:
         """(MiB, where the figure comes from): NVIDIA's observed figure, else the estimate."""
-        return self._real
+        return self._real_mib
 
 
 # One object per model, compared and hashed by identity: models are dict keys and set members on

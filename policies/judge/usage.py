@@ -108,6 +108,7 @@ class Usage:
 
 
 EMPTY = Usage()
+_ZERO = Fraction(0)
 
 
 def effective_gpu_requests(pod: PodView) -> dict[str, Decimal]:
@@ -180,8 +181,11 @@ def charged(
         weight = charge.weight
         total[0] = total[0] * weight.denominator + count * weight.numerator * total[1]
         total[1] *= weight.denominator
-    owned_total = Fraction(owned[0], owned[1]) + outright
-    return Usage(owned_total, slices, gpus, pods, Fraction(shared[0], shared[1]))
+    # Fraction's constructor and operators are Python even in the compiled engine: none where zero.
+    owned_total = Fraction(owned[0], owned[1]) if owned[0] else _ZERO
+    if outright:
+        owned_total += outright
+    return Usage(owned_total, slices, gpus, pods, Fraction(shared[0], shared[1]) if shared[0] else _ZERO)
 
 
 def counts_against_quota(pod: PodView) -> bool:

@@ -35,7 +35,7 @@ class CelCompileError(ValueError):
     """The expression does not parse or type-check; the message is CEL's own, trimmed."""
 
 
-class CelEvaluationError(RuntimeError):
+class CelEvaluationError(Exception):  # not RuntimeError: mypyc compiles subclasses of Exception and ValueError
     """Evaluation failed (missing field, wrong type): callers fail closed."""
 
 

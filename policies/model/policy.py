@@ -6,13 +6,11 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from policies.gpu.models import GpuModel
+from policies.model.cel import CompiledExpression, Variables  # at run time: mypyc builds the fields' types
 from policies.model.selectors import LabelSelector
-
-if TYPE_CHECKING:
-    from policies.model.cel import CompiledExpression, Variables
 
 API_VERSION = "gpu-admission.io/v1alpha1"
 KIND = "GPUPolicy"

@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 WILDCARD = "*"
 
@@ -93,10 +94,10 @@ class Found:
 
     path: tuple[str | int, ...]
     form: Form
-    value: object
+    value: Any  # Any, not object: mypyc cannot build a dataclass field typed object (KeyError 'object')
     replicas: int
     required: bool = False
-    pod_fields: object = None  # resources: the object holding the pod-level fields, if any
+    pod_fields: Any = None  # resources: the object holding the pod-level fields, if any
     model: bool = True  # podspec: a KServe model field is one more container
 
     @property

@@ -39,12 +39,22 @@ class Cache(Protocol):
     def __call__(self, key: Hashable, build: Callable[[], T]) -> T: ...
 
 
-@dataclass(frozen=True, slots=True)
+# Rewrite and MigPlan are made on every review: plain classes, which mypyc compiles to native
+# ones built by one C call (a frozen dataclass sets each field through object.__setattr__, in
+# Python even in the compiled engine). Never changed once made.
+
+
 class Rewrite:
-    container: ContainerView
-    profile: Profile
-    models: tuple[GpuModel, ...]
-    why: str
+    __slots__ = ("container", "profile", "models", "why")
+
+    def __init__(self, container: ContainerView, profile: Profile, models: tuple[GpuModel, ...], why: str) -> None:
+        self.container = container
+        self.profile = profile
+        self.models = models
+        self.why = why
+
+    def __repr__(self) -> str:
+        return f"Rewrite({self.container.path}, {self.profile.name}, {self.why!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,15 +69,26 @@ class Problem:
         return f"{self.path}: {self.message} (policy {self.policy})"
 
 
-@dataclass(frozen=True, slots=True)
 class MigPlan:
-    policy: GPUPolicy | None
-    rewrites: tuple[Rewrite, ...] = ()
-    problems: tuple[Problem, ...] = ()
-    warnings: tuple[str, ...] = ()
-    pin: tuple[str, ...] = ()  # mixed strategy: product labels the pod must land on (policies.planning.gate)
-    pin_why: str = ""
-    gke: bool = False  # pinned to a GKE accelerator: slices are GKE's partitions (policies.gpu.cloud)
+    __slots__ = ("policy", "rewrites", "problems", "warnings", "pin", "pin_why", "gke")
+
+    def __init__(
+        self,
+        policy: GPUPolicy | None,
+        rewrites: tuple[Rewrite, ...] = (),
+        problems: tuple[Problem, ...] = (),
+        warnings: tuple[str, ...] = (),
+        pin: tuple[str, ...] = (),  # mixed strategy: product labels the pod must land on (policies.planning.gate)
+        pin_why: str = "",
+        gke: bool = False,  # pinned to a GKE accelerator: slices are GKE's partitions (policies.gpu.cloud)
+    ) -> None:
+        self.policy = policy
+        self.rewrites = rewrites
+        self.problems = problems
+        self.warnings = warnings
+        self.pin = pin
+        self.pin_why = pin_why
+        self.gke = gke
 
     @property
     def models(self) -> tuple[GpuModel, ...]:

@@ -32,18 +32,54 @@ class DeviceEnv(NamedTuple):
     value: str | None  # None: from valueFrom, not knowable at admission
 
 
-# NamedTuples, not frozen dataclasses: as immutable, and built on every review for a quarter of
-# the cost (a frozen dataclass sets each field through object.__setattr__).
-class ContainerView(NamedTuple):
-    position: int  # in spec.containers or spec.initContainers (a NamedTuple has an index method)
-    name: str
-    init: bool
-    requests: Mapping[str, Decimal]  # nvidia.com/ resources only, whole and non-negative
-    limits: Mapping[str, Decimal]
-    env: Mapping[str, str | None]
-    mounts_shm: bool
-    restart_always: bool
-    gpus: Mapping[str, Decimal] = {}  # every GPU resource (devices, shares) it holds some of, by amount
+class ContainerView:
+    """One container as read. A plain class, not a NamedTuple or a frozen dataclass: made for
+    every container of every review, and mypyc compiles a plain class to a native one built by
+    one C call (a NamedTuple's constructor stays Python, a frozen dataclass sets each field through
+    object.__setattr__). Never changed once made."""
+
+    __slots__ = ("position", "name", "init", "requests", "limits", "env", "mounts_shm", "restart_always", "gpus")
+
+    def __init__(
+        self,
+        position: int,  # in spec.containers or spec.initContainers
+        name: str,
+        init: bool,
+        requests: Mapping[str, Decimal],  # nvidia.com/ resources only, whole and non-negative
+        limits: Mapping[str, Decimal],
+        env: Mapping[str, str | None],
+        mounts_shm: bool,
+        restart_always: bool,
+        gpus: Mapping[str, Decimal] | None = None,  # every GPU resource (devices, shares) it holds some of
+    ) -> None:
+        self.position = position
+        self.name = name
+        self.init = init
+        self.requests = requests
+        self.limits = limits
+        self.env = env
+        self.mounts_shm = mounts_shm
+        self.restart_always = restart_always
+        self.gpus: Mapping[str, Decimal] = {} if gpus is None else gpus
+
+    def _fields(self) -> tuple[object, ...]:
+        return (
+            self.position,
+            self.name,
+            self.init,
+            self.requests,
+            self.limits,
+            self.env,
+            self.mounts_shm,
+            self.restart_always,
+            self.gpus,
+        )
+
+    def __eq__(self, other: object) -> bool:  # and so unhashable, as its maps are
+        return isinstance(other, ContainerView) and self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        return f"ContainerView({self.path}, {self.name!r})"
 
     @property
     def path(self) -> str:

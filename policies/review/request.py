@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 from policies.model.cel import CelInput
@@ -45,16 +46,8 @@ class RequestInfo(NamedTuple):
     def cel_input(self, obj: object, namespace_labels: Mapping[str, str] | None = None) -> CelInput:
         """`object`, `oldObject`, `request` and `namespaceObject` (its name and labels, where known)
         for CEL, built only if an expression is evaluated."""
-        return CelInput(
-            lambda: {
-                "object": obj,
-                "oldObject": self.old_object,
-                "request": self.cel_view(),
-                "namespaceObject": None
-                if namespace_labels is None
-                else {"metadata": {"name": self.namespace, "labels": dict(namespace_labels)}},
-            }
-        )
+        # A partial, not a lambda: mypyc cannot compile a closure inside a NamedTuple's method.
+        return CelInput(partial(_cel_document, self, obj, namespace_labels))
 
     def cel_view(self) -> dict[str, object]:
         """`request` as CEL rules see it (the fields ValidatingAdmissionPolicy rules use most)."""
@@ -65,3 +58,14 @@ class RequestInfo(NamedTuple):
             "uid": self.uid,
             "userInfo": {"username": self.username, "groups": list(self.groups)},
         }
+
+
+def _cel_document(request: RequestInfo, obj: object, namespace_labels: Mapping[str, str] | None) -> dict[str, object]:
+    return {
+        "object": obj,
+        "oldObject": request.old_object,
+        "request": request.cel_view(),
+        "namespaceObject": None
+        if namespace_labels is None
+        else {"metadata": {"name": request.namespace, "labels": dict(namespace_labels)}},
+    }

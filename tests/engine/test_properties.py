@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from policies.judge.quota import check_quota
 from policies.judge.usage import Usage
-from policies.model.policy import GPUPolicy, Limits, Quota
+from policies.model.policy import GPUPolicy, Limits, Quota, Source
 from tests.conftest import as_v1pod_and_back, engine_from, policy
 
 ENGINE = engine_from(
@@ -193,7 +193,7 @@ def test_a_quota_denies_exactly_what_fraction_arithmetic_puts_over_the_limit_and
 ):
     """check_quota compares integer ratios, cross-multiplied: it must say what Fractions say."""
     quota = Quota(limits=Limits(gpu_equivalents=limit, pods=pods_limit), per_pod=Limits(gpu_equivalents=limit))
-    owner = GPUPolicy(name="p", source="p.yaml", quota=quota)
+    owner = GPUPolicy(name="p", source=Source("p.yaml", 1), quota=quota)
     pod, current = Usage(asked, {}, 0, 1), Usage(used, {}, 0, pods_used)
     rules = {(v.rule, v.action.value) for v in check_quota(owner, quota, "ns", pod, current)}
     expected = set()
