@@ -1,7 +1,7 @@
 """setuptools' entry; pyproject.toml describes the project. With GPU_ADMISSION_COMPILE=1 the engine
 (policies/) is compiled with mypyc (tools/compile_engine.py), as the image is built:
 
-    pip install -c constraints.txt 'setuptools>=68' mypy
+    pip install -c constraints.txt 'setuptools>=70.1' mypy types-PyYAML  # mypyc type-checks as CI does
     GPU_ADMISSION_COMPILE=1 pip install --no-build-isolation -c constraints.txt .
 
 Never for an editable install: compiled modules beside the sources would shadow every edit.
@@ -18,6 +18,8 @@ HERE = Path(__file__).resolve().parent
 
 def ext_modules() -> list[object]:
     if os.environ.get("GPU_ADMISSION_COMPILE") != "1":
+        return []
+    if sys.argv[1:2] in (["egg_info"], ["dist_info"]):  # metadata only: nothing to compile yet
         return []
     if "editable_wheel" in sys.argv:
         raise SystemExit(

@@ -6,9 +6,10 @@ connections, and prints throughput, p50, p99 and RSS per worker, side by side in
 /mutate gets the pod as a user wrote it; /validate gets it as the API server sends it there,
 already mutated. Subjects take turns over several rounds and the medians are printed, so a
 passing disturbance on this shared machine moves one round, not the comparison.
-`--also-worker gthread` adds the same subjects under another gunicorn worker class, side by side.
+`--also-worker gthread` adds the same subjects under another gunicorn worker class, side by side;
+`--compiled` the webhook with its engine compiled by mypyc, as the image runs it.
 
-    python bench/load.py [--seconds 6] [--rounds 3] [--clients 4] [--rate 300] [--also-worker gthread]
+    python bench/load.py [--seconds 6] [--rounds 3] [--clients 4] [--rate 300] [--also-worker gthread] [--compiled]
 """
 
 from __future__ import annotations
@@ -93,10 +94,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(app: str, port: int, cert_dir: Path, worker_class: str | None) -> subprocess.Popen[bytes]:
+def start(
+    app: str, port: int, cert_dir: Path, worker_class: str | None, compiled: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """`compiled`: the engine compiled by mypyc (tools/compile_engine.py) first on the path; the
+    server starts in its folder, which gunicorn puts first itself (its `chdir`)."""
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join([str(compiled), str(ROOT)] if compiled else [str(ROOT)]),
         "GPU_ADMISSION_LOG_LEVEL": "INFO",  # as shipped: a JSON line a patch or denial (to /dev/null here)
         "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="bench-metrics-"),
     }
@@ -115,7 +120,8 @@ def start(app: str, port: int, cert_dir: Path, worker_class: str | None) -> subp
         *(["--worker-class", worker_class] if worker_class else []),
         app,
     ]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    where = compiled or ROOT
+    process = subprocess.Popen(command, cwd=where, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
     end = time.monotonic() + 60
     while time.monotonic() < end:
@@ -236,33 +242,44 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rate", type=float, default=300)
     parser.add_argument("--also-worker", help="another gunicorn worker class to measure beside the shipped one")
+    parser.add_argument("--compiled", action="store_true", help="the webhook with the engine compiled by mypyc too")
     args = parser.parse_args()
+    compiled = None
+    if args.compiled:
+        sys.path.insert(0, str(ROOT))
+        from tools.compile_engine import build
+
+        compiled = build(ROOT)
     cert_dir = Path(tempfile.mkdtemp(prefix="bench-certs-"))
     generate(cert_dir, "gpu-admission", "bench", ["localhost"], ["127.0.0.1"])
     ca = str(cert_dir / "ca.crt")
-    subjects: dict[str, tuple[str, str, str | None]] = {}
+    subjects: dict[str, tuple[str, str, str | None, Path | None]] = {}
     for worker_class in (None, args.also_worker) if args.also_worker else (None,):
         suffix = f", {worker_class}" if worker_class else ""
-        subjects[f"admission (/mutate){suffix}"] = ("webhook.wsgi:app", "/mutate", worker_class)
-        subjects[f"admission (/validate){suffix}"] = ("webhook.wsgi:app", "/validate", worker_class)
-        subjects[f"bare Flask endpoint{suffix}"] = ("bench.bare_app:app", "/mutate", worker_class)
-    subjects[FLOOR_LABEL] = (FLOOR, "/mutate", None)
+        subjects[f"admission (/mutate){suffix}"] = ("webhook.wsgi:app", "/mutate", worker_class, None)
+        subjects[f"admission (/validate){suffix}"] = ("webhook.wsgi:app", "/validate", worker_class, None)
+        if compiled:
+            subjects[f"compiled (/mutate){suffix}"] = ("webhook.wsgi:app", "/mutate", worker_class, compiled)
+            subjects[f"compiled (/validate){suffix}"] = ("webhook.wsgi:app", "/validate", worker_class, compiled)
+        subjects[f"bare Flask endpoint{suffix}"] = ("bench.bare_app:app", "/mutate", worker_class, None)
+    subjects[FLOOR_LABEL] = (FLOOR, "/mutate", None, None)
     peaks: dict[str, list[Figures]] = {label: [] for label in subjects}
     paced: dict[str, list[Figures]] = {label: [] for label in subjects}
     rss: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {label: [] for label in subjects}  # server CPU µs a review, at peak
-    servers: dict[tuple[str, str | None], tuple[int, subprocess.Popen[bytes] | multiprocessing.Process]] = {}
+    Server = tuple[str, str | None, Path | None]
+    servers: dict[Server, tuple[int, subprocess.Popen[bytes] | multiprocessing.Process]] = {}
     try:
-        for app, _, worker_class in subjects.values():
-            if (app, worker_class) not in servers:
+        for app, _, worker_class, tree in subjects.values():
+            if (app, worker_class, tree) not in servers:
                 port = free_port()
                 if app == FLOOR:
-                    servers[app, worker_class] = (port, start_floor(port, cert_dir))
+                    servers[app, worker_class, tree] = (port, start_floor(port, cert_dir))
                 else:
-                    servers[app, worker_class] = (port, start(app, port, cert_dir, worker_class))
+                    servers[app, worker_class, tree] = (port, start(app, port, cert_dir, worker_class, tree))
         for _ in range(args.rounds):
-            for label, (app, path, worker_class) in subjects.items():
-                port, process = servers[app, worker_class]
+            for label, (app, path, worker_class, tree) in subjects.items():
+                port, process = servers[app, worker_class, tree]
                 before = server_cpu(process)
                 peaks[label].append(drive(port, ca, args.clients, args.seconds, 0, path))
                 spent = [after - b for after, b in zip(server_cpu(process), before, strict=True)]

@@ -24,11 +24,16 @@ every pair, and the order of the modules inside each folder too):
     quantity.py, json_fields.py, memo.py, errors.py
                     Kubernetes quantities, reading the requester's JSON with field paths, the
                     one caching idiom, the two error families
+
+The image runs these modules compiled by mypyc from this same source (tools/compile_engine.py;
+COMPILED says which): so what is written here stays what mypyc compiles. No class is made at
+run time outside model/yamldoc.py, and value classes made on every review are plain classes
+with __slots__ (native, one C call, when compiled) rather than NamedTuples or frozen dataclasses.
 """
 
 from policies.audit.judging import AuditReport, Finding, audit_pods
 from policies.audit.policyreport import REPORT_API_VERSION, REPORT_LABELS, REPORT_NAME, policy_reports
-from policies.engine import Engine
+from policies.engine import COMPILED, Engine
 from policies.errors import InputError, PolicyProblem
 from policies.gpu.capacity import Capacity, CapacityLedger, NodeGpus, node_gpus, node_uses
 from policies.gpu.catalog import CATALOG
@@ -55,6 +60,7 @@ from policies.review.pod import PodView, parse_pod
 from policies.review.request import Operation, RequestInfo
 
 __all__ = [
+    "COMPILED",
     "Engine",
     "InputError",
     "PolicyProblem",

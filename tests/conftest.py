@@ -41,6 +41,12 @@ class PatchCheckingEngine(Engine):
         return result
 
 
+def child_pythonpath(root: str) -> str:
+    """PYTHONPATH for a server process the test starts: the suite's own first (the compiled
+    engine, when tests/engine/test_compiled_engine.py runs the suite against it), then `root`."""
+    return os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), root) if p)
+
+
 def engine_from(*documents: str) -> Engine:
     texts = [(f"policy-{i}.yaml", textwrap.dedent(doc)) for i, doc in enumerate(documents)]
     result = load_texts(texts)

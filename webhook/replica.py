@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
-from policies import PolicyProblem
+from policies import COMPILED, PolicyProblem
 from webhook import logs
 from webhook.cluster.api import identity  # imported here: fixes this replica's name in the master, before the fork
 from webhook.environment import number
@@ -202,7 +202,8 @@ def serve(config: ServerConfig, bind: str) -> None:
     app = build_app(config)
     ca = str(config.cert_dir / CA_FILE)
     client_ca = str(config.client_ca) if config.client_ca else None
-    log.info("serving", extra={"fields": {"bind": bind, "ca": ca, "threads": config.threads, "clientCa": client_ca}})
+    fields = {"bind": bind, "ca": ca, "threads": config.threads, "clientCa": client_ca, "engineCompiled": COMPILED}
+    log.info("serving", extra={"fields": fields})
     options = {
         "bind": bind,
         "threads": config.threads,

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from certs.files import ensure_dev_certificates
-from tests.conftest import policy
+from tests.conftest import child_pythonpath, policy
 from tests.edge.test_cluster import WATCHED
 from tests.kube_fake import FakeKube
 from tests.server.test_serve_gunicorn import free_port
@@ -48,7 +48,7 @@ class Replica:
         self.name, self.port, self.ca, self.hostname = name, free_port(), certs / "ca.crt", hostname
         environment = {
             **os.environ,
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": child_pythonpath(str(ROOT)),
             "KUBECONFIG": str(kube.kubeconfig(tmp / f"{name}.kubeconfig")),
             "GPU_ADMISSION_BIND": f"127.0.0.1:{self.port}",
             "GPU_ADMISSION_CERT": str(certs / "tls.crt"),

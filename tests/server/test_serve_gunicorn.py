@@ -20,6 +20,7 @@ import pytest
 from cryptography import x509
 
 from certs.files import CA_FILE, generate
+from tests.conftest import child_pythonpath
 from tests.server.test_server import gpu_pod, review, send_chunked
 from tests.server_harness import Client
 
@@ -265,7 +266,7 @@ def test_a_worker_restarting_after_max_requests_lets_go_of_its_idle_connections(
     generate(certs, "gpu-admission", "test", ["localhost"], ["127.0.0.1"])
     env = {
         **os.environ,
-        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "PYTHONPATH": child_pythonpath(str(Path(__file__).resolve().parents[2])),
         "GPU_ADMISSION_BIND": f"127.0.0.1:{port}",
         "GPU_ADMISSION_WORKERS": "1",
         "GPU_ADMISSION_CERT": str(certs / "tls.crt"),

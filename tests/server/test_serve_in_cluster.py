@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import policy
+from tests.conftest import child_pythonpath, policy
 from tests.kube_fake import FakeKube
 from tests.server.test_serve_gunicorn import free_port
 from tests.server.test_server import gpu_pod, review
@@ -71,7 +71,7 @@ def test_the_container_command_makes_its_certificates_in_the_cluster_and_judges_
     port, certs = free_port(), tmp_path / "certs"
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": child_pythonpath(str(ROOT)),
         "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kubeconfig")),
         "GPU_ADMISSION_BIND": f"127.0.0.1:{port}",
         "GPU_ADMISSION_WORKERS": "1",

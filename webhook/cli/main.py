@@ -58,10 +58,13 @@ def _program() -> str:
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
+    from policies import COMPILED
+
+    engine = "engine compiled by mypyc" if COMPILED else "engine from Python source"
     try:
-        return version("gpu-admission")
+        return f"{version('gpu-admission')} ({engine})"
     except PackageNotFoundError:
-        return "unknown (not installed)"
+        return f"unknown (not installed; {engine})"
 
 
 def _command(commands: Any, name: str, summary: str, description: str, exits: str) -> argparse.ArgumentParser:
