@@ -1,0 +1,209 @@
+"""The pods a replica counts: usage per (policy, scope) fed by pod events and relists, and the
+reservations of pods admitted but not seen yet (webhook.cluster.quota.usage admits against both).
+
+Only counters are kept, never pod objects: per pod, a reference to an interned record of what it
+holds and what charging reads of it (policies.judge.pod_facts), so 100,000 pods of a few dozen
+shapes cost little more than their keys, and a new policy set is charged from those records
+(`recharge`) without listing the pods again unless it matches on something they do not keep.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from policies import (
+    NO_CLUSTER,
+    Charges,
+    ClusterState,
+    InputError,
+    Ledger,
+    Needs,
+    PodCounts,
+    PodFacts,
+    PolicySet,
+    Quota,
+    charges_of,
+    facts_of,
+    needs_of,
+)
+from webhook.cluster.quota.reservations import Reservation, Reservations
+from webhook.cluster.watches.nodes import Held, NodeCapacity
+from webhook.metrics import TRACKED_PODS
+
+log = logging.getLogger("gpu_admission.usage")
+
+
+class PodCounting:
+    """Counters fed by pod events, and reservations, under one lock (the admission side,
+    PodUsageTracker, checks and reserves under it too)."""
+
+    def __init__(
+        self,
+        policy_set: Callable[[], PolicySet | None],
+        clock: Callable[[], float] = time.monotonic,
+        ttl: float = 30.0,
+        namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda namespace: None,
+        nodes: NodeCapacity | None = None,
+    ) -> None:
+        self._policy_set = policy_set
+        self._namespace_labels = namespace_labels  # as the namespace watch has shown them
+        self._clock = clock
+        self.ttl = ttl
+        self.nodes = nodes or NodeCapacity()  # what the pods it counts hold on their nodes
+        self.cluster: ClusterState = NO_CLUSTER  # the view it is part of: DRA claims pods name
+        self._lock = threading.RLock()
+        self._needs = Needs()  # what the kept facts were made for
+        self._counts = PodCounts(self._charge)
+        self._reservations = Reservations()
+        # uids of pods deleted or finished lately (until when): their shared reservations are spent
+        self._gone: dict[str, float] = {}
+
+    def counted(self) -> Ledger:
+        """What the pods the watch has shown hold (no reservations): the quota view's `used`."""
+        return self._counts.ledger
+
+    @property
+    def tracked_pods(self) -> int:
+        return len(self._counts.pods)
+
+    @property
+    def shapes(self) -> int:
+        """Distinct records the tracked pods share."""
+        return self._counts.shapes
+
+    def _seen(self, uid: str) -> bool:
+        """Whether this replica's watch has shown the pod: counted now, or deleted lately."""
+        return uid in self._counts.pods or uid in self._gone
+
+    def _expire(self) -> None:
+        now = self._clock()
+        self._reservations.expire(now)
+        while self._gone and next(iter(self._gone.values())) <= now:
+            del self._gone[next(iter(self._gone))]
+
+    def _quotas(self, keys: Charges) -> dict[tuple[str, str], Quota]:
+        policy_set = self._policy_set()
+        found = {key: policy.quota for key in keys if policy_set and (policy := policy_set.by_name(key[0]))}
+        return {key: quota for key, quota in found.items() if quota is not None}
+
+    def observe(self, kind: str, raw: dict[str, Any]) -> None:
+        metadata = raw.get("metadata") or {}
+        namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+        uid = str(metadata.get("uid") or "")
+        key = _pod_key(metadata)
+        facts = None if kind == "DELETED" else self._facts(raw, self._needs)
+        with self._lock:
+            old = self._counts.remove(key)
+            if facts is not None:
+                facts = self._counts.add(key, facts)
+            self.nodes.pod_moved(_held(old), _held(facts))
+            if (kind == "DELETED" or facts is None) and uid:
+                # Deleted, or finished (Succeeded, Failed: charged nothing now): its shared
+                # reservation is spent at once, not left to count again until it expires.
+                self._gone[uid] = self._clock() + self.ttl
+            if kind != "DELETED":
+                self._reservations.claim(namespace, name, uid)
+        TRACKED_PODS.set(len(self._counts.pods))
+
+    def replace_all(self, pods: Iterable[dict[str, Any]]) -> None:
+        """A full relist: counters rebuilt from the pods as they are now (off the lock, so
+        admissions go on meanwhile), then swapped in; listed pods claim their reservations."""
+        policy_set = self._policy_set()
+        needs = needs_of(policy_set) if policy_set is not None else Needs()
+        counts = PodCounts(self._charge)
+        spent: list[str] = []  # listed but charged nothing (finished): their reservations are spent
+        for raw in pods:
+            facts = self._facts(raw, needs)
+            if facts is not None:
+                counts.add(_pod_key(raw.get("metadata") or {}), facts)
+            elif uid := str((raw.get("metadata") or {}).get("uid") or ""):
+                spent.append(uid)
+        with self._lock:
+            self._counts, self._needs = counts, needs
+            counts.recharge(self._charge)  # a policy set swapped in meanwhile: charged by it
+            self._reservations.recharge(self._reservation_charges)
+            self.nodes.replace_pods((facts.node, facts.gpus) for facts in counts.pods.values())
+            self._reservations.release_seen(counts.pods)
+            until = self._clock() + self.ttl
+            self._gone.update(dict.fromkeys(spent, until))
+        TRACKED_PODS.set(len(counts.pods))
+
+    def recharge(self) -> bool:
+        """Charge the counted pods by the policy set now in force, from what is kept of them.
+        False when the set matches on pod labels or conditions the kept facts lack: the pods
+        must be listed again (replace_all)."""
+        policy_set = self._policy_set()
+        if policy_set is None:
+            return True
+        with self._lock:
+            if not self._needs.covers(needs_of(policy_set)):
+                return False
+            moved = self._counts.recharge(self._charge)
+            moved += self._reservations.recharge(self._reservation_charges)
+            self._policy_set_changed()
+            shapes = self._counts.shapes
+        log.info("pods charged by the new policy set", extra={"fields": {"moved": moved, "shapes": shapes}})
+        return True
+
+    def recharge_namespaces(self, namespaces: Iterable[str]) -> None:
+        """The labels of `namespaces` changed: their pods may match other namespaceSelectors."""
+        changed = frozenset(namespaces)
+        with self._lock:
+            self._counts.recharge(self._charge, changed)
+            self._reservations.recharge(self._reservation_charges, changed)
+
+    def charges_of(self, key: str) -> Charges:
+        """The budgets the counted pod `key` (its uid) is charged to now."""
+        with self._lock:
+            return self._counts.charges(key)
+
+    def _facts(self, raw: dict[str, Any], needs: Needs) -> PodFacts | None:
+        """What a watched pod holds. One this engine cannot read is left out and logged: raised,
+        it would end every relist at that pod and keep the pod watch from ever syncing."""
+        try:
+            return facts_of(raw, needs, self.cluster)
+        except InputError as error:
+            metadata = raw.get("metadata") or {}
+            where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+            log.warning("pod left out of quota counts", extra={"fields": {"pod": where, "error": str(error)}})
+            return None
+
+    def _charge(self, facts: PodFacts) -> Charges:
+        """Budgets by the policy set in force and the namespace labels the watch has shown: never
+        read from the API server here (this runs under the lock); a namespace whose labels
+        arrive later has its pods charged again then (recharge_namespaces)."""
+        policy_set = self._policy_set()
+        if policy_set is None:
+            return ()
+        return charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
+
+    def _reservation_charges(self, reservation: Reservation) -> Charges | None:
+        """The local budgets a reserved pod is charged to by the policy set in force (its strict
+        ones stay in the Leases they were written to); None where it cannot be said."""
+        policy_set = self._policy_set()
+        if reservation.raw is None or policy_set is None:
+            return None
+        try:
+            facts = facts_of(reservation.raw, needs_of(policy_set), self.cluster)
+        except InputError:
+            return None
+        if facts is None:
+            return ()
+        charges = charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
+        return tuple(c for c in charges if c not in reservation.strict)
+
+    def _policy_set_changed(self) -> None:
+        """Called under the lock once the counters are charged by a new policy set."""
+
+
+def _held(facts: PodFacts | None) -> Held | None:
+    return None if facts is None or facts.node is None else (facts.node, facts.gpus)
+
+
+def _pod_key(metadata: dict[str, Any]) -> str:
+    """Pods are counted by uid (a deleted and recreated pod of the same name is another pod)."""
+    return str(metadata.get("uid") or f"{metadata.get('namespace', '')}/{metadata.get('name', '')}")
