@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.wire import KeepAliveClient, serve_floor  # noqa: E402
 from certs.files import generate  # noqa: E402
+from tools.compile_engine import build  # noqa: E402
 
 
 def pod(i: int) -> dict[str, object]:
@@ -244,12 +245,7 @@ def main() -> None:
     parser.add_argument("--also-worker", help="another gunicorn worker class to measure beside the shipped one")
     parser.add_argument("--compiled", action="store_true", help="the webhook with the engine compiled by mypyc too")
     args = parser.parse_args()
-    compiled = None
-    if args.compiled:
-        sys.path.insert(0, str(ROOT))
-        from tools.compile_engine import build
-
-        compiled = build(ROOT)
+    compiled = build(ROOT) if args.compiled else None
     cert_dir = Path(tempfile.mkdtemp(prefix="bench-certs-"))
     generate(cert_dir, "gpu-admission", "bench", ["localhost"], ["127.0.0.1"])
     ca = str(cert_dir / "ca.crt")

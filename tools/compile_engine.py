@@ -35,16 +35,18 @@ INTERPRETED = {
     "policies/model/yamldoc.py": "a class made at run time",
 }
 
-# What setup.py and build() both run: mypycify over the sources, one C file per module group so a
-# build uses every core (`build_ext -j`).
+# The child process build() runs in its copy of the sources: setup.py's own extensions, built in
+# place (the C of each module in a file of its own; `--parallel` builds the modules' small shims
+# side by side, the shared library that holds their code in one compile).
 _BUILD = r"""
 import sys
-from mypyc.build import mypycify
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])  # the project, for tools.compile_engine
 from setuptools import setup
-files = sys.argv[2:]
+from tools.compile_engine import extensions
 setup(
     name="gpu-admission-engine",
-    ext_modules=mypycify(files, opt_level="3", multi_file=True),
+    ext_modules=extensions(Path.cwd()),
     script_args=["build_ext", "--inplace", "--parallel", sys.argv[1]],
 )
 """
@@ -91,9 +93,7 @@ def build(root: Path = ROOT) -> Path:
         shutil.copytree(root / "policies", work / "policies", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
         shutil.copy(root / "pyproject.toml", work / "pyproject.toml")  # mypy's settings, as in CI
         cores = str(max(1, len(os.sched_getaffinity(0))))
-        run = subprocess.run(
-            [sys.executable, "-c", _BUILD, cores, *sources(work)], cwd=work, capture_output=True, text=True
-        )
+        run = subprocess.run([sys.executable, "-c", _BUILD, cores, str(ROOT)], cwd=work, capture_output=True, text=True)
         if run.returncode:
             raise RuntimeError(f"mypyc could not compile the engine:\n{(run.stdout + run.stderr)[-4000:]}")
         shutil.rmtree(work / "build", ignore_errors=True)  # the C sources and objects: the .so files are what runs

@@ -28,10 +28,16 @@ def compiled() -> str:
         pytest.fail(str(error))
 
 
-def test_the_compiled_engine_is_what_a_compiled_install_imports(compiled):
+@pytest.fixture(scope="module")
+def compiled_first(compiled: str) -> dict[str, str]:
+    """The environment of a child process that imports the compiled engine before the source."""
+    return {**os.environ, "PYTHONPATH": f"{compiled}{os.pathsep}{ROOT}"}
+
+
+def test_the_compiled_engine_is_what_a_compiled_install_imports(compiled, compiled_first):
     child = subprocess.run(
         [sys.executable, "-P", "-c", "import policies.engine as e; print(e.COMPILED, e.__file__)"],
-        env={**os.environ, "PYTHONPATH": f"{compiled}{os.pathsep}{ROOT}"},
+        env=compiled_first,
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -40,7 +46,7 @@ def test_the_compiled_engine_is_what_a_compiled_install_imports(compiled):
     assert child.stdout.startswith(f"True {compiled}"), child.stdout
 
 
-def test_the_engine_edge_and_server_suites_pass_against_the_compiled_engine(compiled):
+def test_the_engine_edge_and_server_suites_pass_against_the_compiled_engine(compiled_first):
     # -P and append: neither the working folder nor the tests' root may come before the compiled
     # tree on the path (tests/conftest.py checks that the engine it imports is the compiled one).
     child = subprocess.run(
@@ -62,7 +68,7 @@ def test_the_engine_edge_and_server_suites_pass_against_the_compiled_engine(comp
             "tests/edge",
             "tests/server",
         ],
-        env={**os.environ, "PYTHONPATH": f"{compiled}{os.pathsep}{ROOT}", "GPU_ADMISSION_EXPECT_COMPILED": "1"},
+        env={**compiled_first, "GPU_ADMISSION_EXPECT_COMPILED": "1"},
         cwd=ROOT,
         capture_output=True,
         text=True,
