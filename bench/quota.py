@@ -11,15 +11,24 @@ Memory is the growth of this process's RSS while the pods are counted (the pods 
 made one at a time and dropped, as pages of a list are).
 
 Strict contention: three replicas (each a tracker with its Lease client, through the real
-kubernetes client) against the test suite's in-process API server, 8 threads each admitting
-distinct pods under one quota, all at once and offered at 150, 300 and 1,000 a second; p50/p99
-per admission (and the p99 of the last two thirds offered, "steady": past the first grants, which
-every replica makes before its first admission from a share), throughput and Lease requests per
-admission, for `local`, `strict` admitting with
-a Lease write per pod (shares off, as before escrow) and `strict` with shares (escrow), side by
-side in one run. Every denial is a false one (the budget holds a million pods), and counted.
+kubernetes client, and with shares its keeper thread, as a replica runs them) against the test
+suite's in-process API server, 8 threads each admitting distinct pods under one quota that
+already holds 100 running pods (each replica's counters list them first), all at once and
+offered at 150, 300 and 1,000 a second; p50/p99 per admission (and the p99 of the last two
+thirds offered, "steady"), throughput and Lease requests per admission (from the first
+admission on), side by side in one run for:
+- `local`;
+- `strict` admitting with a Lease write per pod (shares off, as before escrow);
+- `strict` with shares, cold: no share granted before the first admission (as a replica that
+  counts no pod under the budget starts; each replica's first admission waits on its first grant,
+  and the admissions that arrive meanwhile behind it);
+- `strict` with shares as shipped: each replica first grants itself shares of the budgets it
+  counts pods under (`warm`, as it does once its pod watch has listed), and its keeper refills a
+  share ahead of need.
+Every denial is a false one (the budget holds a million pods), and counted.
 
-    python bench/quota.py [--pods 100000] [--rounds 5] [--contended 450] [--rates burst,150,300,1000] [--compiled]
+    python bench/quota.py [--pods 100000] [--rounds 5] [--contended 450] [--rates burst,150,300,1000]
+        [--limit 1000000] [--contended-only] [--compiled]
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -143,45 +152,69 @@ kind: GPUPolicy
 metadata: {name: contended}
 spec:
   match: {namespaces: [team-a]}
-  quota: {limits: {pods: 1000000}, consistency: %s}
+  quota: {limits: {pods: %d}, consistency: %s}
 """
 
 
-MODES = {  # label: (consistency, shares)
-    "local": ("local", False),
-    "strict, a write a pod": ("strict", False),
-    "strict, shares": ("strict", True),
+MODES = {  # label: (consistency, shares, warmed: shares granted as the replica starts)
+    "local": ("local", False, False),
+    "strict, a write a pod": ("strict", False, False),
+    "strict, shares, cold": ("strict", True, False),
+    "strict, shares": ("strict", True, True),
 }
+RUNNING = 100  # pods under the budget already, as the replicas' pod watches list them
+
+
+class Run(NamedTuple):
+    seconds: list[float]  # per admission, in the order offered
+    took: float  # from the first admission offered to the last answered
+    conflicts: int  # Lease writes refused as stale
+    requests: int  # to Leases, from the first admission on
+    denied: int  # all false: far from the limit
+    grants: int  # shares granted while admitting ...
+    ahead: int  # ... of them by the keeper, before the share ran out
 
 
 def contended(
-    mode: str, admissions: int, rate: float | None = None, replica_count: int = 3, threads: int = 8
-) -> tuple[list[float], float, int, int, int]:
-    """Seconds per admission with `replica_count` replicas admitting at once (`threads` each), all
-    at once or offered at `rate` a second; the seconds from the first admission offered to the
-    last answered (not the set-up: the API server, the clients, the policies); the Lease
-    conflicts, the Lease requests made, and the denials (all false: the budget holds a million
-    pods)."""
+    mode: str,
+    admissions: int,
+    rate: float | None = None,
+    limit: int = 1_000_000,
+    replica_count: int = 3,
+    threads: int = 8,
+) -> Run:
+    """`admissions` by `replica_count` replicas at once (`threads` each), all at once or offered at
+    `rate` a second, under a budget of `limit` pods (not the set-up: the API server, the
+    clients, the policies, the counters' list and the warm-up's grants)."""
     import kubernetes
 
     from tests.kube_fake import FakeKube
     from webhook.cluster.quota.escrow import Escrow
+    from webhook.cluster.quota.share_writers import ShareKeeper
 
-    consistency, shares = MODES[mode]
+    consistency, shares, warmed = MODES[mode]
     kube = FakeKube()
     kube.start()
-    loaded = load_texts([("strict.yaml", STRICT % consistency)])
+    loaded = load_texts([("strict.yaml", STRICT % (limit, consistency))])
     engine = Engine(PolicySet(loaded.policies))
-    replicas = []
+    replicas, keepers = [], []
     for index in range(replica_count):
         name = f"replica-{index}"
         api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
         shared = SharedReservations(kubernetes.client.CoordinationV1Api(api), "gpu-admission", name)
         tracker = PodUsageTracker(lambda: engine.policy_set, shared=shared)
-        tracker.escrow = Escrow(name) if shares else None
+        tracker.replace_all(running())
+        if shares:  # as a replica runs them: its shares, and their keeper (entries rewritten, refills ahead)
+            tracker.escrow = Escrow(name)
+            keepers.append(ShareKeeper(tracker.escrow, shared, top_up=tracker.top_up))
+            keepers[-1].start()
         replicas.append(tracker)
+    if warmed:  # as each replica does once its pod watch has listed, before admissions arrive
+        assert all(tracker.warm() for tracker in replicas)
+    granted = [t.escrow.refills if t.escrow is not None else 0 for t in replicas]
     seconds = [0.0] * admissions  # by admission, in the order offered
     denied = []
+    before = len(kube.requests)  # the warm-up's grants are the replicas' start, not the admissions'
     start_all = time.perf_counter()
 
     def admit(i: int) -> None:
@@ -200,10 +233,25 @@ def contended(
     with concurrent.futures.ThreadPoolExecutor(replica_count * threads) as pool:
         list(pool.map(admit, range(admissions)))
     elapsed = time.perf_counter() - start_all
-    requests = sum(1 for r in kube.requests if r.resource == "leases")
+    requests = sum(1 for r in kube.requests[before:] if r.resource == "leases")
+    for keeper in keepers:
+        keeper.stop()
     kube.stop()
     conflicts = sum(r.shared.conflicts for r in replicas if r.shared is not None)
-    return seconds, elapsed, conflicts, requests, len(denied)
+    escrows = [r.escrow for r in replicas if r.escrow is not None]
+    grants = sum(e.refills for e in escrows) - sum(granted)
+    ahead = sum(e.ahead for e in escrows) - (sum(granted) if warmed else 0)
+    return Run(seconds, elapsed, conflicts, requests, len(denied), grants, ahead)
+
+
+def running() -> list[dict[str, Any]]:
+    """The pods already under the contended budget (a relist's page)."""
+    found = []
+    for i in range(RUNNING):
+        existing = pod(i)
+        existing["metadata"].update(namespace="team-a", name=f"running-{i}", uid=f"running-{i}")
+        found.append(existing)
+    return found
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -218,8 +266,16 @@ def main() -> None:
     parser.add_argument("--admissions", type=int, default=2000)
     parser.add_argument("--contended", type=int, default=450, help="admissions by three contending replicas")
     parser.add_argument("--rates", default="burst,150,300,1000", help="offered loads: burst or admissions a second")
+    parser.add_argument("--limit", type=int, default=1_000_000, help="pods the contended budget holds")
+    parser.add_argument("--contended-only", action="store_true", help="only the contended admissions")
     parser.add_argument("--compiled", action="store_true", help="with the engine compiled by mypyc (read at import)")
     args = parser.parse_args()
+    if not args.contended_only:
+        tracking(args)
+    contention(args)
+
+
+def tracking(args: argparse.Namespace) -> None:
     loaded = load_texts([("bench.yaml", POLICIES)])
     assert not loaded.problems, loaded.problems
     engine = Engine(PolicySet(loaded.policies))
@@ -246,19 +302,26 @@ def main() -> None:
         f" ({large.shapes} records) vs counting them again {relist_s * 1000:.0f} ms"
         f" ({relist_s * 1000 / recharge:.0f}x), and no list from the API server"
     )
-    print(f"three replicas x 8 threads admitting under one quota, {args.contended} admissions, side by side:")
+
+
+def contention(args: argparse.Namespace) -> None:
+    print(
+        f"three replicas x 8 threads admitting {args.contended} pods under one quota of {args.limit:,}"
+        f" holding {RUNNING} already, side by side:"
+    )
     for offered in args.rates.split(","):
         rate = None if offered == "burst" else float(offered)
         print(f"  offered: {offered if rate is None else f'{rate:g}/s'}")
         for mode in MODES:
-            seconds, took, conflicts, requests, denied = contended(mode, args.contended, rate)
-            p50, p99 = (percentile(seconds, share) * 1000 for share in (0.5, 0.99))
-            steady = percentile(seconds[len(seconds) // 3 :], 0.99) * 1000
+            run = contended(mode, args.contended, rate, args.limit)
+            p50, p99 = (percentile(run.seconds, share) * 1000 for share in (0.5, 0.99))
+            steady = percentile(run.seconds[len(run.seconds) // 3 :], 0.99) * 1000
+            grants = f"  grants {run.grants} ({run.ahead} ahead)" if MODES[mode][1] else ""
             print(
                 f"    {mode:22} p50 {p50:6.1f} ms  p99 {p99:7.1f} ms  (steady {steady:5.1f})"
-                f"  {args.contended / took:6.0f} admissions/s"
-                f"  Lease requests/admission {requests / args.contended:.2f}  conflicts {conflicts}"
-                f"  false denials {denied}"
+                f"  {args.contended / run.took:6.0f} admissions/s"
+                f"  Lease requests/admission {run.requests / args.contended:.2f}  conflicts {run.conflicts}"
+                f"  false denials {run.denied}{grants}"
             )
 
 

@@ -88,6 +88,20 @@ class Usage:
             self.shared_equivalents * factor,
         )
 
+    def per_pod(self) -> Usage:
+        """The mean pod of what this holds (counts rounded up; itself if it holds no pod): what
+        a share is sized for before any pod asks."""
+        if self.pods <= 1:
+            return self
+        n = self.pods
+        return Usage(
+            self.gpu_equivalents / n,
+            {k: -(-v // n) for k, v in self.slices.items()},
+            -(-self.gpus // n),
+            1,
+            self.shared_equivalents / n,
+        )
+
     def equivalents(self, shared_weight: Fraction | int = 1) -> Fraction:
         """GPU-equivalents, shares weighed at `shared_weight` of their device."""
         if not self.shared_ratio[0]:

@@ -231,3 +231,61 @@ def test_a_dry_run_near_the_limit_never_asks_for_shares_back(kube, replicas):
     assert not asker.validate(slice_pod("dry"), dry_run=True).allowed
     assert lease_writes(kube) == writes and holder.holder.usage.escrow.returns == 0
     assert asker.validate(slice_pod("real")).allowed  # asked: the holder's unused share came back
+
+
+def test_a_share_drawn_down_is_refilled_ahead_by_the_keeper_out_of_admission(kube, replicas):
+    """Under half of its last grant left, the share is refilled by the replica's keeper while
+    admissions go on taking what is left: the Lease write is no admission's wait."""
+    kube.put(NS, "big", {"b.yaml": strict(1000)})  # grants of an eighth of the limit: 125 pods
+    replica = start(kube, replicas, ttl=30.0)
+    assert all(admit_all(kube, [replica], 400, "r"))
+    escrow = replica.holder.usage.escrow
+    print(f"{escrow.refills} grants, {escrow.ahead} of them ahead")
+    assert escrow.ahead >= 1
+    assert admit_all(kube, [replica], 601, "more").count(True) == 600  # then exactly to the limit
+
+
+def test_a_replica_starting_with_pods_under_a_strict_budget_holds_a_share_before_it_admits(kube, replicas):
+    """Once its pod watch has listed, a replica grants itself shares of the strict budgets it
+    counts pods under, sized for the mean pod: its first admissions take from a share and write
+    nothing to the API server."""
+    kube.put(NS, "big", {"b.yaml": strict(100_000)})
+    for i in range(20):
+        kube.put_pod(slice_pod(f"running-{i}"))
+    replica = start(kube, replicas, ttl=30.0)
+    assert replica.holder.usage.warmed.wait(10)
+    escrow = replica.holder.usage.escrow
+    assert escrow.refills == escrow.ahead == 1
+    writes = lease_writes(kube)
+    assert all(admit_all(kube, [replica], 10, "first"))
+    assert lease_writes(kube) == writes, "a first admission waited on a Lease write"
+
+
+def test_a_replica_starting_near_the_limit_takes_no_share(kube, replicas):
+    """Fewer than 64 more pods like those counted fit: nothing is granted as the replica starts,
+    and its admissions are judged by the per-pod compare-and-swap, exactly."""
+    kube.put(NS, "big", {"b.yaml": strict(100)})
+    for i in range(50):
+        kube.put_pod(slice_pod(f"running-{i}"))
+    replica = start(kube, replicas, ttl=30.0)
+    assert replica.holder.usage.warmed.wait(10)
+    assert replica.holder.usage.escrow.shares == {} and replica.holder.usage.escrow.refills == 0
+    assert admit_all(kube, [replica], 51, "n").count(True) == 50
+
+
+def test_a_new_policy_set_that_changes_a_budget_is_followed_by_a_share_of_it_before_admissions_ask(kube, replicas):
+    """A new policy set gives up the shares of the budgets it changed; the replica's keeper then
+    grants shares of the changed budgets it counts pods under, as at start."""
+    kube.put(NS, "big", {"b.yaml": strict(100_000)})
+    for i in range(20):
+        kube.put_pod(slice_pod(f"running-{i}"))
+    replica = start(kube, replicas, ttl=30.0)
+    usage = replica.holder.usage
+    assert usage.warmed.wait(10) and usage.escrow.ahead == 1
+    usage.warmed.clear()
+    kube.put(NS, "big", {"b.yaml": strict(90_000)})
+    assert usage.warmed.wait(10)
+    assert usage.escrow.ahead == 2
+    writes = lease_writes(kube)
+    assert all(admit_all(kube, [replica], 10, "after"))
+    assert lease_writes(kube) == writes, "a first admission under the new budget waited on a Lease write"

@@ -102,8 +102,9 @@ def connect(
     leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=reporter.reconcile, chores=chores)
     view.background.append(leadership)
     leadership.start()
+    keeper = None
     if view.usage.escrow is not None:  # this replica's shares, written again when due
-        keeper = ShareKeeper(view.usage.escrow, shared)
+        keeper = ShareKeeper(view.usage.escrow, shared, top_up=view.usage.top_up, warm=view.usage.warm)
         shared.on_wanted = keeper.wanted  # another replica asks for a budget back: seen in the Lease watch
         view.background.append(keeper)
         keeper.start()
@@ -151,12 +152,14 @@ def connect(
         ),
         ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
     ]
-    configmaps, namespaces_watch, pods = watches[0], watches[1], watches[-1]
+    configmaps, namespaces_watch, leases, pods = watches[0], watches[1], watches[-2], watches[-1]
     claim_lists = [w for w in watches if w.name.startswith("resourceclaim")]
 
     def recharge_or_relist() -> None:
         if not usage.recharge():
             pods.relist()
+        if keeper is not None and pods.synced.is_set():  # shares of budgets the set changed, before admissions ask
+            keeper.warm_soon()
 
     view.on_policy_set(recharge_or_relist)
     view.claims.on_changed(pods.relist)  # a pod's charge includes what its claims can allocate
@@ -171,6 +174,10 @@ def connect(
         for claims in claim_lists:
             claims.synced.wait()
         pods.start()
+        if keeper is not None:  # shares of the strict budgets in use, before admissions ask
+            leases.synced.wait()
+            pods.synced.wait()
+            keeper.warm_soon()
 
     threading.Thread(target=pods_once_policies_and_namespaces_are_known, name="watch-pods-start", daemon=True).start()
     threading.Thread(target=_sweep_forged, args=(view, pods, core), name="reservation-sweep", daemon=True).start()

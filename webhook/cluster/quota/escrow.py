@@ -97,6 +97,8 @@ class Share:
     written_at: float = 0.0
     last_used: float = 0.0
     itemize: bool = False  # asked for: write recent admissions as the pods' own entries
+    granted: Dims = field(default_factory=dict)  # what the last grant added ({}: refill none ahead)
+    low: bool = False  # under half the last grant left: to be refilled ahead, out of admission
 
     def age_out(self, now: float, ttl: float) -> None:
         """Admissions older than `ttl` are no longer said: every watch shows their pods by then."""
@@ -128,8 +130,10 @@ class Escrow:
         self.monotonic = monotonic
         self.shares: dict[Key, Share] = {}
         self.refills = 0
+        self.ahead = 0  # of the refills, those made ahead of need (ShareKeeper), not by an admission
         self.returns = 0
         self.fallbacks = 0
+        self.on_low: Callable[[Key], None] = lambda key: None  # a share to refill ahead (ShareKeeper)
         # Pods whose admission from a share this replica wrote as their own entries (when it did):
         # its own reservations count them until its watch shows them, so those entries do not.
         self.itemized: dict[str, float] = {}
@@ -158,12 +162,36 @@ class Escrow:
                     return False
                 needs[key] = need
             now = self.monotonic()
+            low = []
             for key, need in needs.items():
                 share = self.shares[key]
                 share.remaining = {n: a - need.get(n, 0) for n, a in share.remaining.items()}
                 share.recent.append(Admitted(now, need, pod, usage))
                 share.last_used = now
-            return True
+                if not share.low and any(share.remaining.get(n, 0) * 2 < a for n, a in share.granted.items() if a):
+                    share.low = True
+                    low.append(key)
+        for key in low:
+            self.on_low(key)
+        return True
+
+    def low(self) -> list[tuple[Key, Quota, Usage]]:
+        """Shares under half their last grant, to refill ahead of need: each with its budget and
+        the pod last admitted from it (a grant is sized by the pods asking). Taken: a share is
+        flagged again once refilled and drawn down anew."""
+        with self._lock:
+            found = [(k, s.quota, s.recent[-1].usage) for k, s in self.shares.items() if s.low and s.recent]
+            for share in self.shares.values():
+                share.low = False
+            return found
+
+    def not_ahead(self, key: Key) -> None:
+        """No refill ahead for `key` (near the limit, or the Lease contended): the share is not
+        flagged again until an admission's own refill grants it."""
+        with self._lock:
+            share = self.shares.get(key)
+            if share is not None:
+                share.granted = {}
 
     def remaining(self, key: Key, quota: Quota) -> Dims:
         with self._lock:
@@ -199,6 +227,7 @@ class Escrow:
                 recent = share.recent if share is not None else deque()
                 share = self.shares[key] = Share(quota, {name: 0 for name in extra}, recent)
             share.remaining = {name: share.remaining.get(name, 0) + amount for name, amount in extra.items()}
+            share.granted, share.low = extra, False
             share.written = share.held(self.monotonic(), self.ttl)
             share.written_at = share.last_used = self.monotonic()
             self.refills += 1
@@ -260,6 +289,7 @@ class Escrow:
 
     def _give_back(self, share: Share) -> None:
         """What is left of `share` goes back (counted as a return, if there was any)."""
+        share.low = False  # given back: refilled only when an admission asks again
         if any(share.remaining.values()):
             share.remaining = {name: 0 for name in share.remaining}
             self.returns += 1

@@ -59,6 +59,7 @@ def share_families(escrow: Escrow) -> Iterator[Metric]:
     yield held
     for name, value, about in (
         ("refills", escrow.refills, "Shares granted to this replica through the Lease"),
+        ("refills_ahead", escrow.ahead, "Of the refills, those made before the share ran out (not by an admission)"),
         ("returns", escrow.returns, "Idle shares this replica gave back"),
         ("fallbacks", escrow.fallbacks, "Admissions judged by the per-pod compare-and-swap near the limit"),
     ):

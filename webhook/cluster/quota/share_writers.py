@@ -1,6 +1,7 @@
 """The writers of this replica's share entries (webhook.cluster.quota.escrow): `refill` grants a
 share in the replica's turn at a budget's Lease, and `ShareKeeper` writes entries again when due,
-at once when another replica asks for a share back."""
+at once when another replica asks for a share back, and refills a share ahead of need once
+admissions have drawn it under half its last grant."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import threading
 from collections.abc import Callable, Mapping
 
 from policies import Quota, Usage
-from webhook.cluster.quota.escrow import Escrow, Key, as_usage, dims_of, limits_of
+from webhook.cluster.quota.escrow import Dims, Escrow, Key, as_usage
 from webhook.cluster.quota.ledger import GRANT_PREFIX
-from webhook.cluster.quota.shared_quota import SharedReservations
+from webhook.cluster.quota.shared_quota import LedgerUnavailable, SharedReservations
 
 log = logging.getLogger("gpu_admission.quota")
 
@@ -22,34 +23,34 @@ def refill(
     keys: tuple[Key, ...],
     quotas: Mapping[Key, Quota],
     need: Usage,
-    claimed: Callable[[Key], Usage],
+    free: Callable[[Key, Quota], Dims],
+    ahead: bool = False,
 ) -> bool:
     """Grant this replica a share of every budget in `keys` that holds `need` (in its turn at
-    their Leases); False where one cannot (near the limit, or the
-    Lease moved twice): the per-pod path decides then. `claimed(key)`: what the budget holds in
-    this replica's view, its own share left out (its pods counters, the other entries, its own
-    reservations)."""
+    their Leases); False where one cannot (near the limit, or the Lease moved twice): the per-pod
+    path decides then. `free(key, quota)`: what the budget has free in this replica's view, its
+    own share's remainder taken out too, read in one step with it (an admission from the share
+    meanwhile must not slip between the two). `ahead`: refilled by the keeper before the share
+    runs out, not by an admission that found it spent (no fallback follows a refusal)."""
     for key in keys:
         quota = quotas.get(key)
         if quota is None:
             return False
         for _ in range(2):  # on the Lease as last read: a write on a stale one fails, and reads it again
-            used = dims_of(quota, claimed(key))
-            own = escrow.remaining(key, quota)
-            free = {name: limit - used.get(name, 0) - own.get(name, 0) for name, limit in limits_of(quota).items()}
-            extra = escrow.grant(key, quota, need, free, shared.holders(key, escrow.key))
+            extra = escrow.grant(key, quota, need, free(key, quota), shared.holders(key, escrow.key))
             if extra is None:
-                escrow.fallbacks += 1
+                escrow.fallbacks += 0 if ahead else 1
                 return False
             with escrow.writing(key):
                 entry = escrow.held_with(key, quota, extra)
                 written = shared.put(key, escrow.key, as_usage(entry))
                 if written:
                     escrow.granted(key, quota, extra)
+                    escrow.ahead += 1 if ahead else 0
             if written:
                 break
         else:
-            escrow.fallbacks += 1
+            escrow.fallbacks += 0 if ahead else 1
             return False
     return True
 
@@ -58,12 +59,27 @@ class ShareKeeper:
     """Writes this replica's share entries again when due (`Escrow.due`): a third of `ttl` old,
     admissions aged out of them, an idle share given back. One thread per replica."""
 
-    def __init__(self, escrow: Escrow, shared: SharedReservations, every: float | None = None) -> None:
+    def __init__(
+        self,
+        escrow: Escrow,
+        shared: SharedReservations,
+        every: float | None = None,
+        top_up: Callable[[Key, Quota, Usage], bool] = lambda key, quota, need: False,
+        warm: Callable[[], int] = lambda: 0,
+    ) -> None:
         self.escrow = escrow
         self.shared = shared
         self.every = every if every is not None else escrow.ttl / 6
+        # Refills a share ahead of need, in the replica's turn at its Lease (BudgetView.top_up):
+        # admissions go on taking from what is left meanwhile, and none waits on the write. And
+        # grants shares of the budgets in use where this replica holds none (BudgetView.warm),
+        # when asked (`warm_soon`: as the replica starts, and after a new policy set).
+        self.top_up = top_up
+        self.warm = warm
+        self._warm_due = False
         self._stop = threading.Event()
         self._wake = threading.Event()
+        escrow.on_low = lambda key: self._wake.set()  # a share drawn under half: refilled at once
         self._thread = threading.Thread(target=self._run, name="quota-shares", daemon=True)
 
     def start(self) -> None:
@@ -75,6 +91,11 @@ class ShareKeeper:
         if asking - {self.escrow.key.removeprefix(GRANT_PREFIX)}:
             self.escrow.give_back(key)
             self._wake.set()  # written again if it says other than it should (`due`), given back or not
+
+    def warm_soon(self) -> None:
+        """Grant shares of the budgets in use that this replica holds none of, in this thread."""
+        self._warm_due = True
+        self._wake.set()
 
     def stop(self, wait: bool = True) -> None:
         self._stop.set()
@@ -94,6 +115,17 @@ class ShareKeeper:
                 log.warning("quota shares not written", exc_info=True)
 
     def keep(self) -> None:
+        if self._warm_due:
+            self._warm_due = False
+            if granted := self.warm():
+                log.info("quota shares granted ahead of admissions", extra={"fields": {"budgets": granted}})
+        for key, quota, need in self.escrow.low():
+            try:
+                refilled = self.top_up(key, quota, need)
+            except LedgerUnavailable:
+                refilled = False
+            if not refilled:
+                self.escrow.not_ahead(key)  # the admission that finds it spent asks, as before
         for key in self.escrow.due(self.escrow.monotonic()):
             # Out of this replica's turn: its admissions may hold it for a while, asking others
             # or retrying writes, and a request for its share waits on this write.

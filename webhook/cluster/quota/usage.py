@@ -1,40 +1,28 @@
-"""Quota usage in the server: counters per (policy, scope) fed by pod events, plus reservations.
+"""Admission against quota usage in the server: check and reserve, as one step.
 
 Between admitting a pod and seeing it in the pod watch, its usage is held as a reservation,
 released when the pod shows up or after a timeout; dry-run never reserves. Check and reserve
 happen under one lock, so concurrent admissions in one process never admit more than a quota
 allows. Quotas with `consistency: strict` also hold their reservations in a Lease shared by
-every replica (webhook.cluster.quota.shared_quota), written by compare-and-swap.
+every replica (webhook.cluster.quota.shared_quota), written by compare-and-swap, unless the
+admission takes from this replica's share of the budget (webhook.cluster.quota.escrow).
 
-The pods themselves, and the reservations, are counted by webhook.cluster.quota.pod_counting
-(only counters, never pod objects).
+What a budget holds in this replica's view, and the shares it grants itself, are
+webhook.cluster.quota.budget_view's; the pods themselves and the reservations are counted by
+webhook.cluster.quota.pod_counting (only counters, never pod objects).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from policies import (
-    EMPTY,
-    Action,
-    Charges,
-    Consistency,
-    Decision,
-    GPUPolicy,
-    PolicySet,
-    Usage,
-    Verdict,
-)
-from webhook.cluster.quota.escrow import Escrow
-from webhook.cluster.quota.ledger import GRANT_PREFIX
-from webhook.cluster.quota.pod_counting import PodCounting
+from policies import Action, Charges, Decision, Verdict
+from webhook.cluster.quota.budget_view import BudgetView, is_strict
 from webhook.cluster.quota.reservations import PodRef, Reservation, updated_pod
 from webhook.cluster.quota.share_writers import refill
-from webhook.cluster.quota.shared_quota import LedgerUnavailable, SharedReservations
-from webhook.cluster.watches.nodes import NodeCapacity
+from webhook.cluster.quota.shared_quota import LedgerUnavailable
 from webhook.metrics import STRICT_OUT_OF_TIME
 
 # What a strict admission may spend on its Leases (turns, writes, re-reads after conflicts):
@@ -46,71 +34,13 @@ HANDBACK_WAIT = 1.0
 log = logging.getLogger("gpu_admission.usage")
 
 
-class PodUsageTracker(PodCounting):
-    """The pods counted (PodCounting) and admission against them: check and reserve under the
+class PodUsageTracker(BudgetView):
+    """What each budget holds (BudgetView) and admission against it: check and reserve under the
     counters' lock; strict budgets through their Leases, from this replica's shares."""
 
-    def __init__(
-        self,
-        policy_set: Callable[[], PolicySet | None],
-        clock: Callable[[], float] = time.monotonic,
-        ttl: float = 30.0,
-        namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda namespace: None,
-        shared: SharedReservations | None = None,
-        nodes: NodeCapacity | None = None,
-    ) -> None:
-        super().__init__(policy_set, clock, ttl, namespace_labels, nodes)
-        self.confirm_after = 5.0  # seconds without the watch showing a pod before asking for it
-        self.strict_budget = STRICT_BUDGET
-        self.shared = shared
-        self.escrow: Escrow | None = None  # strict budgets' shares held by this replica (webhook.cluster.quota.escrow)
+    confirm_after = 5.0  # seconds without the watch showing a pod before asking for it
+    strict_budget = STRICT_BUDGET
 
-    def _policy_set_changed(self) -> None:
-        if self.escrow is not None:  # shares of budgets the new set changed are given back
-            self.escrow.forget(lambda key, quota: self._quotas((key,)).get(key) == quota)
-
-    # -- UsageSource -------------------------------------------------------------------------
-    def usage(self, policy: GPUPolicy, scope: str) -> Usage:
-        with self._lock:
-            return self._counts.ledger.usage(policy, scope) + self.reserved(policy, scope)
-
-    def reserved(self, policy: GPUPolicy, scope: str) -> Usage:
-        """Admitted but not yet seen as pods: the quota view's `reserved`."""
-        key = (policy.name, scope)
-        with self._lock:
-            self._expire()
-            total = self._reservations.total(key)  # a strict budget's too: pods admitted from a share
-            for update in self._reservations.updates(key):
-                created = self._reservations.get(updated_pod(update.pod.key) or "")
-                held = created.usage if created is not None else None
-                total = total + self._outstanding(update.pod.key, update.usage, held)
-            if self.shared is not None and _strict(policy):
-                total = total + self.shared.pending(key, self._outstanding)
-            return total
-
-    @property
-    def reservations(self) -> int:
-        with self._lock:
-            self._expire()
-            return len(self._reservations)
-
-    def _outstanding(self, key: str, usage: Usage, created: Usage | None = None) -> Usage:
-        """What a reservation (or Lease entry) under `key` adds to its budget now: a CREATE's all
-        of `usage` until the watch shows the pod; an UPDATE's what `usage` holds beyond what the
-        watch shows the pod holding or, not seen yet, beyond its CREATE's reservation (`created`)."""
-        if key.startswith(GRANT_PREFIX):  # a replica's share: the others' count whole, ours not at all
-            return EMPTY if self.escrow is not None and key == self.escrow.key else usage
-        if self.escrow is not None and key in self.escrow.itemized and self._reservations.get(key) is not None:
-            return EMPTY  # admitted here from a share, written out when asked: held here until the watch shows it
-        pod = updated_pod(key)
-        if pod is None:
-            return EMPTY if self._seen(key) else usage
-        if pod in self._gone:
-            return EMPTY
-        facts = self._counts.pods.get(pod)
-        return usage.more_than(facts.usage if facts is not None else created or EMPTY)
-
-    # -- admission -----------------------------------------------------------------------------
     def admit(
         self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None = None
     ) -> Decision:
@@ -148,7 +78,7 @@ class PodUsageTracker(PodCounting):
                 if in_turn and self.escrow is not None:  # no share granted meanwhile: ask for one
                     self._release(pod)
                     quotas = self._quotas(in_turn)
-                    refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self._claimed)
+                    refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self._free)
                     # Judged again either way: from the share, or on the Lease as the refill left it.
                     decision, in_turn = self._reserve(decide, pod, dry_run, raw)
                 while in_turn:
@@ -276,17 +206,11 @@ class PodUsageTracker(PodCounting):
             )
         return released
 
-    def _claimed(self, key: tuple[str, str]) -> Usage:
-        """What the budget holds in this replica's view, its own share left out."""
-        policy_set = self._policy_set()
-        policy = policy_set.by_name(key[0]) if policy_set is not None else None
-        return self.usage(policy, key[1]) if policy is not None else EMPTY
-
     def _strict_charges(self, charges: Charges) -> Charges:
         policy_set = self._policy_set()
         if self.shared is None or policy_set is None:
             return ()
-        return tuple(c for c in charges if (p := policy_set.by_name(c[0])) is not None and _strict(p))
+        return tuple(c for c in charges if (p := policy_set.by_name(c[0])) is not None and is_strict(p))
 
 
 def _in(raw: Mapping[str, Any] | None, namespace: str) -> Mapping[str, Any] | None:
@@ -295,10 +219,6 @@ def _in(raw: Mapping[str, Any] | None, namespace: str) -> Mapping[str, Any] | No
         return None
     metadata = raw.get("metadata")
     return {**raw, "metadata": {**(metadata if isinstance(metadata, Mapping) else {}), "namespace": namespace}}
-
-
-def _strict(policy: GPUPolicy) -> bool:
-    return policy.quota is not None and policy.quota.consistency is Consistency.STRICT
 
 
 def _denied(decision: Decision, message: str) -> Decision:

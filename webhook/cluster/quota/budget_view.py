@@ -1,0 +1,159 @@
+"""What each budget holds in this replica's view, and the shares it grants itself from it.
+
+A budget holds the pods counted (webhook.cluster.quota.pod_counting), this replica's
+reservations, and, for a strict one, the entries of its Lease this replica's watch does not
+account for yet: other replicas' shares whole, its own not at all (its admissions from it are its
+own reservations). Admission (webhook.cluster.quota.usage) checks against this view.
+
+Shares of strict budgets (webhook.cluster.quota.escrow) are granted from what the view leaves
+free: by an admission that finds its share spent (usage), and ahead of need: as the replica
+starts, for the budgets it counts pods under (`warm`, run by its keeper once its pod watch has
+listed, and after a new policy set), and by its keeper once admissions draw a share under half
+its last grant (`top_up`). Either way no
+admission waits on the Lease write that grants them, but the very first under a budget no pod
+of which is counted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from policies import EMPTY, Consistency, GPUPolicy, PolicySet, Quota, Usage
+from webhook.cluster.quota.escrow import Dims, Escrow, Key, dims_of, limits_of
+from webhook.cluster.quota.ledger import GRANT_PREFIX
+from webhook.cluster.quota.pod_counting import PodCounting
+from webhook.cluster.quota.reservations import updated_pod
+from webhook.cluster.quota.share_writers import refill
+from webhook.cluster.quota.shared_quota import LedgerUnavailable, SharedReservations
+from webhook.cluster.watches.nodes import NodeCapacity
+
+TOP_UP_WAIT = 1.0  # seconds a refill ahead of need waits for the replica's turn at a Lease
+WARM_BUDGETS = 32  # strict budgets a replica takes shares of as it starts, most pods first
+
+
+class BudgetView(PodCounting):
+    """The pods counted and reserved (PodCounting), the strict budgets' Leases (`shared`), and
+    this replica's shares of them (`escrow`, None: shares off)."""
+
+    def __init__(
+        self,
+        policy_set: Callable[[], PolicySet | None],
+        clock: Callable[[], float] = time.monotonic,
+        ttl: float = 30.0,
+        namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda namespace: None,
+        shared: SharedReservations | None = None,
+        nodes: NodeCapacity | None = None,
+    ) -> None:
+        super().__init__(policy_set, clock, ttl, namespace_labels, nodes)
+        self.shared = shared
+        self.escrow: Escrow | None = None  # strict budgets' shares held by this replica (webhook.cluster.quota.escrow)
+        self.warmed = threading.Event()  # `warm` has run: shares of the budgets in use granted, or tried
+
+    def _policy_set_changed(self) -> None:
+        if self.escrow is not None:  # shares of budgets the new set changed are given back
+            self.escrow.forget(lambda key, quota: self._quotas((key,)).get(key) == quota)
+
+    # -- UsageSource -------------------------------------------------------------------------
+    def usage(self, policy: GPUPolicy, scope: str) -> Usage:
+        with self._lock:
+            return self._counts.ledger.usage(policy, scope) + self.reserved(policy, scope)
+
+    def reserved(self, policy: GPUPolicy, scope: str) -> Usage:
+        """Admitted but not yet seen as pods: the quota view's `reserved`."""
+        key = (policy.name, scope)
+        with self._lock:
+            self._expire()
+            total = self._reservations.total(key)  # a strict budget's too: pods admitted from a share
+            for update in self._reservations.updates(key):
+                created = self._reservations.get(updated_pod(update.pod.key) or "")
+                held = created.usage if created is not None else None
+                total = total + self._outstanding(update.pod.key, update.usage, held)
+            if self.shared is not None and is_strict(policy):
+                total = total + self.shared.pending(key, self._outstanding)
+            return total
+
+    @property
+    def reservations(self) -> int:
+        with self._lock:
+            self._expire()
+            return len(self._reservations)
+
+    def _outstanding(self, key: str, usage: Usage, created: Usage | None = None) -> Usage:
+        """What a reservation (or Lease entry) under `key` adds to its budget now: a CREATE's all
+        of `usage` until the watch shows the pod; an UPDATE's what `usage` holds beyond what the
+        watch shows the pod holding or, not seen yet, beyond its CREATE's reservation (`created`)."""
+        if key.startswith(GRANT_PREFIX):  # a replica's share: the others' count whole, ours not at all
+            return EMPTY if self.escrow is not None and key == self.escrow.key else usage
+        if self.escrow is not None and key in self.escrow.itemized and self._reservations.get(key) is not None:
+            return EMPTY  # admitted here from a share, written out when asked: held here until the watch shows it
+        pod = updated_pod(key)
+        if pod is None:
+            return EMPTY if self._seen(key) else usage
+        if pod in self._gone:
+            return EMPTY
+        facts = self._counts.pods.get(pod)
+        return usage.more_than(facts.usage if facts is not None else created or EMPTY)
+
+    # -- shares granted ahead of need ----------------------------------------------------------
+    def warm(self, budgets: int = WARM_BUDGETS) -> int:
+        """Grant this replica shares of the strict budgets its counters show pods under (the
+        `budgets` with most pods) and it holds none of, each sized for pods like the mean one
+        counted, before any admission asks: run by its keeper once its pod watch has listed, and
+        after each new policy set, so its first admissions under them take from a share instead
+        of waiting on a Lease write (with any that queue behind it). A share no admission uses
+        goes back once idle, as any other. Returns how many were granted."""
+        try:
+            return self._warm(budgets)
+        finally:
+            self.warmed.set()
+
+    def _warm(self, budgets: int) -> int:
+        policy_set = self._policy_set()
+        if self.shared is None or self.escrow is None or policy_set is None:
+            return 0
+        in_use = []
+        with self._lock:
+            ledger = self._counts.ledger
+            for name, scope in ledger.held():
+                policy = policy_set.by_name(name)
+                if policy is not None and is_strict(policy) and (counted := ledger.usage(policy, scope)).pods:
+                    in_use.append(((name, scope), counted))
+        in_use.sort(key=lambda item: -item[1].pods)
+        granted = 0
+        for key, counted in in_use[:budgets]:
+            quota = self._quotas((key,)).get(key)
+            if quota is None or any(self.escrow.remaining(key, quota).values()):
+                continue  # held already (a new policy set left this budget as it was)
+            try:
+                if self.top_up(key, quota, counted.per_pod()):
+                    granted += 1
+            except LedgerUnavailable:
+                break  # the API server away: the first admissions grant, as without
+        return granted
+
+    def top_up(self, key: Key, quota: Quota, need: Usage) -> bool:
+        """Refill this replica's share of `key` ahead of need (ShareKeeper, out of admission), in
+        its turn at the Lease; False if not granted (the budget changed, its turn did not come
+        within a second, near the limit, or the Lease contended)."""
+        if self.shared is None or self.escrow is None or self._quotas((key,)).get(key) != quota:
+            return False
+        with self.shared.turn((key,), TOP_UP_WAIT) as ours:
+            return ours and refill(self.escrow, self.shared, (key,), {key: quota}, need, self._free, ahead=True)
+
+    def _free(self, key: Key, quota: Quota) -> Dims:
+        """What the budget has free in this replica's view: its limit, less what the pods counted,
+        the Lease's other entries, this replica's reservations and what is left of its own share
+        hold, all read under the counters' lock (an admission from the share moves what it takes
+        from the share to a reservation under that lock too: read apart, it would be in neither)."""
+        policy_set = self._policy_set()
+        policy = policy_set.by_name(key[0]) if policy_set is not None else None
+        with self._lock:
+            used = dims_of(quota, self.usage(policy, key[1]) if policy is not None else EMPTY)
+            own = self.escrow.remaining(key, quota) if self.escrow is not None else {}
+        return {name: limit - used.get(name, 0) - own.get(name, 0) for name, limit in limits_of(quota).items()}
+
+
+def is_strict(policy: GPUPolicy) -> bool:
+    return policy.quota is not None and policy.quota.consistency is Consistency.STRICT
