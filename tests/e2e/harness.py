@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from tests.e2e.balancer import Balancer
 from tests.e2e.controlplane.cluster import ControlPlane, free_port
 from tests.e2e.install import NAMESPACE, Replica, overlay, service_account_kubeconfig
 from tests.e2e.kubectl import Kubectl, Result
+from tools.compile_engine import ROOT
 
 HERE = Path(__file__).resolve().parent
 
@@ -162,10 +164,18 @@ def policy_configmap(name: str, text: str, namespace: str = NAMESPACE) -> str:
     )
 
 
-def replicas_behind_balancer(installation: Installation, **env: str) -> tuple[list[Replica], Balancer]:
+def replicas_behind_balancer(
+    installation: Installation, compiled: Path | None = None, **env: str
+) -> tuple[list[Replica], Balancer]:
     """Three replicas (gpu-admission-1..3, `env` set) behind one balancer on the installation's
-    webhook port, which replica-0 must have left; each waited for (all stopped if one never is)."""
-    replicas = [installation.replica(f"gpu-admission-{i}", port=free_port(), **env) for i in (1, 2, 3)]
+    webhook port, which replica-0 must have left; each waited for (all stopped if one never is).
+    `compiled`: a tree of the engine compiled by mypyc (tools/compile_engine.py) that the first
+    replica imports before the source, as the image runs it; the others run the source."""
+    first = {"PYTHONPATH": os.pathsep.join([str(compiled), str(ROOT)])} if compiled else {}
+    replicas = [
+        installation.replica(f"gpu-admission-{i}", port=free_port(), **(first if i == 1 else {}), **env)
+        for i in (1, 2, 3)
+    ]
     balancer = Balancer(installation.port, [r.port for r in replicas])
     try:
         for replica in replicas:

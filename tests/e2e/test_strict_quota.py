@@ -18,6 +18,7 @@ from policies.judge.usage import Usage
 from tests.e2e.harness import Installation, pod, policy_configmap, replicas_behind_balancer, wait_for, wait_rewritten
 from tests.e2e.install import Replica
 from tests.e2e.policies import QUOTA
+from tools.compile_engine import build
 from webhook.cluster.quota.ledger import LEDGER_LABEL, RESERVATIONS, Entry, encode_entries, lease_name, parse_lease
 
 BUDGET = 5
@@ -36,7 +37,9 @@ def three_replicas(installation: Installation) -> Iterator[list[Replica]]:
     kubectl.run("create", "namespace", NAMESPACE)
     for replica in installation.replicas:
         replica.stop()
-    replicas, balancer = replicas_behind_balancer(installation)
+    # The first runs the engine compiled, as the image does: source and compiled replicas share
+    # the budget through its Lease.
+    replicas, balancer = replicas_behind_balancer(installation, compiled=build())
     try:
         probe = pod("probe", NAMESPACE, gpus=1)
         wait_rewritten(kubectl, probe, "the quota policy loaded")
@@ -46,6 +49,20 @@ def three_replicas(installation: Installation) -> Iterator[list[Replica]]:
             replica.stop()
         balancer.stop()
         installation.replica("gpu-admission-0").wait_ready()
+
+
+def engine_compiled(replica: Replica) -> bool | None:
+    """What the replica's last `serving` log line says of its engine (None: no such line; the
+    log of a name started before in the session holds that one's too)."""
+    said = None
+    for line in replica.log.read_text().splitlines():
+        if line.startswith("{") and '"engineCompiled"' in line:
+            said = bool(json.loads(line)["engineCompiled"])
+    return said
+
+
+def test_one_replica_runs_the_engine_compiled_beside_two_from_source(three_replicas: list[Replica]):
+    assert [engine_compiled(replica) for replica in three_replicas] == [True, False, False]
 
 
 def core_api(installation: Installation) -> client.CoreV1Api:

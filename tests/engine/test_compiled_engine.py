@@ -46,7 +46,24 @@ def test_the_compiled_engine_is_what_a_compiled_install_imports(compiled, compil
     assert child.stdout.startswith(f"True {compiled}"), child.stdout
 
 
-def test_the_engine_edge_and_server_suites_pass_against_the_compiled_engine(compiled_first):
+# The quick tests of the engine, its edges and the server, and the engine's laws that hypothesis
+# drives at length (the charge covers what a pod can get; schema and loader agree; every pod the
+# engine acts on reaches the webhook; no history overruns a budget): not the slow tests that
+# start replicas and control planes, where the engine is a small part of what runs.
+SELECTIONS = {
+    "quick": ["-m", "not slow", "tests/engine", "tests/edge", "tests/server"],
+    "laws": [
+        "-m",
+        "slow",
+        "--ignore=tests/engine/test_compiled_engine.py",
+        "tests/engine",
+        "tests/edge/test_quota_budget_law.py",
+    ],
+}
+
+
+@pytest.mark.parametrize("selection", SELECTIONS.values(), ids=SELECTIONS.keys())
+def test_the_engine_edge_and_server_suites_pass_against_the_compiled_engine(compiled_first, selection):
     # -P and append: neither the working folder nor the tests' root may come before the compiled
     # tree on the path (tests/conftest.py checks that the engine it imports is the compiled one).
     child = subprocess.run(
@@ -62,15 +79,11 @@ def test_the_engine_edge_and_server_suites_pass_against_the_compiled_engine(comp
             "-o",
             "pythonpath=",
             "--import-mode=append",
-            "-m",
-            "not slow",
-            "tests/engine",
-            "tests/edge",
-            "tests/server",
+            *selection,
         ],
         env={**compiled_first, "GPU_ADMISSION_EXPECT_COMPILED": "1"},
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
-    assert child.returncode == 0, child.stdout[-6000:] + child.stderr[-2000:]
+    assert child.returncode == 0, child.stdout[-6000:] + child.stderr[-2000:]  # 5: none collected

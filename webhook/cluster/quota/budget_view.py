@@ -23,10 +23,11 @@ from collections.abc import Callable, Mapping
 from policies import EMPTY, Consistency, GPUPolicy, PolicySet, Quota, Usage
 from webhook.cluster.quota.escrow import Dims, Escrow, Key, dims_of, limits_of
 from webhook.cluster.quota.ledger import GRANT_PREFIX
+from webhook.cluster.quota.ledger_leases import LedgerUnavailable
 from webhook.cluster.quota.pod_counting import PodCounting
 from webhook.cluster.quota.reservations import updated_pod
 from webhook.cluster.quota.share_writers import refill
-from webhook.cluster.quota.shared_quota import LedgerUnavailable, SharedReservations
+from webhook.cluster.quota.shared_quota import SharedReservations
 from webhook.cluster.watches.nodes import NodeCapacity
 
 TOP_UP_WAIT = 1.0  # seconds a refill ahead of need waits for the replica's turn at a Lease

@@ -12,7 +12,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -118,3 +118,19 @@ def _long_key(key: str) -> str:
     if key.startswith("~") and len(key) == 23:
         return str(uuid.UUID(bytes=base64.urlsafe_b64decode(key[1:] + "==")))
     return key
+
+
+Mark = tuple[str, float, str]  # an entry as written: key, expires, usage
+
+
+class Asked(NamedTuple):
+    """A request for shares back, written: the Lease, the request's entry, the shares asked about."""
+
+    key: Key
+    want: str
+    marks: frozenset[Mark]
+
+
+def mark(entry: Entry) -> Mark:
+    """An entry as written: a holder that writes its entry again writes another mark."""
+    return entry.key, entry.expires, repr(entry.usage)

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from policies import Quota, Usage
 from webhook.cluster.quota.escrow import Dims, Escrow, Key, as_usage
 from webhook.cluster.quota.ledger import GRANT_PREFIX
-from webhook.cluster.quota.shared_quota import LedgerUnavailable, SharedReservations
+from webhook.cluster.quota.ledger_leases import LedgerUnavailable
+from webhook.cluster.quota.shared_quota import SharedReservations
 
 log = logging.getLogger("gpu_admission.quota")
 

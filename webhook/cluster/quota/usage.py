@@ -20,9 +20,9 @@ from typing import Any
 
 from policies import Action, Charges, Decision, Verdict
 from webhook.cluster.quota.budget_view import BudgetView, is_strict
+from webhook.cluster.quota.ledger_leases import LedgerUnavailable
 from webhook.cluster.quota.reservations import PodRef, Reservation, updated_pod
 from webhook.cluster.quota.share_writers import refill
-from webhook.cluster.quota.shared_quota import LedgerUnavailable
 from webhook.metrics import STRICT_OUT_OF_TIME
 
 # What a strict admission may spend on its Leases (turns, writes, re-reads after conflicts):

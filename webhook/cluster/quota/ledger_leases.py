@@ -1,0 +1,232 @@
+"""The ledger Leases of `consistency: strict` quotas as one replica reads, writes and watches
+them (webhook.cluster.quota.shared_quota says what is in them and why).
+
+Every write replaces a Lease at the resourceVersion this replica last read: if another replica
+wrote in between, the API server answers 409 Conflict and the Lease is read again (`put` says
+False). An entry counts until `ttl` after *this* replica first read it, on its own monotonic
+clock: the `expires` written in it is for people, since comparing another replica's clock with
+ours would let a fast clock drop entries that are still live. What the Lease watch shows is kept
+beside what this replica read or wrote, never in its place (a late event would take it back a
+version): it tells when a Lease moved, and wakes those waiting on one. The status leader deletes
+Leases whose every entry expired long ago (`sweep`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import orjson
+from kubernetes.client.exceptions import ApiException
+
+from policies import Usage
+from webhook.cluster.quota.ledger import (
+    LEDGER_LABEL,
+    RESERVATIONS,
+    WANT_PREFIX,
+    Asked,
+    Entry,
+    Key,
+    LeaseState,
+    Mark,
+    encode_entries,
+    lease_key,
+    lease_name,
+    parse_lease,
+)
+from webhook.metrics import STRICT_CONFLICTS
+
+SWEEP_GRACE = 300.0  # seconds past the last reservation's expiry before its Lease is deleted
+log = logging.getLogger("gpu_admission.quota")
+TIMEOUT = (1.0, 2.0)  # connect, read: well inside the webhook's own timeout
+
+
+class LedgerUnavailable(RuntimeError):
+    """The Lease could not be read or written: a strict quota cannot be judged, so it denies."""
+
+
+class LedgerLeases:
+    def __init__(
+        self,
+        api: Any,
+        namespace: str,
+        identity: str,
+        ttl: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api  # a CoordinationV1Api
+        self.namespace = namespace
+        self.identity = identity
+        self.ttl = ttl
+        self.clock = clock  # only for the `expires` people read in an entry
+        self.monotonic = monotonic
+        self.conflicts = 0
+        self._states: dict[Key, LeaseState] = {}
+        self._first_seen: dict[Key, dict[tuple[str, float], float]] = {}  # (pod, expires) -> when we read it
+        self._lock = threading.Lock()
+        # What the Lease watch shows (webhook.cluster.wiring): it never replaces what this replica
+        # read or wrote (a late event would take it back a version); it wakes those waiting on a
+        # Lease, and tells the shares when another replica asks for them back (`on_wanted`).
+        self._watched: dict[Key, LeaseState] = {}
+        self._moved = threading.Condition(self._lock)
+        self.on_wanted: Callable[[Key, frozenset[str]], None] = lambda key, asking: None
+        # Per Lease, for webhook.cluster.quota.shared_quota: admissions' turns, the shares asked
+        # back last, and the request written and not yet closed.
+        self._turns: dict[Key, threading.Lock] = {}
+        self._asked: dict[Key, set[Mark]] = {}
+        self._open: dict[Key, Asked] = {}
+
+    def _alive(self, key: Key, entry: Entry, now: float) -> bool:
+        with self._lock:
+            first = self._first_seen.setdefault(key, {}).setdefault((entry.key, entry.expires), now)
+        return now < first + self.ttl
+
+    def put(self, key: Key, entry_key: str, usage: Usage | None) -> bool:
+        """Write the entry `entry_key` (a pod's reservation, or a replica's share: `None` takes it
+        out) into the Lease of `key`, at the version read; False if the Lease moved since (it is
+        read again)."""
+        return self.put_all(key, {entry_key: usage})
+
+    def put_all(self, key: Key, changes: Mapping[str, Usage | None]) -> bool:
+        """`put` of several entries in one write (a share's entry with the pods it itemizes)."""
+        state = self._state(key)
+        now = self.monotonic()
+        entries = [e for e in state.entries if self._alive(key, e, now) and e.key not in changes]
+        expires = math.ceil(self.clock() + self.ttl)  # in whole seconds, as stored
+        entries.extend(Entry(entry_key, expires, usage) for entry_key, usage in changes.items() if usage is not None)
+        try:
+            written = self._write(key, state.version, entries)
+        except ApiException as error:
+            if error.status not in (404, 409):
+                raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
+            self.conflicts += 1
+            STRICT_CONFLICTS.inc()
+            self._remember(key, self._read(key))
+            return False
+        except Exception as error:  # refused, reset, timed out
+            raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
+        self._remember(key, written)
+        return True
+
+    def sweep(self, grace: float = SWEEP_GRACE) -> int:
+        """Delete the ledger Leases whose every reservation expired more than `grace` seconds ago
+        by their own `expires` (wall clock: the grace covers replicas' skew), each on the version
+        read (a reservation written meanwhile makes the delete a 409, and the Lease stays). A
+        replica still holding a deleted version gets a 404 on its next write, reads again and
+        creates it afresh. Returns how many were deleted; run by one replica (the status leader)."""
+        listed = self.api.list_namespaced_lease(
+            self.namespace, label_selector=f"{LEDGER_LABEL}=true", _preload_content=False, _request_timeout=TIMEOUT
+        )
+        deleted = 0
+        horizon = self.clock() - grace
+        for lease in orjson.loads(listed.data).get("items") or []:
+            state = parse_lease(lease)
+            if any(entry.expires > horizon for entry in state.entries):
+                continue
+            name = lease["metadata"]["name"]
+            try:
+                self.api.delete_namespaced_lease(
+                    name,
+                    self.namespace,
+                    body={"preconditions": {"resourceVersion": state.version}},
+                    _request_timeout=TIMEOUT,
+                )
+                deleted += 1
+            except ApiException as error:
+                if error.status not in (404, 409):
+                    raise
+        if deleted:
+            log.info("strict quota leases deleted", extra={"fields": {"deleted": deleted}})
+        return deleted
+
+    def refresh(self, keys: tuple[Key, ...]) -> None:
+        """Read again each Lease of `keys` whose watch does not show the version this replica
+        last read or wrote (or shows none yet)."""
+        for key in keys:
+            with self._lock:
+                cached, watched = self._states.get(key), self._watched.get(key)
+            if cached is None or watched is None or watched.version != cached.version:
+                self._remember(key, self._read(key))
+
+    def version(self, key: Key) -> str | None:
+        """The version of the Lease of `key` this replica last read or wrote (None: not read yet)."""
+        with self._lock:
+            state = self._states.get(key)
+        return state.version if state is not None else None
+
+    def observe(self, kind: str, lease: dict[str, Any]) -> None:
+        """A ledger Lease as the watch shows it."""
+        key = lease_key(lease)
+        if key is None:
+            return
+        state = LeaseState("", ()) if kind == "DELETED" else parse_lease(lease)
+        with self._moved:
+            self._watched[key] = state
+            self._moved.notify_all()
+        horizon = self.clock()
+        asking = frozenset(
+            e.key.removeprefix(WANT_PREFIX)
+            for e in state.entries
+            if e.key.startswith(WANT_PREFIX) and e.expires > horizon
+        )
+        if asking:
+            self.on_wanted(key, asking)
+
+    def replace_all(self, leases: Iterator[dict[str, Any]]) -> None:
+        for lease in leases:
+            self.observe("ADDED", lease)
+
+    # -- the Lease ------------------------------------------------------------------------------
+    def _state(self, key: Key) -> LeaseState:
+        with self._lock:
+            state = self._states.get(key)
+        if state is None:
+            state = self._read(key)
+            self._remember(key, state)
+        return state
+
+    def _remember(self, key: Key, state: LeaseState) -> None:
+        with self._lock:
+            self._states[key] = state
+            # Each entry's clock starts when it is first read; entries gone from the Lease are forgotten.
+            now, before = self.monotonic(), self._first_seen.get(key, {})
+            self._first_seen[key] = {(e.key, e.expires): before.get((e.key, e.expires), now) for e in state.entries}
+
+    def _read(self, key: Key) -> LeaseState:
+        try:
+            response = self.api.read_namespaced_lease(
+                lease_name(key), self.namespace, _preload_content=False, _request_timeout=TIMEOUT
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return LeaseState("")
+            raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
+        except Exception as error:  # refused, reset, timed out
+            raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
+        return parse_lease(orjson.loads(response.data))
+
+    def _write(self, key: Key, version: str, entries: list[Entry]) -> LeaseState:
+        policy, scope = key
+        metadata: dict[str, Any] = {
+            "name": lease_name(key),
+            "namespace": self.namespace,
+            "labels": {LEDGER_LABEL: "true"},
+            "annotations": {
+                "gpu-admission.io/policy": policy,
+                "gpu-admission.io/scope": scope or "(policy-wide)",
+                RESERVATIONS: encode_entries(entries),
+            },
+        }
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata}
+        body["spec"] = {"holderIdentity": self.identity}
+        if version:
+            metadata["resourceVersion"] = version
+            response = self.api.replace_namespaced_lease(lease_name(key), self.namespace, body, _preload_content=False)
+        else:
+            response = self.api.create_namespaced_lease(self.namespace, body, _preload_content=False)
+        return parse_lease(orjson.loads(response.data))
