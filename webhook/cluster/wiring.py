@@ -103,9 +103,11 @@ def connect(
     view.background.append(leadership)
     leadership.start()
     keeper = None
-    if view.usage.escrow is not None:  # this replica's shares, written again when due
-        keeper = ShareKeeper(view.usage.escrow, shared, top_up=view.usage.top_up, warm=view.usage.warm)
+    if (escrow := view.usage.escrow) is not None:  # this replica's shares, written again when due
+        tracker = view.usage
+        keeper = ShareKeeper(escrow, shared, top_up=tracker.top_up, warm=tracker.warm, crowded=tracker.crowded)
         shared.on_wanted = keeper.wanted  # another replica asks for a budget back: seen in the Lease watch
+        shared.on_moved = keeper.moved  # a Lease written: near the limit, shares go back
         view.background.append(keeper)
         keeper.start()
     auditor = BackgroundAudit(store.snapshot, leading=lambda: status_lease.held, every=audit_every or 0)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from policies import EMPTY, Consistency, GPUPolicy, PolicySet, Quota, Usage
-from webhook.cluster.quota.escrow import Dims, Escrow, Key, dims_of, limits_of
+from webhook.cluster.quota.escrow import Dims, Escrow, Key, crowded, dims_of, limits_of
 from webhook.cluster.quota.ledger import GRANT_PREFIX
 from webhook.cluster.quota.ledger_leases import LedgerUnavailable
 from webhook.cluster.quota.pod_counting import PodCounting
@@ -143,7 +143,23 @@ class BudgetView(PodCounting):
         with self.shared.turn((key,), TOP_UP_WAIT) as ours:
             return ours and refill(self.escrow, self.shared, (key,), {key: quota}, need, self._free, ahead=True)
 
-    def _free(self, key: Key, quota: Quota) -> Dims:
+    def crowded(self, key: Key) -> bool:
+        """Whether the budget of this replica's share of `key` is near the limit (ShareKeeper):
+        fewer than ROOM more pods like the one the share was sized for would fit even with what
+        is left of it given back. What it holds then goes back, and every pod is judged by the
+        per-pod compare-and-swap; a dry run, which cannot ask for shares back, is then judged on
+        what a real request would find. (Given back, it would not be granted again: no flapping.)"""
+        held = self.escrow.holding(key) if self.escrow is not None else None
+        if self.shared is None or held is None or self._quotas((key,)).get(key) != held[0]:
+            return False
+        try:
+            self.shared.refresh((key,))  # as the watch shows it: a holder that writes nothing reads nothing
+        except LedgerUnavailable:
+            return False  # looked at again when the Lease next moves
+        quota, need = held
+        return crowded(quota, need, self._free(key, quota, own_share=False))
+
+    def _free(self, key: Key, quota: Quota, own_share: bool = True) -> Dims:
         """What the budget has free in this replica's view: its limit, less what the pods counted,
         the Lease's other entries, this replica's reservations and what is left of its own share
         hold, all read under the counters' lock (an admission from the share moves what it takes
@@ -152,7 +168,7 @@ class BudgetView(PodCounting):
         policy = policy_set.by_name(key[0]) if policy_set is not None else None
         with self._lock:
             used = dims_of(quota, self.usage(policy, key[1]) if policy is not None else EMPTY)
-            own = self.escrow.remaining(key, quota) if self.escrow is not None else {}
+            own = self.escrow.remaining(key, quota) if self.escrow is not None and own_share else {}
         return {name: limit - used.get(name, 0) - own.get(name, 0) for name, limit in limits_of(quota).items()}
 
 

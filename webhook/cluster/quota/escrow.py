@@ -26,8 +26,10 @@ Asked, a holder also writes what it admitted lately (ITEMIZED pods at most) as t
 per-pod path would have written, keyed by pod, and leaves them out of its own: a replica whose
 watch shows those pods then counts them once, not again in the holder's entry.
 Shares are kept small against what is free (half of it at most, split between the replicas
-holding them) and are not granted at all near the limit, so what they hold is little where it
-matters.
+holding them), are not granted at all near the limit, and go back there: a holder whose Lease
+watch shows the budget near the limit, even with its share given back, gives it back unasked
+(webhook.cluster.quota.share_writers), so every pod there is judged by the per-pod path, a dry
+run (which cannot ask) included.
 """
 
 from __future__ import annotations
@@ -74,6 +76,12 @@ def as_usage(dims: Mapping[str, Amount]) -> Usage:
     return Usage(Fraction(dims.get("gpuEquivalents", 0)), slices, int(dims.get("gpus", 0)), int(dims.get("pods", 0)))
 
 
+def crowded(quota: Quota, need: Usage, free: Mapping[str, Amount]) -> bool:
+    """Near the limit: `free` holds fewer than ROOM more pods like `need`. No share is granted
+    there, and what shares hold goes back: every pod is judged by the per-pod path, exactly."""
+    return not _fits({name: amount * ROOM for name, amount in dims_of(quota, need).items()}, free)
+
+
 def _fits(need: Mapping[str, Amount], have: Mapping[str, Amount]) -> bool:
     return all(amount <= have.get(name, 0) for name, amount in need.items())
 
@@ -98,6 +106,7 @@ class Share:
     last_used: float = 0.0
     itemize: bool = False  # asked for: write recent admissions as the pods' own entries
     granted: Dims = field(default_factory=dict)  # what the last grant added ({}: refill none ahead)
+    sized_for: Usage = EMPTY  # the pod the last grant was sized for
     low: bool = False  # under half the last grant left: to be refilled ahead, out of admission
 
     def age_out(self, now: float, ttl: float) -> None:
@@ -202,9 +211,9 @@ class Escrow:
         """What to add to the share: a chunk, within a share of what is `free` (`holders`: other
         replicas holding shares); None near the limit, where `free` holds fewer than ROOM more
         pods like `need`: the per-pod path decides there, exactly."""
-        wanted = dims_of(quota, need)
-        if not _fits({name: amount * ROOM for name, amount in wanted.items()}, free):
+        if crowded(quota, need, free):
             return None
+        wanted = dims_of(quota, need)
         extra: Dims = {}
         for name, limit in limits_of(quota).items():
             room = Fraction(free.get(name, 0)) / (2 * (holders + 1))
@@ -220,14 +229,21 @@ class Escrow:
             held = share.held(self.monotonic(), self.ttl) if share is not None else {}
         return {name: held.get(name, 0) + extra.get(name, 0) for name in held.keys() | extra.keys()}
 
-    def granted(self, key: Key, quota: Quota, extra: Dims) -> None:
+    def holding(self, key: Key) -> tuple[Quota, Usage] | None:
+        """The budget of this replica's share of `key` and the pod it was sized for, if any of
+        it is left."""
+        with self._lock:
+            share = self.shares.get(key)
+            return (share.quota, share.sized_for) if share is not None and any(share.remaining.values()) else None
+
+    def granted(self, key: Key, quota: Quota, extra: Dims, need: Usage = EMPTY) -> None:
         with self._lock:
             share = self.shares.get(key)
             if share is None or share.quota != quota:  # what was admitted stays said until it ages out
                 recent = share.recent if share is not None else deque()
                 share = self.shares[key] = Share(quota, {name: 0 for name in extra}, recent)
             share.remaining = {name: share.remaining.get(name, 0) + amount for name, amount in extra.items()}
-            share.granted, share.low = extra, False
+            share.granted, share.low, share.sized_for = extra, False, need
             share.written = share.held(self.monotonic(), self.ttl)
             share.written_at = share.last_used = self.monotonic()
             self.refills += 1

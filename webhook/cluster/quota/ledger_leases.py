@@ -75,6 +75,7 @@ class LedgerLeases:
         self._watched: dict[Key, LeaseState] = {}
         self._moved = threading.Condition(self._lock)
         self.on_wanted: Callable[[Key, frozenset[str]], None] = lambda key, asking: None
+        self.on_moved: Callable[[Key], None] = lambda key: None  # any write the watch shows
         # Per Lease, for webhook.cluster.quota.shared_quota: admissions' turns, the shares asked
         # back last, and the request written and not yet closed.
         self._turns: dict[Key, threading.Lock] = {}
@@ -176,6 +177,8 @@ class LedgerLeases:
         )
         if asking:
             self.on_wanted(key, asking)
+        if kind != "DELETED":
+            self.on_moved(key)
 
     def replace_all(self, leases: Iterator[dict[str, Any]]) -> None:
         for lease in leases:

@@ -46,7 +46,7 @@ def refill(
                 entry = escrow.held_with(key, quota, extra)
                 written = shared.put(key, escrow.key, as_usage(entry))
                 if written:
-                    escrow.granted(key, quota, extra)
+                    escrow.granted(key, quota, extra, need)
                     escrow.ahead += 1 if ahead else 0
             if written:
                 break
@@ -67,6 +67,7 @@ class ShareKeeper:
         every: float | None = None,
         top_up: Callable[[Key, Quota, Usage], bool] = lambda key, quota, need: False,
         warm: Callable[[], int] = lambda: 0,
+        crowded: Callable[[Key], bool] = lambda key: False,
     ) -> None:
         self.escrow = escrow
         self.shared = shared
@@ -78,6 +79,10 @@ class ShareKeeper:
         self.top_up = top_up
         self.warm = warm
         self._warm_due = False
+        # Near the limit what a share holds goes back (BudgetView.crowded), looked at when the
+        # Lease moves (`moved`, from the Lease watch) and when a refill ahead is refused.
+        self.crowded = crowded
+        self._to_check: set[Key] = set()
         self._stop = threading.Event()
         self._wake = threading.Event()
         escrow.on_low = lambda key: self._wake.set()  # a share drawn under half: refilled at once
@@ -92,6 +97,13 @@ class ShareKeeper:
         if asking - {self.escrow.key.removeprefix(GRANT_PREFIX)}:
             self.escrow.give_back(key)
             self._wake.set()  # written again if it says other than it should (`due`), given back or not
+
+    def moved(self, key: Key) -> None:
+        """The Lease watch shows the Lease of `key` written: if this replica holds a share of it,
+        whether the budget is near the limit now is looked at in this thread."""
+        if self.escrow.holding(key) is not None:
+            self._to_check.add(key)
+            self._wake.set()
 
     def warm_soon(self) -> None:
         """Grant shares of the budgets in use that this replica holds none of, in this thread."""
@@ -127,6 +139,11 @@ class ShareKeeper:
                 refilled = False
             if not refilled:
                 self.escrow.not_ahead(key)  # the admission that finds it spent asks, as before
+                self._to_check.add(key)  # refused near the limit: what is left goes back too
+        while self._to_check:
+            key = self._to_check.pop()
+            if self.crowded(key):
+                self.escrow.give_back(key)  # written below (due), with what it admitted lately
         for key in self.escrow.due(self.escrow.monotonic()):
             # Out of this replica's turn: its admissions may hold it for a while, asking others
             # or retrying writes, and a request for its share waits on this write.
