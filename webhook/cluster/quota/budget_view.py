@@ -9,9 +9,9 @@ Shares of strict budgets (webhook.cluster.quota.escrow) are granted from what th
 free: by an admission that finds its share spent (usage), and ahead of need: as the replica
 starts, for the budgets it counts pods under (`warm`, run by its keeper once its pod watch has
 listed, and after a new policy set), and by its keeper once admissions draw a share under half
-its last grant (`top_up`). Either way no
-admission waits on the Lease write that grants them, but the very first under a budget no pod
-of which is counted.
+its last grant (`top_up`). So no admission waits on the Lease write that grants one, but each
+replica's first under a budget it counts no pod under. Near the limit what a share holds goes
+back unasked (`crowded`), and every pod there is judged by the per-pod path.
 """
 
 from __future__ import annotations
@@ -161,9 +161,10 @@ class BudgetView(PodCounting):
 
     def _free(self, key: Key, quota: Quota, own_share: bool = True) -> Dims:
         """What the budget has free in this replica's view: its limit, less what the pods counted,
-        the Lease's other entries, this replica's reservations and what is left of its own share
-        hold, all read under the counters' lock (an admission from the share moves what it takes
-        from the share to a reservation under that lock too: read apart, it would be in neither)."""
+        the Lease's other entries, this replica's reservations and (`own_share`) what is left of
+        its own share hold, all read under the counters' lock (an admission from the share moves
+        what it takes from the share to a reservation under that lock too: read apart, it would
+        be in neither)."""
         policy_set = self._policy_set()
         policy = policy_set.by_name(key[0]) if policy_set is not None else None
         with self._lock:

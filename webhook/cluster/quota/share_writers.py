@@ -57,8 +57,10 @@ def refill(
 
 
 class ShareKeeper:
-    """Writes this replica's share entries again when due (`Escrow.due`): a third of `ttl` old,
-    admissions aged out of them, an idle share given back. One thread per replica."""
+    """This replica's shares, out of admission: their entries written again when due
+    (`Escrow.due`: a third of `ttl` old, admissions aged out of them, an idle share given back),
+    refilled ahead of need, granted as the replica starts and after a new policy set, and given
+    back near the limit. One thread per replica."""
 
     def __init__(
         self,
