@@ -168,8 +168,8 @@ RUNNING = 100  # pods under the budget already, as the replicas' pod watches lis
 class Run(NamedTuple):
     seconds: list[float]  # per admission, in the order offered
     took: float  # from the first admission offered to the last answered
-    conflicts: int  # Lease writes refused as stale
-    requests: int  # to Leases, from the first admission on
+    conflicts: int  # Lease writes refused as stale, from the first admission on
+    requests: int  # to Leases, likewise
     denied: int  # all false: far from the limit
     grants: int  # shares granted while admitting ...
     ahead: int  # ... of them by the keeper, before the share ran out
@@ -211,10 +211,17 @@ def contended(
         replicas.append(tracker)
     if warmed:  # as each replica does once its pod watch has listed, before admissions arrive
         assert all(tracker.warm() for tracker in replicas)
-    granted = [t.escrow.refills if t.escrow is not None else 0 for t in replicas]
+
+    def counted() -> tuple[int, int, int]:
+        """Lease conflicts, grants and grants made ahead, so far."""
+        escrows = [r.escrow for r in replicas if r.escrow is not None]
+        conflicts = sum(r.shared.conflicts for r in replicas if r.shared is not None)
+        return conflicts, sum(e.refills for e in escrows), sum(e.ahead for e in escrows)
+
+    at_start = counted()  # the warm-up's are the replicas' start, not the admissions'
     seconds = [0.0] * admissions  # by admission, in the order offered
     denied = []
-    before = len(kube.requests)  # the warm-up's grants are the replicas' start, not the admissions'
+    before = len(kube.requests)  # likewise
     start_all = time.perf_counter()
 
     def admit(i: int) -> None:
@@ -237,10 +244,7 @@ def contended(
     for keeper in keepers:
         keeper.stop()
     kube.stop()
-    conflicts = sum(r.shared.conflicts for r in replicas if r.shared is not None)
-    escrows = [r.escrow for r in replicas if r.escrow is not None]
-    grants = sum(e.refills for e in escrows) - sum(granted)
-    ahead = sum(e.ahead for e in escrows) - (sum(granted) if warmed else 0)
+    conflicts, grants, ahead = (now - then for now, then in zip(counted(), at_start, strict=True))
     return Run(seconds, elapsed, conflicts, requests, len(denied), grants, ahead)
 
 
