@@ -158,6 +158,44 @@ def test_under_load_three_replicas_admit_every_pod_the_budget_holds_then_none(
     assert len(api.list_namespaced_pod("shares-a").items) == SHARED
 
 
+PARITY = 100  # pods: shares far from the limit, then near it (fewer than 64 more fit) per pod
+
+
+def test_near_the_limit_a_dry_run_says_what_the_create_itself_then_does(
+    installation: Installation, three_replicas: list[Replica]
+):
+    """`kubectl create --dry-run=server` writes nothing, so it cannot ask the replicas holding
+    shares to give them back, as a real create near the limit does. The holders give them back
+    unasked once their Lease watch shows the budget near the limit: then, through real kubectl,
+    every create up to the limit and two past it is told by its dry run what the create is."""
+    kubectl = installation.kubectl
+    text = QUOTA.replace("e2e-quota", "e2e-parity").replace("quota-*", "parity-*").format(limit=PARITY)
+    kubectl.apply(policy_configmap("e2e-parity", text))
+    kubectl.run("create", "namespace", "parity-a")
+    wait_for(
+        lambda: kubectl.create(pod("probe", "parity-a", gpus=1), "--dry-run=server", check=False).code == 0,
+        "the parity policy loaded",
+    )
+    api = core_api(installation)
+
+    def create(name: str) -> int:
+        try:
+            api.create_namespaced_pod("parity-a", json.loads(pod(name, "parity-a", gpus="1")))
+            return 201
+        except ApiException as error:
+            return int(error.status)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:  # shares granted, then near the limit
+        admitted = list(pool.map(create, [f"p-{i}" for i in range(60)])).count(201)
+    left = PARITY - admitted
+    verdicts = []
+    for i in range(left + 2):
+        dry = kubectl.create(pod(f"q-{i}", "parity-a", gpus=1), "--dry-run=server", check=False).code == 0
+        verdicts.append((dry, kubectl.create(pod(f"q-{i}", "parity-a", gpus=1), check=False).code == 0))
+    assert verdicts == [(True, True)] * left + [(False, False)] * 2
+    assert len(api.list_namespaced_pod("parity-a").items) == PARITY
+
+
 BIG = """\
 apiVersion: gpu-admission.io/v1alpha1
 kind: GPUPolicy
