@@ -1,5 +1,7 @@
-"""One control plane for the e2e package, gpu-admission installed into it once; both stop when the
-package's last test is done, so the rest of the suite never runs beside a busy cluster.
+"""One control plane for the e2e package (the newest Kubernetes release, tests.e2e.controlplane.build),
+gpu-admission installed into it once; both stop when the package's last test is done, so the rest
+of the suite never runs beside a busy cluster. The compatibility lane (tests/e2e/oldest) starts its
+own, on the oldest release we support, and stops it before this one starts.
 
 The control plane is built from Go modules on the first run (cached by version outside the
 repository) and started on loopback; if it cannot be built or started here, every e2e test fails
@@ -13,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.controlplane.build import BuildError, ensure_binaries
-from tests.e2e.controlplane.cluster import ControlPlane, StartError
-from tests.e2e.harness import Installation, install, register_nodes
+from tests.e2e.controlplane.build import KUBERNETES_VERSION
+from tests.e2e.controlplane.cluster import ControlPlane
+from tests.e2e.harness import Installation
 from tests.e2e.kubectl import Kubectl
+from tests.e2e.lanes import installed, started_plane
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,21 +33,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="package")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    try:
-        binaries = ensure_binaries()
-    except BuildError as error:
-        pytest.fail(f"the e2e control plane cannot be built here: {error}", pytrace=False)
-    plane = ControlPlane(binaries, tmp_path_factory.mktemp("control-plane"))
-    try:
-        plane.start()
-    except StartError as error:
-        plane.stop()
-        pytest.fail(f"the e2e control plane did not start: {error}", pytrace=False)
-    try:
-        register_nodes(Kubectl(binaries / "kubectl", plane.kubeconfig))
-        yield plane
-    finally:
-        plane.stop()
+    yield from started_plane(KUBERNETES_VERSION, tmp_path_factory)
 
 
 @pytest.fixture(scope="package")
@@ -56,12 +45,4 @@ def kubectl(control_plane: ControlPlane) -> Kubectl:
 def installation(
     control_plane: ControlPlane, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Installation]:
-    installed = None
-    try:
-        installed = install(kubectl, control_plane, tmp_path_factory.mktemp("gpu-admission"))
-        yield installed
-    finally:
-        for each in installed.replicas if installed else ():
-            each.stop()
-    forbidden = [line for each in installed.replicas for line in each.forbidden_lines()]
-    assert not forbidden, "the API server refused gpu-admission a request (RBAC):\n" + "\n".join(forbidden[:20])
+    yield from installed(control_plane, kubectl, tmp_path_factory)

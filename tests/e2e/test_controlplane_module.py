@@ -1,5 +1,5 @@
-"""The control plane's go.mod is derived, never typed: what it declares is what gomod.render makes
-of k8s.io/kubernetes' own go.mod at the pinned release (regenerate: build.py --regenerate)."""
+"""Each lane's go.mod is derived, never typed: what it declares is what gomod.render makes of
+k8s.io/kubernetes' own go.mod at the lane's release (regenerate: build.py --regenerate --version V)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.e2e.controlplane import build, gomod
 
@@ -18,10 +20,17 @@ def declared_in(go_mod: Path) -> dict[str, object]:
     return gomod.declared(json.loads(done.stdout))
 
 
-def test_the_checked_in_go_mod_declares_what_the_generator_derives_from_kubernetes_own(tmp_path):
+@pytest.mark.parametrize("version", build.VERSIONS)
+def test_the_checked_in_go_mod_declares_what_the_generator_derives_from_kubernetes_own(tmp_path, version):
     rendered = tmp_path / "go.mod"
-    rendered.write_text(gomod.render(build.KUBERNETES_VERSION, build.kubernetes_go_mod()))
-    assert declared_in(build.MODULE_DIR / "go.mod") == declared_in(rendered)
+    rendered.write_text(gomod.render(version, build.kubernetes_go_mod(version)))
+    assert declared_in(build.module_dir(version) / "go.mod") == declared_in(rendered)
+
+
+def test_the_lanes_are_the_newest_release_and_the_oldest_supported_one_each_in_a_module_of_its_own():
+    assert build.VERSIONS == (build.KUBERNETES_VERSION, build.OLDEST_VERSION)
+    assert build.module_dir("v1.37.2").name == "v1.37" and build.module_dir("v1.34.4").name == "v1.34"
+    assert build.OLDEST_VERSION.startswith("v1.34.")
 
 
 def test_every_staging_module_is_replaced_by_its_published_version():

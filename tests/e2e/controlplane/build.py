@@ -1,9 +1,13 @@
-"""Build (or reuse) the control plane's binaries: `python -m tests.e2e.controlplane.build`.
+"""Build (or reuse) the control plane's binaries: `python -m tests.e2e.controlplane.build
+[--version vX.Y.Z]`.
 
-The binaries are cached outside the repository, under $GPU_ADMISSION_E2E_CACHE (default
-~/.cache/gpu-admission-e2e), in a folder named by the Kubernetes release and a digest of go.mod and
-go.sum, so only the first run on a machine pays the build. Progress goes to stderr as it builds.
-Go is test infrastructure only: nothing here is part of the product.
+Two lanes, each a Go module of its own (`v1.<minor>/go.mod`): the newest release the Go module
+proxy serves that builds here, which the whole e2e suite runs against, and the oldest release we
+support, which the compatibility lane (tests/e2e/oldest) installs into. The binaries are cached
+outside the repository, under $GPU_ADMISSION_E2E_CACHE (default ~/.cache/gpu-admission-e2e), in a
+folder named by the Kubernetes release and a digest of its go.mod and go.sum, so only the first run
+on a machine pays the build. Progress goes to stderr as it builds. Go is test infrastructure
+only: nothing here is part of the product.
 """
 
 from __future__ import annotations
@@ -20,10 +24,20 @@ from pathlib import Path
 
 from tests.e2e.controlplane import gomod
 
-#: The pinned release: the newest 1.34 patch the Go module proxy serves (README: how to move to 1.35).
-KUBERNETES_VERSION = "v1.34.4"
+#: The newest release the Go module proxy serves (v1.36.3 is the newest 1.36; 1.37 builds here).
+KUBERNETES_VERSION = "v1.37.2"
+#: The oldest release we support: the newest 1.34 patch the proxy serves (docs/development.md).
+OLDEST_VERSION = "v1.34.4"
+VERSIONS = (KUBERNETES_VERSION, OLDEST_VERSION)
 
-MODULE_DIR = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent
+
+
+def module_dir(version: str = KUBERNETES_VERSION) -> Path:
+    """The Go module of a lane: v1.37.2 -> v1.37/ (a lane moves to a newer patch in place)."""
+    return HERE / ".".join(version.split(".")[:2])
+
+
 BINARIES = {
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
     "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
@@ -47,12 +61,16 @@ def cache_root() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "gpu-admission-e2e"
 
 
-def _go(*args: str, capture: bool = True) -> str:
+def _go(*args: str, version: str = KUBERNETES_VERSION, capture: bool = True) -> str:
     go = shutil.which("go")
     if go is None:
         raise BuildError("the e2e suite builds Kubernetes from Go modules: it needs Go >= 1.24 on PATH (no 'go')")
     done = subprocess.run(
-        [go, *args], cwd=MODULE_DIR, capture_output=capture, text=True, env={**os.environ, "GOFLAGS": "-mod=mod"}
+        [go, *args],
+        cwd=module_dir(version),
+        capture_output=capture,
+        text=True,
+        env={**os.environ, "GOFLAGS": "-mod=mod"},
     )
     if done.returncode != 0:
         raise BuildError(f"go {' '.join(args)} failed:\n{(done.stderr or '')[-4000:]}")
@@ -61,7 +79,7 @@ def _go(*args: str, capture: bool = True) -> str:
 
 def kubernetes_go_mod(version: str = KUBERNETES_VERSION) -> str:
     """k8s.io/kubernetes' own go.mod at a release, from the module proxy (or the module cache)."""
-    info = json.loads(_go("mod", "download", "-json", f"k8s.io/kubernetes@{version}"))
+    info = json.loads(_go("mod", "download", "-json", f"k8s.io/kubernetes@{version}", version=version))
     if info.get("Error"):
         raise BuildError(f"the Go module proxy refused k8s.io/kubernetes@{version}: {info['Error']}")
     return Path(info["GoMod"]).read_text()
@@ -70,29 +88,30 @@ def kubernetes_go_mod(version: str = KUBERNETES_VERSION) -> str:
 def generate(version: str = KUBERNETES_VERSION) -> None:
     """Write go.mod from the release's go.mod and let `go mod tidy` resolve the graph and go.sum."""
     say(f"writing go.mod for Kubernetes {version} and resolving its module graph (go mod tidy)")
-    (MODULE_DIR / "go.mod").write_text(gomod.render(version, kubernetes_go_mod(version)))
-    _go("mod", "tidy")
+    module_dir(version).mkdir(exist_ok=True)
+    (module_dir(version) / "go.mod").write_text(gomod.render(version, kubernetes_go_mod(version)))
+    _go("mod", "tidy", version=version)
 
 
-def stamp() -> str:
+def stamp(version: str = KUBERNETES_VERSION) -> str:
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
-        digest.update((MODULE_DIR / name).read_bytes())
+        digest.update((module_dir(version) / name).read_bytes())
     return digest.hexdigest()[:16]
 
 
-def bin_dir() -> Path:
-    return cache_root() / f"kubernetes-{KUBERNETES_VERSION}-{stamp()}" / "bin"
+def bin_dir(version: str = KUBERNETES_VERSION) -> Path:
+    return cache_root() / f"kubernetes-{version}-{stamp(version)}" / "bin"
 
 
-def _ldflags() -> str:
-    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+def _ldflags(version: str) -> str:
+    major, minor = version.lstrip("v").split(".")[:2]
     base = "k8s.io/component-base/version"
     return " ".join(
         [
             "-s",
             "-w",
-            f"-X {base}.gitVersion={KUBERNETES_VERSION}",
+            f"-X {base}.gitVersion={version}",
             f"-X {base}.gitMajor={major}",
             f"-X {base}.gitMinor={minor}",
             f"-X {base}.gitTreeState=clean",
@@ -101,15 +120,15 @@ def _ldflags() -> str:
     )
 
 
-def _build_one(name: str, package: str, target: Path) -> None:
+def _build_one(name: str, package: str, target: Path, version: str) -> None:
     """`go build -v` lists each package as it compiles: a count of them is the progress line."""
     go = shutil.which("go")
     assert go is not None
     started = time.monotonic()
     partial = target.with_name(target.name + ".partial")
-    command = [go, "build", "-v", "-trimpath", "-ldflags", _ldflags(), "-o", str(partial), package]
+    command = [go, "build", "-v", "-trimpath", "-ldflags", _ldflags(version), "-o", str(partial), package]
     process = subprocess.Popen(
-        command, cwd=MODULE_DIR, stderr=subprocess.PIPE, text=True, env={**os.environ, "GOFLAGS": "-mod=mod"}
+        command, cwd=module_dir(version), stderr=subprocess.PIPE, text=True, env={**os.environ, "GOFLAGS": "-mod=mod"}
     )
     assert process.stderr is not None
     tail: list[str] = []
@@ -125,19 +144,20 @@ def _build_one(name: str, package: str, target: Path) -> None:
     say(f"{name}: built in {time.monotonic() - started:.0f} s, {target.stat().st_size / 2**20:.0f} MiB")
 
 
-def ensure_binaries() -> Path:
-    """The folder holding all five binaries, building what is missing; raises BuildError with the reason."""
-    if not (MODULE_DIR / "go.mod").exists():
-        generate()
-    target = bin_dir()
+def ensure_binaries(version: str = KUBERNETES_VERSION) -> Path:
+    """The folder holding all five binaries of a lane, building what is missing; raises
+    BuildError with the reason."""
+    if not (module_dir(version) / "go.mod").exists():
+        generate(version)
+    target = bin_dir(version)
     missing = [name for name in BINARIES if not (target / name).exists()]
     if not missing:
         return target
     target.mkdir(parents=True, exist_ok=True)
-    say(f"building {', '.join(missing)} for Kubernetes {KUBERNETES_VERSION} into {target} (first run only)")
+    say(f"building {', '.join(missing)} for Kubernetes {version} into {target} (first run only)")
     started = time.monotonic()
     for name in missing:
-        _build_one(name, BINARIES[name], target / name)
+        _build_one(name, BINARIES[name], target / name, version)
     total = sum((target / name).stat().st_size for name in BINARIES)
     say(f"control plane ready in {time.monotonic() - started:.0f} s, {total / 2**20:.0f} MiB in {target}")
     return target
@@ -146,11 +166,12 @@ def ensure_binaries() -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--regenerate", action="store_true", help="write go.mod/go.sum anew from the pinned release")
+    parser.add_argument("--version", choices=VERSIONS, default=KUBERNETES_VERSION, help="the lane to build")
     args = parser.parse_args(argv)
     try:
         if args.regenerate:
-            generate()
-        print(ensure_binaries())
+            generate(args.version)
+        print(ensure_binaries(args.version))
     except BuildError as error:
         say(str(error))
         return 1

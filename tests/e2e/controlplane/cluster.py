@@ -140,6 +140,9 @@ class ControlPlane:
                 f"--etcd-servers=http://127.0.0.1:{etcd_port}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
+                # 1.37 refuses a loopback address for the `kubernetes` Service's endpoints; nothing
+                # here reaches the API server through that Service.
+                "--endpoint-reconciler-type=none",
                 f"--secure-port={self.api_port}",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 f"--tls-cert-file={files.serving_cert}",
