@@ -37,7 +37,8 @@ from policies.engine import COMPILED, Engine
 from policies.errors import InputError, PolicyProblem
 from policies.gpu.capacity import Capacity, CapacityLedger, NodeGpus, node_gpus, node_uses
 from policies.gpu.catalog import CATALOG
-from policies.gpu.claims import ClaimDemand, claim_demand
+from policies.gpu.claims import ClaimDemand, claim_demand, unreadable_claim
+from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClass, DeviceClasses, read_device_class
 from policies.gpu.models import CONFIG_STATE_LABEL
 from policies.judge.env_sources import ENV_SOURCE_KINDS
 from policies.judge.ledger import Ledger, PodCounts
@@ -123,4 +124,9 @@ __all__ = [
     "node_uses",
     "ClaimDemand",
     "claim_demand",
+    "unreadable_claim",
+    "DEFAULT_CLASSES",
+    "DeviceClass",
+    "DeviceClasses",
+    "read_device_class",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from mypy_extensions import mypyc_attr
 
 from policies.errors import InputError
+from policies.judge.claim_objects import is_claim_object, judge_claim_object
 from policies.judge.controllers import (
     Template,
     made_by_note,
@@ -51,14 +52,14 @@ def _is_env_source(api_version: object, kind: object) -> bool:
 
 
 def require_judged(raw: JSON, policy_set: PolicySet) -> str:
-    """The object's kind, if the engine judges it: a Pod, a workload whose templates it knows, or
-    a ConfigMap or Secret (what envFrom could take from it)."""
+    """The object's kind, if the engine judges it: a Pod, a workload whose templates it knows, a
+    ConfigMap or Secret (what envFrom could take from it), or a DRA ResourceClaim or template."""
     if not isinstance(raw, dict):
         raise InputError("", "expected a Kubernetes object")
     kind = raw.get("kind")
     if _is_pod(raw.get("apiVersion"), kind):
         return "Pod"
-    if _is_env_source(raw.get("apiVersion"), kind):
+    if _is_env_source(raw.get("apiVersion"), kind) or is_claim_object(raw.get("apiVersion"), kind):
         return str(kind)
     workload_kind(raw, policy_set.workloads)
     return str(kind)
@@ -82,10 +83,11 @@ class Engine:
 
     def judges(self, api_version: object, kind: object) -> bool:
         """Whether objects of this kind are judged: Pods, workloads whose templates are known,
-        ConfigMaps and Secrets."""
+        ConfigMaps and Secrets, DRA ResourceClaims and ResourceClaimTemplates."""
         return (
             _is_pod(api_version, kind)
             or _is_env_source(api_version, kind)
+            or is_claim_object(api_version, kind)
             or self.policy_set.workloads.find(api_version, kind) is not None
         )
 
@@ -98,7 +100,7 @@ class Engine:
         kind = require_judged(raw, self.policy_set)
         if kind == "Pod":
             return self.mutate(raw, request, cluster)
-        if kind in ENV_SOURCE_KINDS:  # judged, never changed
+        if kind in ENV_SOURCE_KINDS or is_claim_object(raw.get("apiVersion"), kind):  # judged, never changed
             return MutationResult(raw, (), (), (), (), ())
         request = request or RequestInfo()
         result: JSON = raw
@@ -168,6 +170,8 @@ class Engine:
             return validate_pod(raw, self.policy_set, usage, request, cluster=cluster)
         if kind in ENV_SOURCE_KINDS:
             return judge_env_source(raw, kind, request.namespace, self.policy_set, cluster)
+        if is_claim_object(raw.get("apiVersion"), kind):
+            return judge_claim_object(raw, kind, request.namespace, self.policy_set, cluster)
         found = pod_templates(raw, request.namespace, self.policy_set.workloads)
         made_by = workload_kind(raw, self.policy_set.workloads).made_by
         verdicts: list[Verdict] = []

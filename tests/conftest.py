@@ -154,6 +154,7 @@ class Calls:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
         self._ended = threading.Condition()
+        self.count = 0  # calls ended so far
         real = getattr(owner, name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -161,6 +162,7 @@ class Calls:
                 return real(*args, **kwargs)
             finally:
                 with self._ended:
+                    self.count += 1
                     self._ended.notify_all()
 
         monkeypatch.setattr(owner, name, call)

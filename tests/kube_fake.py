@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-CLUSTER_SCOPED = frozenset({"namespaces", "nodes", "mutatingwebhookconfigurations", "validatingwebhookconfigurations"})
+CLUSTER_SCOPED = frozenset(
+    {"namespaces", "nodes", "deviceclasses", "mutatingwebhookconfigurations", "validatingwebhookconfigurations"}
+)
 KINDS = {
     "configmaps": "ConfigMap",
     "pods": "Pod",
@@ -30,6 +32,7 @@ KINDS = {
     "resourcequotas": "ResourceQuota",
     "resourceclaims": "ResourceClaim",
     "resourceclaimtemplates": "ResourceClaimTemplate",
+    "deviceclasses": "DeviceClass",
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
 }

@@ -35,6 +35,9 @@ NAMESPACE = "gpu-admission"
 DEVICE_ENV = "[" + ", ".join(f"'{name}'" for name in sorted(DEVICE_VARIABLES)) + "]"
 # NVIDIA's resources, and DRA extended resources of a device class (KEP-5004)
 ASKS = "r.startsWith('nvidia.com/') || r.startsWith('deviceclass.resource.kubernetes.io/')"
+# For validation, any extended resource (a name with a domain): a DeviceClass may serve any name
+# (`extendedResourceName`), and what it selects is the cluster's to say, not the name's.
+ANY_EXTENDED = "r.contains('/')"
 # A ConfigMap's or Secret's keys that envFrom would hand over as those variables: a map lookup each.
 NAMED_DEVICE_KEYS = f"has(object.data) && {DEVICE_ENV}.exists(k, k in object.data)"
 LONG_BOUND = 256  # env, volumes and annotations: ordinary pods carry more of them than of containers
@@ -46,14 +49,15 @@ def _each(collection: str, bound: int) -> str:
     return f"size({collection}) > {bound} || {collection}.exists"
 
 
-def pod_condition(pod: str, template: bool = False) -> list[str]:
+def pod_condition(pod: str, template: bool = False, asks: str = ASKS) -> list[str]:
     """Lines of the condition "this pod (or pod template at `pod`) could reach a GPU"; every
-    comprehension bounded, so its cost has a ceiling whatever the object."""
+    comprehension bounded, so its cost has a ceiling whatever the object. `asks`: which resource
+    names `r` could be a GPU."""
     spec, metadata = f"{pod}.spec", f"{pod}.metadata"
     limits, requests = "c.resources.limits", "c.resources.requests"
     resources = (
-        f"((has({limits}) && ({_each(limits, BOUND)}(r, {ASKS}))) ||",
-        f" (has({requests}) && ({_each(requests, BOUND)}(r, {ASKS}))))",
+        f"((has({limits}) && ({_each(limits, BOUND)}(r, {asks}))) ||",
+        f" (has({requests}) && ({_each(requests, BOUND)}(r, {asks}))))",
     )
     env = f"has(c.env) && ({_each('c.env', LONG_BOUND)}(e, e.name in {DEVICE_ENV}))"
     listed = "m.mountPath.contains('nvidia-container-devices')"  # the toolkit's device list by mounts
@@ -181,6 +185,10 @@ POD_COMMENT = [
     "naming CDI devices, holding DRA claims (what they allocate is looked up), or asking for Triton.",
     "Kubelets' mirror pods are skipped; the annotation alone is anyone's to write.",
 ]
+EXTENDED_COMMENT = [
+    "Validation also sees pods asking for any extended resource (a name with a domain): a DRA",
+    "DeviceClass may serve any name, and only the cluster's classes say whether it is a GPU.",
+]
 POD_RULE = '{apiGroups: [""], apiVersions: [v1], operations: [%s], resources: [%s], scope: Namespaced}'
 
 
@@ -209,8 +217,11 @@ def validating(target: Target) -> list[str]:
         ],
         failure=target.failure_policy(),
         side_effects="NoneOnDryRun  # strict quotas write a Lease per admission, never on a dry run",
-        conditions=[("pods-that-can-reach-a-gpu", pod_condition("object")), ("not-kubelet-mirror-pods", MIRROR_PODS)],
-        comment=POD_COMMENT,
+        conditions=[
+            ("pods-that-can-reach-a-gpu", pod_condition("object", asks=ANY_EXTENDED)),
+            ("not-kubelet-mirror-pods", MIRROR_PODS),
+        ],
+        comment=[*POD_COMMENT, *EXTENDED_COMMENT],
     )
     controllers = (
         (
@@ -240,7 +251,7 @@ def validating(target: Target) -> list[str]:
             name,
             "/validate",
             [rule],
-            conditions=[("templates-that-can-reach-a-gpu", pod_condition(template, template=True))],
+            conditions=[("templates-that-can-reach-a-gpu", pod_condition(template, template=True, asks=ANY_EXTENDED))],
             comment=comment,
         )
     for index, entry in enumerate(custom_kinds()):
@@ -266,6 +277,21 @@ def validating(target: Target) -> list[str]:
             conditions=[("templates-that-ask-for-a-gpu", [kind_condition(entry)])],
             comment=comment,
         )
+    lines += _webhook(
+        target,
+        "validate-claims.gpu-admission.io",
+        "/validate",
+        [
+            "{apiGroups: [resource.k8s.io], apiVersions: ['*'], operations: [CREATE, UPDATE], "
+            "resources: [resourceclaims, resourceclaimtemplates], scope: Namespaced}"
+        ],
+        failure=target.failure_policy(),
+        comment=[
+            "DRA ResourceClaims and ResourceClaimTemplates, judged at their own creation by the policies",
+            "that hold for every pod of their namespace: profiles, models, multi-GPU, adminAccess, device",
+            "taints, opaque configuration, allowed classes, per-pod caps (docs/dra.md).",
+        ],
+    )
     lines += _webhook(
         target,
         "validate-env-sources.gpu-admission.io",

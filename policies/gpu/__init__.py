@@ -4,11 +4,15 @@
                   Feature Discovery name them (resources, node labels): pure data
     cloud.py      how cloud providers label GPU nodes (GKE, EKS, AKS, OCI)
     devices.py    how a container reaches devices past the device plugin (env, hostPath, CDI)
-    claims.py     what a DRA ResourceClaim can allocate of NVIDIA's GPUs, as resource names
+    device_classes.py  what a DRA DeviceClass (and a request's selectors) can select of NVIDIA's
+                  GPUs, and which extended resource a class serves
+    claims.py     what a DRA ResourceClaim asks for, and what that can allocate of NVIDIA's GPUs
+                  under the cluster's classes, as resource names
     catalog.py    lookups over the models; what a node label offers (NodeKind), what an
                   nvidia.com/ resource is (GpuResource)
     capacity.py   free slices and GPUs per model and profile, as the cluster reports them
     placement.py  the node kinds a pod's constraints admit, and what each resource costs there
 
-Layers, bottom up: models, cloud and devices; catalog and claims; capacity and placement.
+Layers, bottom up: models, cloud and devices; device classes; catalog and claims; capacity and
+placement.
 """

@@ -1,52 +1,99 @@
-"""What a DRA ResourceClaim can allocate of NVIDIA's GPUs, read from its spec (resource.k8s.io
-v1, v1beta2 and v1beta1; a ResourceClaimTemplate's `spec.spec` is the claim it makes).
+"""What a DRA ResourceClaim asks for, read from its spec (resource.k8s.io v1, v1beta2 and v1beta1;
+a ResourceClaimTemplate's `spec.spec` is the claim it makes), and what that can allocate of
+NVIDIA's GPUs once the cluster's DeviceClasses say what each class selects.
 
-Each request for one of NVIDIA's DRA GPU classes (policies.gpu.devices.DRA_GPU_CLASSES, from
-NVIDIA's k8s-dra-driver-gpu) becomes what the engine already charges, in resource names:
-- `gpu.nvidia.com` and `vfio.gpu.nvidia.com`: `count` whole GPUs;
-- `mig.nvidia.com`: `count` slices of the profile its selector pins with
-  `device.attributes['gpu.nvidia.com'].profile == '<profile>'`, as `nvidia.com/mig-<profile>`;
-  any other selector may pick any MIG device, so a whole GPU's worth each (the most a MIG
-  device is);
-- `allocationMode: All`: every device the selectors admit, which nothing here can bound
-  (`unbounded`: a budget cannot admit it);
-- `firstAvailable`: one of its alternatives, so each is kept and charged at the most of them.
-Requests of other classes (NICs, NVIDIA's compute-domain channels) hold no GPU. `adminAccess`
-requests are charged too: they reach devices, whoever else holds them.
+A claim is read once, as asked (`ClaimDemand`): per request, its alternatives (one, or the
+`firstAvailable` list), each a device class, a count (None: `allocationMode: All`) and what the
+request's own selectors pin; and what the guardrails look at: `adminAccess`, tolerations of
+device taints, opaque driver configuration. What each alternative can allocate is resolved
+against the classes when judged (`resolve`), since classes come and go independently:
+- a class whose selectors (and the request's) rule NVIDIA's GPUs out: nothing;
+- a MIG profile pinned by either: one `nvidia.com/mig-<profile>` slice a device;
+- anything else that may reach a GPU: a whole GPU a device (the most a MIG device is);
+- `allocationMode: All`: every device the selectors admit, which nothing here bounds.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from policies.errors import InputError
-from policies.gpu.devices import DRA_EXTENDED_PREFIX, DRA_GPU_CLASSES
+from policies.gpu.device_classes import ANY_DEVICE, DeviceClasses, Selection, read_selectors
+from policies.gpu.devices import DRA_EXTENDED_PREFIX
 from policies.gpu.models import MIG_RESOURCE_PREFIX
 from policies.json_fields import json_list
 
-MIG_CLASS = "mig.nvidia.com"
-# The NVIDIA DRA driver's profile attribute, compared for equality with one literal.
-_PROFILE = re.compile(
-    r"""^\s*device\.attributes\[\s*['"]gpu\.nvidia\.com['"]\s*\]\.profile\s*==\s*['"]([^'"]+)['"]\s*$"""
-)
+# What a whole device is charged under: a DRA name, which no node's MIG labels turn into a slice.
+DRA_WHOLE_GPU = DRA_EXTENDED_PREFIX + "gpu.nvidia.com"
 Ask = tuple[tuple[str, int], ...]  # (resource name, count): one way a request can be met
+
+
+class DeviceAsk(NamedTuple):
+    """One way a request can be met: `amount` devices of `device_class` (None: all it admits)."""
+
+    device_class: str
+    amount: int | None
+    selection: Selection  # what the request's own selectors pin
+    path: str  # of the request (or its firstAvailable entry) in the claim's spec
+
+
+class ClaimRequest(NamedTuple):
+    name: str
+    path: str
+    alternatives: tuple[DeviceAsk, ...]
+    admin_access: bool = False
+    tolerations: bool = False  # tolerates device taints
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimDemand:
-    """A claim's GPU requests: per request, the ways it can be met (one of them will be)."""
+    """A claim's requests as asked, and the paths of its opaque driver configurations."""
 
-    requests: tuple[tuple[Ask, ...], ...] = ()
-    unbounded: tuple[str, ...] = ()  # names of requests with allocationMode All
+    requests: tuple[ClaimRequest, ...] = ()
+    opaque_config: tuple[str, ...] = ()
 
     @property
-    def holds_gpu(self) -> bool:
-        return bool(self.requests or self.unbounded)
+    def asks_devices(self) -> bool:
+        return bool(self.requests)
 
 
 NO_DEMAND = ClaimDemand()
+
+
+def unreadable_claim() -> ClaimDemand:
+    """What a claim this engine cannot read is taken to ask: every device of a class it does not
+    know, which no budget can hold."""
+    ask = DeviceAsk("(unreadable)", None, ANY_DEVICE, "spec")
+    return ClaimDemand((ClaimRequest("(unreadable)", "spec", (ask,)),))
+
+
+class Resolved(NamedTuple):
+    """What one alternative can allocate: `ask` in resource names (() for no GPU), or `unbounded`."""
+
+    ask: Ask
+    unbounded: bool = False
+    profile: str | None = None  # the MIG profile it is pinned to
+    amount: int = 0
+    any_mig: bool = False  # may be met by a MIG device of any profile
+
+    @property
+    def reaches_gpu(self) -> bool:
+        return bool(self.ask) or self.unbounded
+
+
+def resolve(ask: DeviceAsk, classes: DeviceClasses) -> Resolved:
+    selection = classes.selection(ask.device_class).also(ask.selection)
+    if not selection.reaches_gpu:
+        return Resolved(())
+    profile = selection.profile
+    any_mig = profile is None and selection.type in (None, "mig")
+    if ask.amount is None:
+        return Resolved((), True, profile, 0, any_mig)
+    if profile is not None:
+        return Resolved(((MIG_RESOURCE_PREFIX + profile, ask.amount),), False, profile, ask.amount)
+    return Resolved(((DRA_WHOLE_GPU, ask.amount),), False, None, ask.amount, any_mig)
 
 
 def _mapping(raw: object, path: str) -> Mapping[str, object]:
@@ -55,55 +102,55 @@ def _mapping(raw: object, path: str) -> Mapping[str, object]:
     return raw
 
 
-def _profile(selectors: list[object], path: str) -> str | None:
-    for i, selector in enumerate(selectors):
-        cel = _mapping(selector, f"{path}[{i}]").get("cel")
-        expression = _mapping(cel, f"{path}[{i}].cel").get("expression") if cel is not None else None
-        found = _PROFILE.match(expression) if isinstance(expression, str) else None
-        if found:
-            return found.group(1)
-    return None
-
-
-def _ask(exact: Mapping[str, object], path: str) -> Ask | None:
-    """One way to meet a request: None if it is all devices; () if it holds no GPU."""
+def _ask(exact: Mapping[str, object], path: str) -> DeviceAsk:
     device_class = exact.get("deviceClassName")
-    if device_class not in DRA_GPU_CLASSES:
-        return ()
+    if not isinstance(device_class, str) or not device_class:
+        raise InputError(f"{path}.deviceClassName", "must be a non-empty string")
+    selection = read_selectors(exact.get("selectors"), f"{path}.selectors")
     if exact.get("allocationMode", "ExactCount") == "All":
-        return None
+        return DeviceAsk(device_class, None, selection, path)
     count = exact.get("count", 1)
     if type(count) is not int or count < 1:
         raise InputError(f"{path}.count", "must be a whole number, 1 or more")
-    profile = _profile(json_list(exact.get("selectors"), f"{path}.selectors"), f"{path}.selectors")
-    if device_class == MIG_CLASS and profile is not None:
-        return ((MIG_RESOURCE_PREFIX + profile, count),)
-    return ((f"{DRA_EXTENDED_PREFIX}{device_class}", count),)
+    return DeviceAsk(device_class, count, selection, path)
+
+
+def _request(request: Mapping[str, object], i: int, path: str) -> ClaimRequest:
+    name = str(request.get("name", i))
+    here = f"{path}[{i}]"
+    if "firstAvailable" in request:
+        options = json_list(request.get("firstAvailable"), f"{here}.firstAvailable")
+        where = [f"{here}.firstAvailable[{j}]" for j in range(len(options))]
+        exacts = [_mapping(o, w) for o, w in zip(options, where, strict=True)]
+    else:  # v1 and v1beta2 say `exactly`; v1beta1 has the fields on the request itself
+        where = [f"{here}.exactly" if "exactly" in request else here]
+        exacts = [_mapping(request.get("exactly", request), where[0])]
+    alternatives = tuple(_ask(e, w) for e, w in zip(exacts, where, strict=True))
+    return ClaimRequest(
+        name,
+        here,
+        alternatives,
+        admin_access=any(e.get("adminAccess") is True for e in exacts),
+        tolerations=any(bool(e.get("tolerations")) for e in exacts),
+    )
 
 
 def claim_demand(spec: object, path: str = "spec") -> ClaimDemand:
     """The demand of a ResourceClaimSpec (`spec` of a claim, `spec.spec` of a template)."""
+    if spec is None:
+        return NO_DEMAND
     devices = _mapping(spec, path).get("devices")
     if devices is None:
         return NO_DEMAND
     devices = _mapping(devices, f"{path}.devices")
-    path = f"{path}.devices.requests"
-    requests: list[tuple[Ask, ...]] = []
-    unbounded: list[str] = []
-    for i, raw in enumerate(json_list(devices.get("requests"), path)):
-        request = _mapping(raw, f"{path}[{i}]")
-        name = str(request.get("name", i))
-        if "firstAvailable" in request:
-            options = json_list(request.get("firstAvailable"), f"{path}[{i}].firstAvailable")
-            alternatives = [
-                _ask(_mapping(o, f"{path}[{i}].firstAvailable[{j}]"), f"{path}[{i}].firstAvailable[{j}]")
-                for j, o in enumerate(options)
-            ]
-        else:  # v1 and v1beta2 say `exactly`; v1beta1 has the fields on the request itself
-            exact = request.get("exactly", request)
-            alternatives = [_ask(_mapping(exact, f"{path}[{i}].exactly"), f"{path}[{i}].exactly")]
-        if any(a is None for a in alternatives):
-            unbounded.append(name)
-        elif any(alternatives):
-            requests.append(tuple(a for a in alternatives if a is not None))
-    return ClaimDemand(tuple(requests), tuple(unbounded))
+    where = f"{path}.devices.requests"
+    requests = tuple(
+        _request(_mapping(raw, f"{where}[{i}]"), i, where)
+        for i, raw in enumerate(json_list(devices.get("requests"), where))
+    )
+    opaque = tuple(
+        f"{path}.devices.config[{i}].opaque"
+        for i, config in enumerate(json_list(devices.get("config"), f"{path}.devices.config"))
+        if isinstance(config, Mapping) and config.get("opaque") is not None
+    )
+    return ClaimDemand(requests, opaque)

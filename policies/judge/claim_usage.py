@@ -1,11 +1,12 @@
-"""A pod's DRA claims, charged in the units quotas count.
+"""A pod's DRA claims, and its extended resources that DeviceClasses serve, charged in the units
+quotas count.
 
 Every claim the pod names is allocated when it is scheduled, whichever containers use it, so each
-is charged: what its requests can allocate (policies.gpu.claims), each request at the most of its
-alternatives, dimension by dimension, where the pod may run. A claim shared by several pods is
-charged to each (the most any of them can reach). What cannot be known is said, not guessed:
-a claim the cluster does not have (`missing`), and requests for all the devices a selector
-admits (`unbounded`), which no budget can hold.
+is charged: what its requests can allocate (policies.gpu.claims, resolved against the cluster's
+DeviceClasses), each request at the most of its alternatives, dimension by dimension, where the
+pod may run. What cannot be known is said, not guessed: a claim the cluster does not have
+(`missing`), and requests for all the devices a selector admits (`unbounded`), which no budget
+can hold.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from policies.gpu.catalog import Catalog
+from policies.gpu.claims import ClaimDemand, ClaimRequest, DeviceAsk, resolve
+from policies.gpu.device_classes import ANY_DEVICE, DeviceClasses
+from policies.gpu.placement import Placement
 from policies.judge.usage import EMPTY, Usage, charged
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy
@@ -25,6 +29,7 @@ class ClaimsCharge:
     usage: Usage = EMPTY
     missing: tuple[ClaimRef, ...] = ()
     unbounded: tuple[tuple[ClaimRef, str], ...] = ()  # (claim, request name)
+    demands: tuple[tuple[ClaimRef, ClaimDemand], ...] = ()  # the claims found, for the gates
 
 
 NO_CLAIMS = ClaimsCharge()
@@ -41,25 +46,73 @@ def _most(a: Usage, b: Usage) -> Usage:
     )
 
 
-def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: Catalog) -> ClaimsCharge:
-    """What the pod's claims in `namespace` (the API server's word) can allocate."""
-    if not pod.claims:
-        return NO_CLAIMS
+def request_charge(
+    request: ClaimRequest, classes: DeviceClasses, placement: Placement, catalog: Catalog
+) -> tuple[Usage, bool]:
+    """What one request can allocate at most, and whether some alternative is unbounded."""
+    most = EMPTY
+    unbounded = False
+    for ask in request.alternatives:
+        resolved = resolve(ask, classes)
+        unbounded |= resolved.unbounded
+        if resolved.ask:
+            most = _most(most, charged(dict(resolved.ask), placement, catalog))
+    return most, unbounded
+
+
+def demand_charge(
+    demand: ClaimDemand, classes: DeviceClasses, placement: Placement, catalog: Catalog
+) -> tuple[Usage, tuple[str, ...]]:
+    """What a claim can allocate, and the names of its unbounded requests."""
     usage = EMPTY
+    unbounded: list[str] = []
+    for request in demand.requests:
+        most, endless = request_charge(request, classes, placement, catalog)
+        usage = usage + most
+        if endless:
+            unbounded.append(request.name)
+    return usage, tuple(unbounded)
+
+
+def served_by_classes(pod: PodView, classes: DeviceClasses, catalog: Catalog) -> Usage:
+    """What the pod's extended resources outside nvidia.com/ can allocate where a DeviceClass
+    serves them (its `extendedResourceName`, or the implicit `deviceclass.resource.kubernetes.io/`
+    name): the scheduler makes a claim of that class for them."""
+    usage = EMPTY
+    for resource, amount in pod.extended:
+        device_class = classes.serving(resource)
+        if device_class is None:
+            continue
+        ask = DeviceAsk(device_class.name, amount, ANY_DEVICE, resource)
+        held, _ = request_charge(ClaimRequest(resource, resource, (ask,)), classes, pod.placement, catalog)
+        usage = usage + held
+    return usage
+
+
+def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: Catalog) -> ClaimsCharge:
+    """What the pod's claims in `namespace` (the API server's word) can allocate, with what its
+    extended resources served by DeviceClasses can."""
+    if not (pod.claims or pod.extended):
+        return NO_CLAIMS
+    classes = cluster.device_classes
+    usage = served_by_classes(pod, classes, catalog) if pod.extended else EMPTY
     missing: list[ClaimRef] = []
     unbounded: list[tuple[ClaimRef, str]] = []
+    found: list[tuple[ClaimRef, ClaimDemand]] = []
     for ref in pod.claims:
-        demand = cluster.claim_demand(namespace, ref.template, ref.name)
+        # The claim made from a template for this pod, once there, is what it holds: deleting or
+        # replacing the template after changes nothing of it.
+        demand = cluster.claim_demand(namespace, False, ref.made) if ref.made else None
+        if demand is None:
+            demand = cluster.claim_demand(namespace, ref.template, ref.name)
         if demand is None:
             missing.append(ref)
             continue
-        unbounded += [(ref, request) for request in demand.unbounded]
-        for alternatives in demand.requests:
-            most = EMPTY
-            for ask in alternatives:
-                most = _most(most, charged(dict(ask), pod.placement, catalog))
-            usage = usage + most
-    return ClaimsCharge(usage, tuple(missing), tuple(unbounded))
+        found.append((ref, demand))
+        held, endless = demand_charge(demand, classes, pod.placement, catalog)
+        usage = usage + held
+        unbounded += [(ref, name) for name in endless]
+    return ClaimsCharge(usage, tuple(missing), tuple(unbounded), tuple(found))
 
 
 def with_claims(base: Usage, charge: ClaimsCharge) -> Usage:
@@ -70,7 +123,7 @@ def with_claims(base: Usage, charge: ClaimsCharge) -> Usage:
     return total if total.pods else replace(total, pods=1)
 
 
-def _kind(ref: ClaimRef) -> str:
+def kind_of(ref: ClaimRef) -> str:
     return f"{'ResourceClaimTemplate' if ref.template else 'ResourceClaim'} {ref.name}"
 
 
@@ -88,10 +141,12 @@ def claim_verdicts(charge: ClaimsCharge, policies: tuple[GPUPolicy, ...], cluste
         for ref in charge.missing:
             action = Action.DENY if cluster.knows_claims else Action.WARN
             told = "not found: create it before the pod" if cluster.knows_claims else "not known here: not charged"
-            verdicts.append(Verdict(policy.name, rule, ref.path, f"{_kind(ref)} {told} (policy {policy.name})", action))
+            verdicts.append(
+                Verdict(policy.name, rule, ref.path, f"{kind_of(ref)} {told} (policy {policy.name})", action)
+            )
         for ref, request in charge.unbounded:
             message = (
-                f"{_kind(ref)} request {request} asks allocationMode All, every GPU its selectors admit, "
+                f"{kind_of(ref)} request {request} asks allocationMode All, every GPU its selectors admit, "
                 f"which no budget can hold: ask a count (policy {policy.name})"
             )
             verdicts.append(Verdict(policy.name, rule, ref.path, message, policy.quota.action))

@@ -85,10 +85,10 @@ def facts_of(raw: JSON, needs: Needs, cluster: ClusterState = NO_CLUSTER) -> Pod
 
     A condition that fails to evaluate does not hold (as in matching, where it is no match)."""
     view = parse_pod(raw)
-    if not (view.holds_gpu or view.claims or view.gpu_share) or not counts_against_quota(view):
+    if not (view.holds_gpu or view.claims or view.extended or view.gpu_share) or not counts_against_quota(view):
         return None
     usage = pod_usage(view, CATALOG)
-    if view.claims:
+    if view.claims or view.extended:
         usage = with_claims(usage, claims_charge(view, view.namespace, cluster, CATALOG))
         if usage.is_zero:
             return None

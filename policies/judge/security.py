@@ -31,13 +31,16 @@ def settings(policies: tuple[GPUPolicy, ...]) -> tuple[SecuritySpec, str]:
     decider = next((p for p in policies if p.namespace is None and p.security is not None), None)
     spec = decider.security if decider is not None and decider.security is not None else DEFAULT_SECURITY
     owner = decider.name if decider is not None else f"{policies[0].name}, default security"
-    allow, action = spec.allow, spec.action
+    allow, action, classes = spec.allow, spec.action, spec.device_classes
     for policy in policies:
         if policy.namespace is not None and policy.security is not None:
             allow &= policy.security.allow
             if _STRICTNESS[policy.security.action] > _STRICTNESS[action]:
                 action = policy.security.action
-    return SecuritySpec(action, allow), owner
+            narrower = policy.security.device_classes
+            if narrower is not None:
+                classes = narrower if classes is None else classes & narrower
+    return SecuritySpec(action, allow, classes), owner
 
 
 def _breaches(pod: PodView) -> Iterator[tuple[DeviceCheck, str, str]]:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from policies.errors import InputError
+from policies.judge.claim_checks import pod_claim_checks
 from policies.judge.claim_usage import ClaimsCharge, claim_verdicts, claims_charge, with_claims
 from policies.judge.quota import UsageSource, check_quota, scope_of
 from policies.judge.rules import check_rules
@@ -121,6 +122,8 @@ def validate_pod(
     verdicts.extend(check_security(view, matched))
     claims = claims_charge(view, namespace, cluster, policy_set.catalog)
     verdicts.extend(claim_verdicts(claims, matched, cluster))
+    if claims.demands:
+        verdicts.extend(pod_claim_checks(claims, matched, cluster.device_classes, policy_set.catalog))
     usage = with_claims(pod_usage(view, policy_set.catalog), claims)
     added = _added_by_update(usage, claims, request, policy_set)
     charges: list[tuple[str, str]] = []

@@ -220,6 +220,10 @@ class DeviceCheck(enum.Enum):
     ENV_FROM = "envFrom"  # envFrom whose keys could spell those variables
     HOST_DEVICES = "hostDevices"  # hostPath on /dev/nvidia*, /dev, /dev/char, /
     CDI_DEVICES = "cdiDevices"  # cdi.k8s.io/ annotations naming nvidia.com devices
+    # DRA requests that reach past what a claim's count says (policies.judge.claim_checks):
+    DRA_ADMIN_ACCESS = "draAdminAccess"  # adminAccess: devices already allocated to others
+    DRA_DEVICE_TAINTS = "draDeviceTaints"  # tolerations of device taints (devices taken out of service)
+    DRA_OPAQUE_CONFIG = "draOpaqueConfig"  # opaque driver configuration (sharing, MPS, time-slicing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +232,8 @@ class SecuritySpec:
 
     action: Action = Action.DENY
     allow: frozenset[DeviceCheck] = frozenset()
+    # DRA device classes a claim may name; None: any (a class that reaches no GPU is never charged)
+    device_classes: frozenset[str] | None = None
 
 
 DEFAULT_SECURITY = SecuritySpec()

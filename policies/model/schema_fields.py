@@ -275,9 +275,25 @@ def security_schema() -> Schema:
         {
             "action": optional(enum_of("deny", "warn", "audit"), "`deny` | `warn` | `audit`", "", "deny"),
             "allow": optional(
-                {"type": "array", "items": enum_of("deviceEnv", "envFrom", "hostDevices", "cdiDevices")},
+                {
+                    "type": "array",
+                    "items": enum_of(
+                        "deviceEnv",
+                        "envFrom",
+                        "hostDevices",
+                        "cdiDevices",
+                        "draAdminAccess",
+                        "draDeviceTaints",
+                        "draOpaqueConfig",
+                    ),
+                },
                 "list",
-                "checks this policy's pods may pass",
+                "checks this policy's pods and DRA claims may pass",
+            ),
+            "deviceClasses": optional(
+                _strings(),
+                "list",
+                "the only DRA DeviceClasses a claim or pod may name (none: any); a namespaced policy narrows it",
             ),
         }
     )

@@ -36,7 +36,7 @@ from policies.model.policy import (
 from policies.model.selectors import LabelSelector, SelectorError, parse_selector
 from policies.model.yamldoc import Document
 
-_SECURITY = frozenset({"action", "allow"})
+_SECURITY = frozenset({"action", "allow", "deviceClasses"})
 _MIG = frozenset({"strategy", "gpuModels", "defaultProfile", "allowedProfiles", "multiGpu"})
 _RUNTIME = frozenset({"runtimeClassName", "tolerations", "nodeSelector", "env", "shmSize"})
 _TOLERATION = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
@@ -296,6 +296,11 @@ class SectionReader(FieldReader):
         return SecuritySpec(
             action=self.choice(fields.get("action"), f"{path}.action", Action, Action.DENY, "deny, warn, audit"),
             allow=frozenset(check for check in allowed if check is not None),
+            device_classes=(
+                frozenset(self.strings(fields["deviceClasses"], f"{path}.deviceClasses"))
+                if fields.get("deviceClasses") is not None
+                else None
+            ),
         )
 
     def shared_weight(self, raw: object, path: str) -> Fraction:

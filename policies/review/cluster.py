@@ -1,7 +1,8 @@
 """What the engine may know of the cluster beyond the object under review: namespace labels (for
 namespaceSelector), free GPU capacity (to prefer models and profiles that can run now), the
-ResourceQuotas on whole GPUs that a MIG rewrite would sidestep (to warn), and the DRA
-ResourceClaims and ResourceClaimTemplates a pod names (what they can allocate is its charge).
+ResourceQuotas on whole GPUs that a MIG rewrite would sidestep (to warn), the DRA
+ResourceClaims and ResourceClaimTemplates a pod names (what they can allocate is its charge), and
+the DeviceClasses that say what a claim's requests can select.
 
 The edge fills it from its watches; offline, from `--cluster-state`; with nothing, it knows nothing.
 """
@@ -14,6 +15,7 @@ from typing import Protocol
 
 from policies.gpu.capacity import Capacity, NoCapacity
 from policies.gpu.claims import ClaimDemand
+from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClasses
 
 
 class ClusterState(Protocol):
@@ -39,6 +41,11 @@ class ClusterState(Protocol):
         NVIDIA's GPUs; None where it is not known."""
         ...
 
+    @property
+    def device_classes(self) -> DeviceClasses:
+        """The DRA DeviceClasses: what each selects, which extended resources each serves."""
+        ...
+
 
 @dataclass(frozen=True)
 class KnownCluster:
@@ -47,6 +54,7 @@ class KnownCluster:
     quotas: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     claims: Mapping[tuple[str, bool, str], ClaimDemand] = field(default_factory=dict)
     knows_claims: bool = False
+    device_classes: DeviceClasses = DEFAULT_CLASSES
 
     def claim_demand(self, namespace: str, template: bool, name: str) -> ClaimDemand | None:
         return self.claims.get((namespace, template, name))

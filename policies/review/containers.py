@@ -8,6 +8,7 @@ is built only when something is wrong (pods are read on every review).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from decimal import Decimal
 from functools import lru_cache
@@ -114,15 +115,19 @@ def string_map(raw: object, path: str) -> dict[str, str]:
     return dict(fields)  # type: ignore[arg-type]
 
 
-def _quantities(raw: object, container: str, section: str) -> dict[str, Decimal]:
+def _quantities(raw: object, container: str, section: str, others: dict[str, int] | None = None) -> dict[str, Decimal]:
     """nvidia.com/ resources only (the API server validates the rest, and parsing is the costly
-    part): extended resources, so whole and non-negative. Field paths are made only when wrong."""
+    part): extended resources, so whole and non-negative. Field paths are made only when wrong.
+    `others`: where other extended resources (names with a domain) go, any a DRA DeviceClass may
+    serve (KEP-5004); one the API server would refuse is left to it."""
     parsed: dict[str, Decimal] = {}
     if raw is None or raw == {}:
         return parsed
     path = ""
     for resource, value in (raw if type(raw) is dict else mapping(raw, f"{container}.resources.{section}")).items():
         if not resource.startswith(GPU_RESOURCE_DOMAIN) and not is_dra_gpu(resource):
+            if others is not None and "/" in resource:
+                _other(resource, value, others)
             continue
         path = f"{container}.resources.{section}"
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -135,6 +140,15 @@ def _quantities(raw: object, container: str, section: str) -> dict[str, Decimal]
             raise InputError(f"{path}.{resource}", f"{value!r}: extended resources are whole numbers, 0 or more")
         parsed[resource] = amount
     return parsed
+
+
+def _other(resource: str, value: object, others: dict[str, int]) -> None:
+    try:
+        amount = parse_quantity(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    except (ValueError, TypeError, ArithmeticError):
+        return
+    if amount is not None and amount > 0:
+        others[resource] = max(others.get(resource, 0), math.ceil(amount))
 
 
 def _env(fields: Mapping[str, object], path: str, gpu: bool, found: list[DeviceEnv]) -> dict[str, str | None]:
@@ -188,11 +202,17 @@ def _mounts_shm(fields: Mapping[str, object], path: str) -> bool:
 
 
 def read_containers(
-    spec: Mapping[str, object], key: str, env: list[DeviceEnv], env_from: EnvFromFound
+    spec: Mapping[str, object],
+    key: str,
+    env: list[DeviceEnv],
+    env_from: EnvFromFound,
+    others: dict[str, int] | None = None,
 ) -> tuple[ContainerView, ...]:
+    """The containers under `key`; `others`: the other extended resources they ask for, summed
+    over the containers (each at the most of its request and limit)."""
     items = json_list(spec.get(key), f"spec.{key}")
     init = key != "containers"
-    return tuple(_container(c, _item_path(key, i), i, init, env, env_from) for i, c in enumerate(items))
+    return tuple(_container(c, _item_path(key, i), i, init, env, env_from, others) for i, c in enumerate(items))
 
 
 @lru_cache(maxsize=512)
@@ -201,7 +221,13 @@ def _item_path(key: str, index: int) -> str:
 
 
 def _container(
-    raw: object, path: str, index: int, init: bool, env: list[DeviceEnv], env_from: EnvFromFound
+    raw: object,
+    path: str,
+    index: int,
+    init: bool,
+    env: list[DeviceEnv],
+    env_from: EnvFromFound,
+    others: dict[str, int] | None = None,
 ) -> ContainerView:
     fields = mapping(raw, path)
     name = fields.get("name")
@@ -210,8 +236,12 @@ def _container(
     resources = fields.get("resources")
     if type(resources) is not dict:
         resources = mapping(resources, f"{path}.resources")
-    requests = _quantities(resources.get("requests"), path, "requests")
-    limits = _quantities(resources.get("limits"), path, "limits")
+    mine: dict[str, int] | None = {} if others is not None else None
+    requests = _quantities(resources.get("requests"), path, "requests", mine)
+    limits = _quantities(resources.get("limits"), path, "limits", mine)
+    if mine and others is not None:
+        for resource, amount in mine.items():
+            others[resource] = others.get(resource, 0) + amount
     # env and mounts only matter where runtime settings go: containers that hold GPUs.
     gpu = bool(requests or limits)
     if "envFrom" in fields:

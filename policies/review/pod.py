@@ -40,6 +40,10 @@ class ClaimRef(NamedTuple):
     path: str
     template: bool
     name: str
+    # The claim Kubernetes made from the template for this pod (status.resourceClaimStatuses,
+    # written only through the status subresource): what the pod holds, whatever becomes of the
+    # template after.
+    made: str = ""
 
 
 class PodView(NamedTuple):
@@ -66,6 +70,9 @@ class PodView(NamedTuple):
     cdi_devices: tuple[tuple[str, str], ...] = ()  # (annotation, value) naming NVIDIA CDI devices
     gpu_share: Fraction = Fraction(0)  # GPU-equivalents asked of KAI or Run:ai by annotation
     claims: tuple[ClaimRef, ...] = ()  # DRA claims: every one is allocated, referenced or not
+    # Extended resources outside nvidia.com/ (summed over all containers): a DRA DeviceClass may
+    # serve any of them (KEP-5004), which only the cluster's classes tell.
+    extended: tuple[tuple[str, int], ...] = ()
 
     @property
     def mirror(self) -> bool:
@@ -88,7 +95,7 @@ class PodView(NamedTuple):
     def in_scope(self) -> bool:
         """What gpu-admission acts on: pods that could reach a GPU (a DRA claim may: which devices
         it holds is looked up), and pods asking for Triton."""
-        return self.reaches_gpu or bool(self.claims) or self.annotation("triton") == "inject"
+        return self.reaches_gpu or bool(self.claims or self.extended) or self.annotation("triton") == "inject"
 
     @property
     def all_containers(self) -> tuple[ContainerView, ...]:
@@ -151,7 +158,19 @@ def _gpu_share(annotations: Mapping[str, str]) -> Fraction:
     return share * devices
 
 
-def _claims(spec: Mapping[str, object]) -> tuple[ClaimRef, ...]:
+def _made_claims(status: Mapping[str, object]) -> dict[str, str]:
+    """status.resourceClaimStatuses: the pod's claim name -> the claim made for it."""
+    made: dict[str, str] = {}
+    for item in json_list(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"):
+        if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+            claim = item.get("resourceClaimName")
+            if isinstance(claim, str) and claim:
+                made[str(item["name"])] = claim
+    return made
+
+
+def _claims(spec: Mapping[str, object], status: Mapping[str, object]) -> tuple[ClaimRef, ...]:
+    made = _made_claims(status) if "resourceClaimStatuses" in status else {}
     found = []
     for i, item in enumerate(json_list(spec.get("resourceClaims"), "spec.resourceClaims")):
         path = f"spec.resourceClaims[{i}]"
@@ -161,7 +180,10 @@ def _claims(spec: Mapping[str, object]) -> tuple[ClaimRef, ...]:
             if name is not None:
                 if not isinstance(name, str) or not name:
                     raise InputError(f"{path}.{key}", "must be a name")
-                found.append(ClaimRef(path, template, name))
+                own = claim.get("name")
+                found.append(
+                    ClaimRef(path, template, name, made.get(own, "") if template and isinstance(own, str) else "")
+                )
     return tuple(found)
 
 
@@ -177,8 +199,9 @@ def parse_pod(raw: object) -> PodView:
     annotations = string_map(metadata.get("annotations"), "metadata.annotations")
     env: list[DeviceEnv] = []
     env_from: list[tuple[str, str]] = []
-    containers = read_containers(spec, "containers", env, env_from)
-    init_containers = read_containers(spec, "initContainers", env, env_from)
+    extended: dict[str, int] = {}
+    containers = read_containers(spec, "containers", env, env_from, extended)
+    init_containers = read_containers(spec, "initContainers", env, env_from, extended)
     if spec.get("ephemeralContainers"):  # read for their device access only
         read_containers(spec, "ephemeralContainers", env, env_from)
     volume_names, host_devices = _volumes(json_list(spec.get("volumes"), "spec.volumes"))
@@ -206,5 +229,6 @@ def parse_pod(raw: object) -> PodView:
         host_devices=host_devices,
         cdi_devices=tuple((k, v) for k, v in annotations.items() if cdi_names_gpus(k, v)),
         gpu_share=_gpu_share(annotations),
-        claims=_claims(spec) if "resourceClaims" in spec else (),
+        claims=_claims(spec, status) if "resourceClaims" in spec else (),
+        extended=tuple(sorted(extended.items())),
     )

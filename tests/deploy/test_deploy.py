@@ -103,7 +103,13 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
         "cronjobs",
         "configmaps",
         "secrets",
+        "resourceclaims",
+        "resourceclaimtemplates",
     } | {kind.resource for kind in custom_kinds()}
+    # DRA claims and templates are judged at their own creation, by every API version served.
+    (claims,) = [h for h in validating if "resourceclaims" in h["rules"][0]["resources"]]
+    assert claims["rules"][0]["apiGroups"] == ["resource.k8s.io"] and claims["rules"][0]["apiVersions"] == ["*"]
+    assert claims["failurePolicy"] == "Fail" and claims["matchPolicy"] == "Equivalent"
     (policies_hook,) = [h for h in validating if h["name"].startswith("validate-policies")]
     assert policies_hook["objectSelector"] == {"matchLabels": {"gpu-admission.io/policy": "true"}}
     # ConfigMaps and Secrets are sent only with a key named NVIDIA_VISIBLE_DEVICES & co.

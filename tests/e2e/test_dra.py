@@ -1,6 +1,9 @@
-"""GPUs held through DRA: the real API server stores ResourceClaimTemplates and ResourceClaims
-(resource.k8s.io/v1), the webhook watches them under its real RBAC, and a pod that names one is
-judged for what it can allocate of NVIDIA's GPUs."""
+"""GPUs held through DRA on the real control plane (the newest release: DRA's gates at their
+defaults): DeviceClasses as NVIDIA's driver publishes them and an admin's own, a DRA-only node whose
+GPUs are ResourceSlices published by hand, the real scheduler allocating claims and binding pods.
+The webhook watches claims, templates and classes under its real RBAC; claims and templates are
+judged at their own creation (the shipped webhook configuration sends them); pods are charged what
+their claims and class-served extended resources can select."""
 
 from __future__ import annotations
 
@@ -9,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import Installation, policy_configmap, wait_for
+from tests.dra import GPU_CLASS, MIG_CLASS, claim, claim_spec, device_class, exactly, nvidia
+from tests.e2e.harness import Installation, policy_configmap, register_nodes, wait_for
 from tests.e2e.kubectl import Kubectl
 
 NAMESPACE = "dra-team"
-CAP = """\
+POLICY = """\
 apiVersion: gpu-admission.io/v1alpha1
 kind: GPUPolicy
 metadata:
@@ -21,24 +25,61 @@ metadata:
 spec:
   match:
     namespaces: ["dra-*"]
+  mig:
+    allowedProfiles: [1g.10gb, 2g.20gb]
   quota:
     perPod:
       gpuEquivalents: "1"
 """
+# An admin's class for one model, serving an extended resource of its own (KEP-5004).
+H100_CLASS = device_class(
+    "h100.example.com", f"device.driver == 'gpu.nvidia.com' && {nvidia('type', 'gpu')}", "example.com/h100"
+)
+TOLERATE_DRA_NODE = [{"key": "e2e.gpu-admission.io/dra-only", "operator": "Exists", "effect": "NoSchedule"}]
 
 
-def template(name: str, count: int) -> str:
-    request = {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}}
-    spec = {"spec": {"devices": {"requests": [request]}}}
-    metadata = {"name": name, "namespace": NAMESPACE}
+def device(name: str, kind: str, **attributes: str) -> dict[str, Any]:
+    values = {"type": kind, "productName": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-e2e-{name}", **attributes}
+    memory = "80Gi" if kind == "gpu" else "9856Mi"
+    return {
+        "name": name,
+        "attributes": {key: {"string": value} for key, value in values.items()},
+        "capacity": {"memory": {"value": memory}},
+    }
+
+
+SLICE = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceSlice",
+    "metadata": {"name": "dra-h100-gpu.nvidia.com"},
+    "spec": {
+        "driver": "gpu.nvidia.com",
+        "nodeName": "dra-h100",
+        "pool": {"name": "dra-h100", "generation": 1, "resourceSliceCount": 1},
+        "devices": [
+            device("gpu-0", "gpu"),
+            device("gpu-1", "gpu"),
+            device("gpu-2-mig-1g10gb-0", "mig", profile="1g.10gb", parentUUID="GPU-e2e-gpu-2"),
+        ],
+    },
+}
+
+
+def claim_pod(name: str, **claim_ref: str) -> str:
+    container: dict[str, Any] = {"name": "main", "image": "cuda", "resources": {"claims": [{"name": "gpus"}]}}
+    spec = {
+        "containers": [container],
+        "resourceClaims": [{"name": "gpus", **claim_ref}],
+        "tolerations": TOLERATE_DRA_NODE,
+    }
     return json.dumps(
-        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": metadata, "spec": spec}
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
     )
 
 
-def claim_pod(name: str, **claim: str) -> str:
-    container: dict[str, Any] = {"name": "main", "image": "cuda", "resources": {"claims": [{"name": "gpus"}]}}
-    spec = {"containers": [container], "resourceClaims": [{"name": "gpus", **claim}]}
+def extended_pod(name: str, resource: str, amount: int) -> str:
+    container = {"name": "main", "image": "cuda", "resources": {"limits": {resource: amount}}}
+    spec = {"containers": [container], "tolerations": TOLERATE_DRA_NODE}
     return json.dumps(
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
     )
@@ -48,30 +89,94 @@ def claim_pod(name: str, **claim: str) -> str:
 def dra(installation: Installation) -> Kubectl:
     kubectl = installation.kubectl
     kubectl.run("create", "namespace", NAMESPACE)
-    kubectl.apply(policy_configmap("e2e-dra", CAP))
-    kubectl.create(template("two-gpus", 2))
-    kubectl.create(template("one-gpu", 1))
+    # The label the API server asks of a namespace before it stores an adminAccess claim: whoever
+    # may label the namespace may set it (kubernetes/kubernetes#141293); the policy still says no.
+    kubectl.run("label", "namespace", NAMESPACE, "resource.kubernetes.io/admin-access=true")
+    register_nodes(kubectl, "dra-nodes.yaml")
+    for made in (GPU_CLASS, MIG_CLASS, H100_CLASS, SLICE):
+        kubectl.create(json.dumps(made))
+    # Made before the policy: a claim no policy judged at its creation is judged when a pod names it.
+    kubectl.create(json.dumps(claim("two-gpus", NAMESPACE, claim_spec(exactly("gpu.nvidia.com", 2)), template=True)))
+    kubectl.create(json.dumps(claim("one-gpu", NAMESPACE, claim_spec(exactly("gpu.nvidia.com", 1)), template=True)))
+    kubectl.apply(policy_configmap("e2e-dra", POLICY))
     probe = claim_pod("probe", resourceClaimTemplateName="two-gpus")
     # In force once the policy is loaded and the watch has seen the template.
     wait_for(lambda: kubectl.create(probe, "--dry-run=server", check=False).code != 0, "the e2e-dra policy and claims")
     return kubectl
 
 
+def refused(kubectl: Kubectl, manifest: str) -> str:
+    result = kubectl.create(manifest, check=False)
+    assert result.code != 0, f"admitted: {manifest}"
+    assert "denied the request" in result.stderr, result.stderr
+    return result.stderr
+
+
 @pytest.mark.parametrize(
-    "claim, refusal",
+    "claim_ref, refusal",
     [
         ({"resourceClaimTemplateName": "two-gpus"}, "gpuEquivalents 2, over the per-pod cap of 1"),
         ({"resourceClaimName": "not-made-yet"}, "ResourceClaim not-made-yet not found: create it before the pod"),
     ],
     ids=["a-template-of-two-gpus-over-a-cap-of-one", "a-claim-that-does-not-exist"],
 )
-def test_a_pod_naming_a_claim_is_refused_for_what_the_claim_can_allocate(dra: Kubectl, claim, refusal):
-    result = dra.create(claim_pod("refused", **claim), check=False)
-    assert result.code != 0
-    assert "denied the request" in result.stderr and refusal in result.stderr
+def test_a_pod_naming_a_claim_is_refused_for_what_the_claim_can_allocate(dra: Kubectl, claim_ref, refusal):
+    assert refusal in refused(dra, claim_pod("refused", **claim_ref))
 
 
-def test_a_pod_whose_claim_fits_is_stored_and_left_to_the_scheduler(dra: Kubectl):
+def test_a_pod_whose_claim_fits_is_allocated_by_the_real_scheduler_on_the_dra_only_node(dra: Kubectl):
     dra.create(claim_pod("fits", resourceClaimTemplateName="one-gpu"))
-    stored = dra.get("pod", "fits", "-n", NAMESPACE)
-    assert stored["spec"]["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": "one-gpu"}]
+    node = wait_for(lambda: dra.get("pod", "fits", "-n", NAMESPACE)["spec"].get("nodeName"), "the pod bound")
+    assert node == "dra-h100"
+    statuses = wait_for(
+        lambda: dra.get("pod", "fits", "-n", NAMESPACE).get("status", {}).get("resourceClaimStatuses"), "its claim made"
+    )
+    made = dra.get("resourceclaim", statuses[0]["resourceClaimName"], "-n", NAMESPACE)
+    results = wait_for(
+        lambda: dra.get("resourceclaim", made["metadata"]["name"], "-n", NAMESPACE).get("status", {}).get("allocation"),
+        "the claim allocated",
+    )["devices"]["results"]
+    assert results[0]["driver"] == "gpu.nvidia.com" and results[0]["device"] in ("gpu-0", "gpu-1")
+
+
+@pytest.mark.parametrize(
+    "spec, refusal",
+    [
+        pytest.param(
+            claim_spec(exactly("mig.nvidia.com", 1, nvidia("profile", "7g.80gb"))),
+            "profile 7g.80gb is not allowed (allowed: 1g.10gb, 2g.20gb)",
+            id="a-profile-the-policy-does-not-allow",
+        ),
+        pytest.param(claim_spec(exactly("gpu.nvidia.com", 1, adminAccess=True)), "asks adminAccess", id="admin-access"),
+        pytest.param(
+            claim_spec(exactly("h100.example.com", 4)),
+            "a pod naming this claim would hold gpuEquivalents 4, over the per-pod cap of 1",
+            id="four-gpus-of-an-admins-class",
+        ),
+    ],
+)
+def test_a_claim_is_refused_at_its_own_creation(dra: Kubectl, spec, refusal):
+    stderr = refused(dra, json.dumps(claim("hostile", NAMESPACE, spec)))
+    assert 'admission webhook "validate-claims.gpu-admission.io" denied the request' in stderr
+    assert refusal in stderr and "ResourceClaim dra-team/hostile" in stderr
+    assert dra.run("get", "resourceclaim", "hostile", "-n", NAMESPACE, check=False).code != 0
+
+
+def test_a_claim_within_the_policy_is_stored(dra: Kubectl):
+    slice_claim = claim("one-slice", NAMESPACE, claim_spec(exactly("mig.nvidia.com", 1, nvidia("profile", "1g.10gb"))))
+    dra.create(json.dumps(slice_claim))
+    assert dra.get("resourceclaim", "one-slice", "-n", NAMESPACE)["spec"]["devices"]["requests"][0]["name"] == "r0"
+
+
+def test_an_extended_resource_an_admins_class_serves_is_charged_what_the_class_selects(dra: Kubectl):
+    stderr = refused(dra, extended_pod("two-h100", "example.com/h100", 2))
+    assert "gpuEquivalents 2, over the per-pod cap of 1" in stderr
+    implicit = extended_pod("implicit", "deviceclass.resource.kubernetes.io/h100.example.com", 2)
+    assert "gpuEquivalents 2, over the per-pod cap of 1" in refused(dra, implicit)
+
+
+def test_one_gpu_by_an_admins_extended_resource_is_admitted_and_its_claim_made_by_the_scheduler(dra: Kubectl):
+    """The scheduler makes the pod's claim (KEP-5004) and that create passes the claim webhook."""
+    dra.create(extended_pod("one-h100", "example.com/h100", 1))
+    node = wait_for(lambda: dra.get("pod", "one-h100", "-n", NAMESPACE)["spec"].get("nodeName"), "the pod bound")
+    assert node == "dra-h100"

@@ -33,6 +33,7 @@ WATCHED = (
     "resourcequotas",
     "resourceclaims",
     "resourceclaimtemplates",
+    "resourceclaims-deviceclasses",
     "leases",
     "pods",
 )

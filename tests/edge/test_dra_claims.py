@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from policies.errors import InputError
-from policies.gpu.claims import ClaimDemand, claim_demand
+from policies.gpu.claims import Resolved, claim_demand, resolve
+from policies.gpu.device_classes import NVIDIA_CLASSES, DeviceClasses, read_device_class
 from policies.judge.ledger import Ledger
 from policies.judge.quota import NoUsage
 from policies.review.cluster import KnownCluster
@@ -43,9 +44,27 @@ def spec(*requests: dict[str, Any]) -> dict[str, Any]:
 GPU = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
 
 
-def asks(*alternatives: tuple[str, int]) -> ClaimDemand:
+NIC_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "nic.example.com"},
+    "spec": {"selectors": [{"cel": {"expression": "device.driver == 'nic.example.com'"}}]},
+}
+CLASSES = DeviceClasses.of([*NVIDIA_CLASSES, read_device_class(NIC_CLASS)])
+
+
+def asks(*alternatives: tuple[str, int]) -> list[list[Resolved]]:
     """One request, met by any of `alternatives` (each one resource and count)."""
-    return ClaimDemand((tuple((a,) for a in alternatives),))
+    return [[Resolved(((name, count),), False, _profile(name), count) for name, count in alternatives]]
+
+
+def _profile(name: str) -> str | None:
+    return name.removeprefix("nvidia.com/mig-") if name.startswith("nvidia.com/mig-") else None
+
+
+def resolved(claim: dict[str, Any]) -> list[list[Resolved]]:
+    """Per request, what each of its alternatives can allocate under NVIDIA's classes and a NIC's."""
+    return [[resolve(a, CLASSES) for a in r.alternatives] for r in claim_demand(claim).requests]
 
 
 FIRST_AVAILABLE = {
@@ -70,23 +89,32 @@ ANY_MIG = exactly("mig.nvidia.com", cel="device.attributes['gpu.nvidia.com'].pro
         ),
         pytest.param(
             spec({"exactly": ANY_MIG}),
-            asks(("deviceclass.resource.kubernetes.io/mig.nvidia.com", 1)),
+            [[Resolved(((GPU, 1),), False, None, 1, any_mig=True)]],
             id="a-mig-device-of-any-profile-is-a-whole-gpus-worth",
         ),
         pytest.param(
-            spec({"exactly": exactly("gpu.nvidia.com", mode="All")}), ClaimDemand((), ("r0",)), id="all-is-unbounded"
+            spec({"exactly": exactly("gpu.nvidia.com", mode="All")}),
+            [[Resolved((), unbounded=True)]],
+            id="all-is-unbounded",
         ),
-        pytest.param(spec({"exactly": exactly("nic.example.com", 8)}), ClaimDemand(), id="another-vendors-class"),
+        pytest.param(
+            spec({"exactly": exactly("nic.example.com", 8)}), [[Resolved(())]], id="a-class-of-another-vendors-driver"
+        ),
+        pytest.param(
+            spec({"exactly": exactly("h100.example.com", 2)}),
+            [[Resolved(((GPU, 2),), False, None, 2, any_mig=True)]],
+            id="a-class-the-cluster-does-not-show-may-select-any-gpu",
+        ),
         pytest.param(
             spec(FIRST_AVAILABLE),
-            asks((GPU, 2), ("nvidia.com/mig-1g.10gb", 1)),
+            [[*asks((GPU, 2))[0], *asks(("nvidia.com/mig-1g.10gb", 1))[0]]],
             id="first-available-keeps-every-alternative",
         ),
-        pytest.param({}, ClaimDemand(), id="no-devices"),
+        pytest.param({}, [], id="no-devices"),
     ],
 )
 def test_a_claims_spec_says_what_it_can_allocate_of_nvidias_gpus(claim, demand):
-    assert claim_demand(claim) == demand
+    assert resolved(claim) == demand
 
 
 @pytest.mark.parametrize("count", [0, -1, "2", 1.5], ids=repr)
@@ -132,6 +160,7 @@ def api(tmp_path_factory):
     holder = holder_of(engine_from(*POLICIES))
     for template in (False, True):
         holder.view.claims.lister(template)([c for c in CLAIMS if (c["kind"] == "ResourceClaimTemplate") is template])
+    holder.view.device_class_cache.replace_all([NIC_CLASS])  # the cluster's classes: a NIC's driver's
     with api_server(holder, tmp_path_factory.mktemp("certs")) as server:
         yield server
 
@@ -194,7 +223,7 @@ def test_a_running_pods_claims_are_charged_and_a_template_made_again_charges_it_
 
 
 def test_an_api_server_without_dra_leaves_the_replica_ready_and_pods_naming_claims_warned_of(kube: FakeKube, replicas):
-    kube.unserved |= {"resourceclaims", "resourceclaimtemplates"}
+    kube.unserved |= {"resourceclaims", "resourceclaimtemplates", "deviceclasses"}
     kube.put(NS, "budget", {"b.yaml": POLICIES[0]})
     replica: Replica = start(kube, replicas)
     assert replica.holder.ready
@@ -213,3 +242,35 @@ def test_offline_a_running_pods_claims_are_charged_from_the_cluster_state():
     running["spec"]["nodeName"], running["status"] = "node-1", {"phase": "Running"}
     ledger = Ledger.from_pods([running], engine.policy_set, cluster)
     assert ledger.usage(engine.policy_set.by_name("two-gpus"), "dra").gpu_equivalents == 1
+
+
+def test_a_running_pods_charge_is_the_claim_made_for_it_whatever_becomes_of_the_template(
+    kube: FakeKube, replicas, monkeypatch
+):
+    """Deleting the template under a running pod once dropped the pod from its budget (a template a
+    pod made the budget unlimited): the claim Kubernetes made for the pod is what it holds."""
+    relists = Calls(monkeypatch, PodUsageTracker, "replace_all")
+    kube.put(NS, "budget", {"b.yaml": POLICIES[0]})
+    one_gpu = spec({"exactly": exactly("gpu.nvidia.com")})
+    kube.store("resourceclaimtemplates", claim("gpus", "dra", one_gpu, True))
+    made = claim("running-c0-x7k2p", "dra", one_gpu)
+    made["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "c0"}
+    kube.store("resourceclaims", made)
+    running = claim_pod("dra", ("gpus", True), name="running")
+    running["spec"]["nodeName"] = "node-1"
+    running["status"] = {
+        "phase": "Running",
+        "resourceClaimStatuses": [{"name": "c0", "resourceClaimName": "running-c0-x7k2p"}],
+    }
+    kube.put_pod(running)
+    replica: Replica = start(kube, replicas)
+    found = replica.holder.engine.policy_set.by_name("two-gpus")
+    assert replica.holder.usage.usage(found, "dra").gpu_equivalents == 1
+    listed = relists.count
+    kube.delete("dra", "gpus", "resourceclaimtemplates")
+    assert relists.wait_for(lambda: relists.count > listed)  # the pods charged again
+    assert replica.holder.usage.usage(found, "dra").gpu_equivalents == 1
+    listed = relists.count
+    kube.store("resourceclaimtemplates", claim("gpus", "dra", spec({"exactly": exactly("gpu.nvidia.com", 8)}), True))
+    assert relists.wait_for(lambda: relists.count > listed)
+    assert replica.holder.usage.usage(found, "dra").gpu_equivalents == 1

@@ -33,12 +33,14 @@ from policies import (
 )
 from webhook.cli.inputs import Inputs, read_inputs
 from webhook.cluster.watches.claims import CLAIM_KINDS, ClaimCache
+from webhook.cluster.watches.device_classes import DeviceClassCache
 from webhook.cluster.watches.namespaces import GpuQuotaCache, namespace_labels
 from webhook.sources.files import directory_texts, read_manifests
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 CLUSTER_KINDS = (
-    "cluster state holds Pods, Namespaces, Nodes, ResourceQuotas, ResourceClaims and ResourceClaimTemplates only"
+    "cluster state holds Pods, Namespaces, Nodes, ResourceQuotas, ResourceClaims, ResourceClaimTemplates "
+    "and DeviceClasses only"
 )
 
 
@@ -110,6 +112,7 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     namespaces: dict[str, dict[str, str]] = {}
     resource_quotas: list[dict[str, Any]] = []
     claims: list[dict[str, Any]] = []
+    device_classes: list[dict[str, Any]] = []
     capacity = CapacityLedger(CATALOG)
     for label, item in read_manifests(path):
         if not isinstance(item, dict):
@@ -133,6 +136,8 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
             resource_quotas.append(item)
         elif kind in CLAIM_KINDS:
             claims.append(item)
+        elif kind == "DeviceClass":
+            device_classes.append(item)
         else:
             raise InputError("kind", CLUSTER_KINDS, label)
     capacity.replace_uses(node_uses((v.node_name, gpus_held(v)) for v in views if counts_against_quota(v)))
@@ -141,8 +146,12 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     known = ClaimCache()
     for template in (False, True):
         known.lister(template)(c for c in claims if (c.get("kind") == CLAIM_KINDS[1]) is template)
+    classes = DeviceClassCache()
+    if device_classes:  # a file that holds classes holds them all; one that holds none says nothing of them
+        classes.replace_all(device_classes)
     # Claims a file does not hold may exist: a pod naming one is warned of, not denied.
-    return pods, KnownCluster(namespaces, capacity, quotas.by_namespace(), known.demands()), nodes
+    cluster = KnownCluster(namespaces, capacity, quotas.by_namespace(), known.demands(), device_classes=classes.classes)
+    return pods, cluster, nodes
 
 
 def judge_all(engine: Engine, files: list[str], namespace: str, state: str | None) -> tuple[Inputs, list[Judged]]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from policies import Capacity, ClaimDemand, GPUPolicy, PolicySet, QuotaLine, Usage, quota_lines, scopes
+from policies import Capacity, ClaimDemand, DeviceClasses, GPUPolicy, PolicySet, QuotaLine, Usage, quota_lines, scopes
 from webhook.cluster.quota.usage import PodUsageTracker
 from webhook.cluster.watches.claims import ClaimCache
+from webhook.cluster.watches.device_classes import DeviceClassCache
 from webhook.cluster.watches.namespaces import GpuQuotaCache, NamespaceCache
 from webhook.cluster.watches.nodes import NodeCapacity
 
@@ -19,6 +20,7 @@ class ClusterView:
         self.namespaces = NamespaceCache()
         self.quotas = GpuQuotaCache()
         self.claims = ClaimCache()
+        self.device_class_cache = DeviceClassCache()
         self.nodes = NodeCapacity()
         self.usage = PodUsageTracker(policy_set, namespace_labels=self.namespaces.known, nodes=self.nodes)
         self.usage.cluster = self
@@ -44,6 +46,10 @@ class ClusterView:
 
     def claim_demand(self, namespace: str, template: bool, name: str) -> ClaimDemand | None:
         return self.claims.demand(namespace, template, name)
+
+    @property
+    def device_classes(self) -> DeviceClasses:
+        return self.device_class_cache.classes
 
     # -- wiring ------------------------------------------------------------------------------------
     def not_ready(self) -> str:

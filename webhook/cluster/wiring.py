@@ -165,6 +165,7 @@ def connect(
 
     view.on_policy_set(recharge_or_relist)
     view.claims.on_changed(pods.relist)  # a pod's charge includes what its claims can allocate
+    view.device_class_cache.on_changed(pods.relist)  # and what their classes can select
     view.watches.extend(watches)
     for watch in watches[:-1]:
         watch.start()
@@ -187,14 +188,15 @@ def connect(
 
 
 def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: Any) -> list[ListWatch]:
-    """DRA ResourceClaims and ResourceClaimTemplates (resource.k8s.io/v1, Kubernetes 1.34 on;
-    optional: an API server without it has none)."""
+    """DRA ResourceClaims, ResourceClaimTemplates and DeviceClasses (resource.k8s.io/v1,
+    Kubernetes 1.34 on; optional: an API server without it has none). The class watch's name
+    starts like the claims' so the pods wait for it too."""
     resource = client.ResourceV1Api(api_client)
     kinds = (
         ("resourceclaims", resource.list_resource_claim_for_all_namespaces, False),
         ("resourceclaimtemplates", resource.list_resource_claim_template_for_all_namespaces, True),
     )
-    return [
+    claims = [
         ListWatch(
             name,
             lister,
@@ -206,6 +208,17 @@ def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: An
         )
         for name, lister, template in kinds
     ]
+    classes = view.device_class_cache
+    device_classes = ListWatch(
+        "resourceclaims-deviceclasses",
+        resource.list_device_class,
+        (),
+        classes.replace_all,
+        classes.observe,
+        optional=True,
+        **options,
+    )
+    return [*claims, device_classes]
 
 
 def _sweep_forged(view: ClusterView, pods: ListWatch, core: client.CoreV1Api, interval: float = 1.0) -> None:

@@ -1,11 +1,13 @@
-"""The DRA ResourceClaims and ResourceClaimTemplates of the cluster, as what each can allocate of
-NVIDIA's GPUs (policies.gpu.claims): a pod that names one is charged that, at admission and while
-it runs. Only the demand is kept, not the objects.
+"""The DRA ResourceClaims and ResourceClaimTemplates of the cluster, as what each asks for
+(policies.gpu.claims): a pod that names one is charged what that can allocate, at admission and
+while it runs. Only the demand is kept, not the objects.
 
 Claims made by Kubernetes from a template for one pod (they carry the annotation
-`resource.kubernetes.io/pod-claim-name`) are left out: pods name the template, which is
-looked up instead. A claim whose demand changes (deleted and made again, which is how a claim's
-immutable spec changes) asks for the pods to be charged again (`on_changed`).
+`resource.kubernetes.io/pod-claim-name`) are kept too: once the pod's status names one, it is
+what the pod holds, whatever becomes of the template. They come and go with their pods, which were
+charged by the template already, so they never ask for a recharge. Any other claim whose demand
+changes (deleted and made again, which is how a claim's immutable spec changes), and any template
+that does, asks for the pods to be charged again (`on_changed`).
 
 On an API server without `resource.k8s.io/v1` nothing is listed, so nothing is known: a pod naming
 a claim there (DRA's beta versions) is warned of, not charged.
@@ -18,12 +20,12 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from policies import ClaimDemand, InputError, claim_demand
+from policies import ClaimDemand, InputError, claim_demand, unreadable_claim
 
 log = logging.getLogger("gpu_admission.claims")
 GENERATED = "resource.kubernetes.io/pod-claim-name"
 CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
-UNREADABLE = ClaimDemand(unbounded=("(unreadable)",))  # charged as what no budget can hold
+UNREADABLE = unreadable_claim()  # charged as what no budget can hold
 Key = tuple[str, bool, str]  # namespace, template, name
 
 
@@ -32,11 +34,12 @@ def _key(obj: dict[str, Any], template: bool) -> Key:
     return str(metadata.get("namespace", "")), template, str(metadata.get("name", ""))
 
 
-def _demand(obj: dict[str, Any], template: bool) -> ClaimDemand | None:
-    """What the object can allocate; None for a claim made for one pod from a template."""
-    metadata = obj.get("metadata") or {}
-    if not template and GENERATED in (metadata.get("annotations") or {}):
-        return None
+def _made_for_a_pod(obj: dict[str, Any], template: bool) -> bool:
+    return not template and GENERATED in ((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def _demand(obj: dict[str, Any], template: bool) -> ClaimDemand:
+    """What the object asks for (a claim, or a template's `spec.spec`)."""
     spec = obj.get("spec")
     try:
         if template:
@@ -51,6 +54,7 @@ def _demand(obj: dict[str, Any], template: bool) -> ClaimDemand | None:
 class ClaimCache:
     def __init__(self) -> None:
         self._demands: dict[Key, ClaimDemand] = {}
+        self._made: set[Key] = set()  # claims made from a template for one pod
         self._lock = threading.Lock()
         self.listed: set[bool] = set()  # which kinds (template or not) have listed once
         self._listeners: list[Callable[[], None]] = []
@@ -74,27 +78,36 @@ class ClaimCache:
             demand = None if kind == "DELETED" else _demand(obj, template)
             with self._lock:
                 before = self._demands.pop(key, None)
+                made = key in self._made or _made_for_a_pod(obj, template)
+                self._made.discard(key)
                 if demand is not None:
                     self._demands[key] = demand
-            if demand != before and any(d is not None and d.holds_gpu for d in (demand, before)):
+                    if _made_for_a_pod(obj, template):
+                        self._made.add(key)
+            if made:
+                return  # its pod was charged by the template it was made from
+            if demand != before and any(d is not None and d.asks_devices for d in (demand, before)):
                 self._changed()
 
         return observe
 
     def lister(self, template: bool) -> Callable[[Iterable[dict[str, Any]]], None]:
         def replace_all(items: Iterable[dict[str, Any]]) -> None:
-            fresh = {}
+            fresh: dict[Key, ClaimDemand] = {}
+            made: set[Key] = set()
             for obj in items:
-                demand = _demand(obj, template)
-                if demand is not None:
-                    fresh[_key(obj, template)] = demand
+                key = _key(obj, template)
+                fresh[key] = _demand(obj, template)
+                if _made_for_a_pod(obj, template):
+                    made.add(key)
             with self._lock:
-                stale = {k: v for k, v in self._demands.items() if k[1] == template}
+                stale = {k: v for k, v in self._demands.items() if k[1] == template and k not in self._made}
                 kept = {k: v for k, v in self._demands.items() if k[1] != template}
                 self._demands = kept | fresh
+                self._made = {k for k in self._made if k[1] != template} | made
                 first = template not in self.listed
                 self.listed.add(template)
-            if not first and stale != fresh:
+            if not first and stale != {k: v for k, v in fresh.items() if k not in made}:
                 self._changed()
 
         return replace_all

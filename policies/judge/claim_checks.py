@@ -1,0 +1,126 @@
+"""DRA claims judged as GPU requests are: the same policy holds whether a pod names
+`nvidia.com/mig-7g.80gb` or a claim pinned to `7g.80gb`, and wherever the claim is judged (at its
+own creation, or when a pod names it).
+
+- `mig.allowedProfiles`, `mig.gpuModels` and `mig.multiGpu` of the policy that decides the pod's
+  MIG rewrite (the first matching one with a `mig` section) hold for every alternative a request
+  may be met by (the scheduler picks any of a `firstAvailable` list);
+- the guardrails of `security` (policies.judge.security.settings): `adminAccess` (devices
+  already allocated to others), tolerations of device taints, opaque driver configuration, each
+  denied unless allowed (`draAdminAccess`, `draDeviceTaints`, `draOpaqueConfig`), and
+  `deviceClasses`, the only classes a claim may name where it is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.gpu.catalog import Catalog
+from policies.gpu.claims import ClaimDemand, ClaimRequest, resolve
+from policies.gpu.device_classes import DeviceClasses
+from policies.gpu.models import MIG_RESOURCE_PREFIX
+from policies.judge.claim_usage import ClaimsCharge, kind_of
+from policies.judge.security import settings
+from policies.judge.verdict import Verdict
+from policies.model.policy import Action, DeviceCheck, GPUPolicy, MigSpec, MultiGpu
+
+
+def _mig_problems(
+    request: ClaimRequest, spec: MigSpec, classes: DeviceClasses, catalog: Catalog
+) -> Iterator[tuple[str, str]]:
+    for ask in request.alternatives:
+        resolved = resolve(ask, classes)
+        if not resolved.reaches_gpu:
+            continue  # no GPU: nothing of the mig section applies
+        what = f"request {request.name} ({ask.device_class})"
+        profile = resolved.profile
+        if profile is not None and not spec.allows(profile):
+            allowed = ", ".join(sorted(spec.allowed_profiles))
+            yield ask.path, f"{what}: profile {profile} is not allowed (allowed: {allowed})"
+            continue
+        if profile is not None and spec.gpu_models:
+            known = catalog.resource(MIG_RESOURCE_PREFIX + profile).profile or profile
+            if not any(model.profile(known) is not None for model in spec.gpu_models):
+                models = ", ".join(m.key for m in spec.gpu_models)
+                yield ask.path, f"{what}: profile {profile} is not a profile of {models}"
+                continue
+        if resolved.any_mig and spec.allowed_profiles:
+            allowed = ", ".join(sorted(spec.allowed_profiles))
+            yield (
+                ask.path,
+                f"{what} may be met by a MIG device of any profile: pin one with a selector on "
+                f"device.attributes['gpu.nvidia.com'].profile (allowed: {allowed})",
+            )
+            continue
+        if spec.multi_gpu is MultiGpu.DENY and (resolved.unbounded or resolved.amount > 1):
+            many = "every device its selectors admit" if resolved.unbounded else f"{resolved.amount} devices"
+            yield ask.path, f"{what} asks for {many}; the policy allows one GPU device a request (multiGpu: deny)"
+
+
+def _guard_problems(
+    request: ClaimRequest, allowed: frozenset[DeviceCheck], classes: frozenset[str] | None
+) -> Iterator[tuple[DeviceCheck | None, str, str]]:
+    if classes is not None:
+        names = ", ".join(sorted(classes)) or "none"
+        for ask in request.alternatives:
+            if ask.device_class not in classes:
+                message = f"request {request.name}: device class {ask.device_class} is not allowed (allowed: {names})"
+                yield None, f"{ask.path}.deviceClassName", message
+    if request.admin_access and DeviceCheck.DRA_ADMIN_ACCESS not in allowed:
+        yield (
+            DeviceCheck.DRA_ADMIN_ACCESS,
+            request.path,
+            f"request {request.name} asks adminAccess, which reaches devices already allocated to others, "
+            "past every quota",
+        )
+    if request.tolerations and DeviceCheck.DRA_DEVICE_TAINTS not in allowed:
+        yield (
+            DeviceCheck.DRA_DEVICE_TAINTS,
+            request.path,
+            f"request {request.name} tolerates device taints, which take devices out of service "
+            "(failing, or being drained)",
+        )
+
+
+def claim_checks(
+    demand: ClaimDemand, policies: tuple[GPUPolicy, ...], classes: DeviceClasses, catalog: Catalog
+) -> list[Verdict]:
+    """What `policies` say of a claim's requests, at field paths inside the claim's spec."""
+    if not policies or not demand.requests:
+        return []
+    verdicts: list[Verdict] = []
+    reaching = [r for r in demand.requests if any(resolve(a, classes).reaches_gpu for a in r.alternatives)]
+    decider = next((p for p in policies if p.mig is not None), None)
+    if decider is not None and decider.mig is not None:
+        for request in reaching:
+            for path, message in _mig_problems(request, decider.mig, classes, catalog):
+                message = f"{message} (policy {decider.name})"
+                verdicts.append(Verdict(decider.name, "mig.claims", path, message, Action.DENY))
+    spec, owner = settings(policies)
+    policy = owner.split(",")[0]
+    for request in demand.requests:
+        for check, path, message in _guard_problems(request, spec.allow, spec.device_classes):
+            if check is not None and request not in reaching:
+                continue  # adminAccess and taints of a NIC's request are not ours to judge
+            rule = f"security.{check.value}" if check is not None else "security.deviceClasses"
+            verdicts.append(Verdict(policy, rule, path, f"{message} (policy {owner})", spec.action))
+    if reaching and DeviceCheck.DRA_OPAQUE_CONFIG not in spec.allow:
+        message = (
+            "opaque driver configuration can change how the driver shares or hands out devices "
+            f"(time-slicing, MPS), past what the claim is charged (policy {owner})"
+        )
+        rule = f"security.{DeviceCheck.DRA_OPAQUE_CONFIG.value}"
+        verdicts += [Verdict(policy, rule, path, message, spec.action) for path in demand.opaque_config]
+    return verdicts
+
+
+def pod_claim_checks(
+    charge: ClaimsCharge, policies: tuple[GPUPolicy, ...], classes: DeviceClasses, catalog: Catalog
+) -> list[Verdict]:
+    """The same checks on the claims a pod names (made before a policy, or judged by none): each
+    at the pod's reference, saying which claim and which field of it."""
+    verdicts: list[Verdict] = []
+    for ref, demand in charge.demands:
+        for v in claim_checks(demand, policies, classes, catalog):
+            verdicts.append(Verdict(v.policy, v.rule, ref.path, f"{kind_of(ref)} {v.path}: {v.message}", v.action))
+    return verdicts

@@ -1,0 +1,94 @@
+"""DRA ResourceClaims and ResourceClaimTemplates judged at their own creation (and update), by the
+policies that hold for every pod of their namespace: any pod there may name them, so what those
+policies say of a GPU request holds for the claim before any pod does
+(policies.judge.claim_checks), and no claim may ask more than one pod may hold (per-pod caps) or
+more than a whole budget (a limit it overruns by itself). Policies that pick pods by labels or a
+condition judge the claim when such a pod names it (policies.judge.validation).
+
+A template's `spec.spec` is the claim each pod gets. Claims Kubernetes makes (from a template for
+a pod, or for a pod's DRA-served extended resources) are judged like any other: their annotations
+are written by whoever creates the object, so they excuse nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from policies.errors import InputError
+from policies.gpu.claims import claim_demand
+from policies.gpu.placement import ANYWHERE
+from policies.judge.claim_checks import claim_checks
+from policies.judge.claim_usage import demand_charge
+from policies.judge.quota import check_quota
+from policies.judge.usage import EMPTY
+from policies.judge.validation import Decision, subject_of
+from policies.judge.verdict import Verdict
+from policies.model.policy import Action, GPUPolicy
+from policies.model.policyset import PolicySet
+from policies.review.cluster import ClusterState
+from policies.review.document import JSON
+
+CLAIM_GROUP = "resource.k8s.io/"
+CLAIM_OBJECT_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+
+
+def is_claim_object(api_version: object, kind: object) -> bool:
+    return kind in CLAIM_OBJECT_KINDS and isinstance(api_version, str) and api_version.startswith(CLAIM_GROUP)
+
+
+def _every_pod(policies: tuple[GPUPolicy, ...]) -> tuple[GPUPolicy, ...]:
+    return tuple(p for p in policies if p.match.pod_selector is None and p.match.condition is None)
+
+
+def judge_claim_object(
+    raw: JSON, kind: str, namespace: str | None, policy_set: PolicySet, cluster: ClusterState
+) -> Decision:
+    """The verdict on a ResourceClaim or ResourceClaimTemplate in `namespace` (the API server's
+    word; the object's own, or `default`, where none is given, as for `gpu-admission validate`)."""
+    metadata = raw.get("metadata")
+    if not namespace:
+        written = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+        namespace = written if isinstance(written, str) and written else "default"
+    spec = raw.get("spec")
+    if kind == "ResourceClaimTemplate":
+        if not isinstance(spec, Mapping):
+            raise InputError("spec", "must be an object")
+        demand = claim_demand(spec.get("spec"), "spec.spec")
+    else:
+        demand = claim_demand(spec)
+    policies = _every_pod(policy_set.in_namespace(namespace, cluster.namespace_labels(namespace)))
+    if not policies or not demand.asks_devices:
+        return Decision(True, policies=tuple(p.name for p in policies))
+    classes = cluster.device_classes
+    verdicts = claim_checks(demand, policies, classes, policy_set.catalog)
+    usage, unbounded = demand_charge(demand, classes, ANYWHERE, policy_set.catalog)
+    if not usage.is_zero:
+        usage = replace(usage, pods=1)  # the pod that names it is one pod
+    for policy in policies:
+        quota = policy.quota
+        if quota is None:
+            continue
+        for request in unbounded:
+            message = (
+                f"request {request} asks allocationMode All, every GPU its selectors admit, which no budget "
+                f"can hold: ask a count (policy {policy.name})"
+            )
+            verdicts.append(Verdict(policy.name, "quota.claims", "spec", message, quota.action))
+        if usage.is_zero:
+            continue
+        # Against an empty budget: only what the claim alone overruns, whatever else is held.
+        found = check_quota(policy, quota, namespace, usage, EMPTY)
+        verdicts += [_as_claim(v) for v in found if v.action is Action.DENY]
+    subject = subject_of(raw, namespace)
+    verdicts = [v.about(subject) for v in verdicts]
+    allowed = not any(v.action is Action.DENY for v in verdicts)
+    return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in policies))
+
+
+def _as_claim(verdict: Verdict) -> Verdict:
+    """A quota verdict said of the claim: every pod that names it holds at least this much."""
+    message = verdict.message.replace("pod asks for", "a pod naming this claim would hold", 1)
+    if "exceeds" in message:
+        message = f"by itself: {message}"
+    return Verdict(verdict.policy, verdict.rule, verdict.path, message, verdict.action)
