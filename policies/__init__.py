@@ -39,6 +39,7 @@ from policies.gpu.capacity import Capacity, CapacityLedger, NodeGpus, node_gpus,
 from policies.gpu.catalog import CATALOG
 from policies.gpu.claims import ClaimDemand, claim_demand, unreadable_claim
 from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClass, DeviceClasses, read_device_class
+from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice
 from policies.gpu.models import CONFIG_STATE_LABEL
 from policies.judge.env_sources import ENV_SOURCE_KINDS
 from policies.judge.ledger import Ledger, PodCounts
@@ -129,4 +130,8 @@ __all__ = [
     "DeviceClass",
     "DeviceClasses",
     "read_device_class",
+    "DraInventory",
+    "WithDra",
+    "allocated_devices",
+    "read_slice",
 ]

@@ -69,3 +69,47 @@ def claim(name: str, namespace: str, spec: dict[str, Any], template: bool = Fals
     kind = "ResourceClaimTemplate" if template else "ResourceClaim"
     body = {"spec": spec} if template else spec
     return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": body}
+
+
+def slice_device(name: str, product: str, profile: str = "", memory: str = "", **consumes: str) -> dict[str, Any]:
+    """A device as NVIDIA's driver publishes it: a whole GPU, or a MIG device of `profile`;
+    `consumes`: counters of the GPU's counter set it takes (a partitionable pool)."""
+    attributes = {"type": {"string": "mig" if profile else "gpu"}, "productName": {"string": product}}
+    if profile:
+        attributes["profile"] = {"string": profile}
+    device: dict[str, Any] = {"name": name, "attributes": attributes}
+    if memory:
+        device["capacity"] = {"memory": {"value": memory}}
+    if consumes:
+        counters = {counter: {"value": amount} for counter, amount in consumes.items()}
+        device["consumesCounters"] = [{"counterSet": "gpu-0", "counters": counters}]
+    return device
+
+
+def resource_slice(
+    node: str,
+    *devices: dict[str, Any],
+    counters: dict[str, str] | None = None,
+    driver: str = DRIVER,
+    generation: int = 1,
+    name: str = "",
+) -> dict[str, Any]:
+    """A node's ResourceSlice; `counters`: the shared counter set `gpu-0` of a partitionable pool."""
+    spec: dict[str, Any] = {
+        "driver": driver,
+        "nodeName": node,
+        "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+        "devices": list(devices),
+    }
+    if counters:
+        spec["sharedCounters"] = [{"name": "gpu-0", "counters": {k: {"value": v} for k, v in counters.items()}}]
+    metadata = {"name": name or f"{node}-{driver}-{generation}"}
+    return {"apiVersion": API_VERSION, "kind": "ResourceSlice", "metadata": metadata, "spec": spec}
+
+
+def allocated(name: str, namespace: str, *devices: tuple[str, str]) -> dict[str, Any]:
+    """A ResourceClaim whose status says the scheduler allocated (pool, device) of NVIDIA's driver."""
+    results = [{"request": "r0", "driver": DRIVER, "pool": pool, "device": device} for pool, device in devices]
+    made = claim(name, namespace, claim_spec(exactly("gpu.nvidia.com")))
+    made["status"] = {"allocation": {"devices": {"results": results}}}
+    return made

@@ -19,7 +19,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 CLUSTER_SCOPED = frozenset(
-    {"namespaces", "nodes", "deviceclasses", "mutatingwebhookconfigurations", "validatingwebhookconfigurations"}
+    {
+        "namespaces",
+        "nodes",
+        "deviceclasses",
+        "resourceslices",
+        "mutatingwebhookconfigurations",
+        "validatingwebhookconfigurations",
+    }
 )
 KINDS = {
     "configmaps": "ConfigMap",
@@ -33,6 +40,7 @@ KINDS = {
     "resourceclaims": "ResourceClaim",
     "resourceclaimtemplates": "ResourceClaimTemplate",
     "deviceclasses": "DeviceClass",
+    "resourceslices": "ResourceSlice",
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
 }

@@ -12,7 +12,8 @@
                   nvidia.com/ resource is (GpuResource)
     capacity.py   free slices and GPUs per model and profile, as the cluster reports them
     placement.py  the node kinds a pod's constraints admit, and what each resource costs there
+    dra_inventory.py  free capacity from DRA ResourceSlices minus allocated claims, beside the labels'
 
 Layers, bottom up: models, cloud and devices; device classes; catalog and claims; capacity and
-placement.
+placement; the DRA inventory.
 """

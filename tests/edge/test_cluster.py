@@ -33,7 +33,8 @@ WATCHED = (
     "resourcequotas",
     "resourceclaims",
     "resourceclaimtemplates",
-    "resourceclaims-deviceclasses",
+    "deviceclasses",
+    "resourceslices",
     "leases",
     "pods",
 )

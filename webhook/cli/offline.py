@@ -23,6 +23,7 @@ from policies import (
     NodeGpus,
     PodView,
     PolicyProblem,
+    WithDra,
     counts_against_quota,
     gpus_held,
     load_texts,
@@ -35,12 +36,13 @@ from webhook.cli.inputs import Inputs, read_inputs
 from webhook.cluster.watches.claims import CLAIM_KINDS, ClaimCache
 from webhook.cluster.watches.device_classes import DeviceClassCache
 from webhook.cluster.watches.namespaces import GpuQuotaCache, namespace_labels
+from webhook.cluster.watches.slices import DraCapacity
 from webhook.sources.files import directory_texts, read_manifests
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 CLUSTER_KINDS = (
-    "cluster state holds Pods, Namespaces, Nodes, ResourceQuotas, ResourceClaims, ResourceClaimTemplates "
-    "and DeviceClasses only"
+    "cluster state holds Pods, Namespaces, Nodes, ResourceQuotas, ResourceClaims, ResourceClaimTemplates, "
+    "DeviceClasses and ResourceSlices only"
 )
 
 
@@ -113,6 +115,7 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     resource_quotas: list[dict[str, Any]] = []
     claims: list[dict[str, Any]] = []
     device_classes: list[dict[str, Any]] = []
+    slices: list[dict[str, Any]] = []
     capacity = CapacityLedger(CATALOG)
     for label, item in read_manifests(path):
         if not isinstance(item, dict):
@@ -138,6 +141,8 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
             claims.append(item)
         elif kind == "DeviceClass":
             device_classes.append(item)
+        elif kind == "ResourceSlice":
+            slices.append(item)
         else:
             raise InputError("kind", CLUSTER_KINDS, label)
     capacity.replace_uses(node_uses((v.node_name, gpus_held(v)) for v in views if counts_against_quota(v)))
@@ -149,8 +154,12 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     classes = DeviceClassCache()
     if device_classes:  # a file that holds classes holds them all; one that holds none says nothing of them
         classes.replace_all(device_classes)
+    inventory = DraCapacity()
+    inventory.slices_listed(slices)
+    inventory.claims_listed(c for c in claims if c.get("kind") == CLAIM_KINDS[0])
+    with_dra = WithDra(capacity, inventory, lambda: classes.classes)
     # Claims a file does not hold may exist: a pod naming one is warned of, not denied.
-    cluster = KnownCluster(namespaces, capacity, quotas.by_namespace(), known.demands(), device_classes=classes.classes)
+    cluster = KnownCluster(namespaces, with_dra, quotas.by_namespace(), known.demands(), device_classes=classes.classes)
     return pods, cluster, nodes
 
 

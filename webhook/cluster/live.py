@@ -7,12 +7,24 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from policies import Capacity, ClaimDemand, DeviceClasses, GPUPolicy, PolicySet, QuotaLine, Usage, quota_lines, scopes
+from policies import (
+    Capacity,
+    ClaimDemand,
+    DeviceClasses,
+    GPUPolicy,
+    PolicySet,
+    QuotaLine,
+    Usage,
+    WithDra,
+    quota_lines,
+    scopes,
+)
 from webhook.cluster.quota.usage import PodUsageTracker
 from webhook.cluster.watches.claims import ClaimCache
 from webhook.cluster.watches.device_classes import DeviceClassCache
 from webhook.cluster.watches.namespaces import GpuQuotaCache, NamespaceCache
 from webhook.cluster.watches.nodes import NodeCapacity
+from webhook.cluster.watches.slices import DraCapacity
 
 
 class ClusterView:
@@ -22,6 +34,9 @@ class ClusterView:
         self.claims = ClaimCache()
         self.device_class_cache = DeviceClassCache()
         self.nodes = NodeCapacity()
+        self.slices = DraCapacity()
+        # What node labels say, with what DRA devices offer to names a DeviceClass serves.
+        self._capacity = WithDra(self.nodes.capacity, self.slices, lambda: self.device_class_cache.classes)
         self.usage = PodUsageTracker(policy_set, namespace_labels=self.namespaces.known, nodes=self.nodes)
         self.usage.cluster = self
         self.namespaces.on_labels_changed(self.usage.recharge_namespaces)
@@ -32,7 +47,7 @@ class ClusterView:
     # -- policies.review.cluster.ClusterState ------------------------------------------------------------
     @property
     def capacity(self) -> Capacity:
-        return self.nodes.capacity
+        return self._capacity
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.namespaces.labels(namespace)

@@ -128,6 +128,7 @@ def connect(
             _both_lists(namespaces.replace_all, teams.replace_all),
             _both(namespaces.observe, teams.observe),
         )
+    dra = claim_watches(view, api_client, **options)
     watches = [
         configmap_watch(core, namespace, store, all_namespaces, **options),
         ListWatch("namespaces", core.list_namespace, (), namespaces_listed, namespace_seen, **options),
@@ -142,7 +143,7 @@ def connect(
             quotas.observe,
             **options,
         ),
-        *claim_watches(view, api_client, **options),
+        *dra,
         ListWatch(
             "leases",
             client.CoordinationV1Api(api_client).list_namespaced_lease,
@@ -155,7 +156,6 @@ def connect(
         ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
     ]
     configmaps, namespaces_watch, leases, pods = watches[0], watches[1], watches[-2], watches[-1]
-    claim_lists = [w for w in watches if w.name.startswith("resourceclaim")]
 
     def recharge_or_relist() -> None:
         if not usage.recharge():
@@ -174,8 +174,8 @@ def connect(
         # Pods are charged by the policies (and namespace labels) in force when they are counted.
         configmaps.synced.wait()
         namespaces_watch.synced.wait()
-        for claims in claim_lists:
-            claims.synced.wait()
+        for each in dra:  # claims, templates and classes say what pods are charged
+            each.synced.wait()
         pods.start()
         if keeper is not None:  # shares of the strict budgets in use, before admissions ask
             leases.synced.wait()
@@ -188,29 +188,23 @@ def connect(
 
 
 def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: Any) -> list[ListWatch]:
-    """DRA ResourceClaims, ResourceClaimTemplates and DeviceClasses (resource.k8s.io/v1,
-    Kubernetes 1.34 on; optional: an API server without it has none). The class watch's name
-    starts like the claims' so the pods wait for it too."""
+    """DRA ResourceClaims, ResourceClaimTemplates, DeviceClasses and ResourceSlices
+    (resource.k8s.io/v1, Kubernetes 1.34 on; optional: an API server without it has none). The
+    claim watch feeds two keepers: what each claim asks for, and the devices its allocation holds."""
     resource = client.ResourceV1Api(api_client)
     kinds = (
         ("resourceclaims", resource.list_resource_claim_for_all_namespaces, False),
         ("resourceclaimtemplates", resource.list_resource_claim_template_for_all_namespaces, True),
     )
-    claims = [
-        ListWatch(
-            name,
-            lister,
-            (),
-            view.claims.lister(template),
-            view.claims.observer(template),
-            optional=True,
-            **options,
-        )
-        for name, lister, template in kinds
-    ]
+    claims = []
+    for name, lister, template in kinds:
+        listed, seen = view.claims.lister(template), view.claims.observer(template)
+        if not template:  # what a claim's allocation holds is capacity taken
+            listed, seen = _both_lists(listed, view.slices.claims_listed), _both(seen, view.slices.claim_seen)
+        claims.append(ListWatch(name, lister, (), listed, seen, optional=True, **options))
     classes = view.device_class_cache
     device_classes = ListWatch(
-        "resourceclaims-deviceclasses",
+        "deviceclasses",
         resource.list_device_class,
         (),
         classes.replace_all,
@@ -218,7 +212,16 @@ def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: An
         optional=True,
         **options,
     )
-    return [*claims, device_classes]
+    slices = ListWatch(
+        "resourceslices",
+        resource.list_resource_slice,
+        (),
+        view.slices.slices_listed,
+        view.slices.slice_seen,
+        optional=True,
+        **options,
+    )
+    return [*claims, device_classes, slices]
 
 
 def _sweep_forged(view: ClusterView, pods: ListWatch, core: client.CoreV1Api, interval: float = 1.0) -> None:

@@ -1,0 +1,274 @@
+"""Free GPU capacity from DRA: the devices NVIDIA's driver publishes in ResourceSlices, minus what
+claims' allocations hold. On a DRA-only cluster (no GPU Feature Discovery label anywhere) this is
+all the capacity there is; on a mixed one it adds to what node labels say (`WithDra`).
+
+A device counts as its attributes say: `productName` names the model (GFD's product label is the
+same name with dashes for spaces), `type` is `gpu` or `mig`, `profile` the MIG profile. In a
+partitionable pool (Kubernetes 1.36 on: `sharedCounters`, devices that `consumesCounters`), a
+device is free only while what it consumes still fits beside what the allocated devices consume:
+a whole GPU with one slice carved from it is not offered, nor is a placement that overlaps one in
+use. Only slices of a pool's newest generation count (a driver replaces a pool by publishing a
+newer one). Each free placement is counted on its own: the count of a profile is how many one
+pod could be placed on now, not how many at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from policies.gpu.capacity import Capacity
+from policies.gpu.catalog import Catalog
+from policies.gpu.device_classes import NVIDIA_DRIVER, DeviceClasses, Selection
+from policies.gpu.models import MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
+from policies.quantity import parse_quantity
+
+DeviceKey = tuple[str, str, str]  # (driver, pool, device), as an allocation result names it
+Counter = tuple[str, str]  # (counter set, counter)
+
+
+class DraDevice(NamedTuple):
+    key: DeviceKey
+    model: str  # the catalog's model key
+    profile: str | None  # None: a whole GPU
+    consumes: tuple[tuple[Counter, int], ...]
+    memory_mib: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SliceContent:
+    """What one ResourceSlice holds of NVIDIA's GPUs: its pool, generation, devices and counters."""
+
+    pool: tuple[str, str]  # (driver, pool name)
+    generation: int
+    devices: tuple[DraDevice, ...]
+    counters: tuple[tuple[Counter, int], ...]
+
+
+def _amount(raw: object) -> int | None:
+    value = raw.get("value") if isinstance(raw, Mapping) else None
+    if not isinstance(value, (str, int)):
+        return None
+    try:
+        return int(parse_quantity(value))
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+
+
+def _counters(raw: object, set_key: str) -> list[tuple[Counter, int]]:
+    """A list of counter sets ({name | counterSet, counters: {name: {value}}}) as (set, counter) amounts."""
+    found: list[tuple[Counter, int]] = []
+    for entry in raw if isinstance(raw, list) else ():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get(set_key), str):
+            continue
+        counters = entry.get("counters")
+        for name, amount in counters.items() if isinstance(counters, Mapping) else ():
+            value = _amount(amount)
+            if value is not None:
+                found.append(((str(entry[set_key]), str(name)), value))
+    return found
+
+
+def _string(attributes: Mapping[str, Any], name: str) -> str | None:
+    for key in (name, f"{NVIDIA_DRIVER}/{name}"):
+        found = attributes.get(key)
+        if isinstance(found, Mapping) and isinstance(found.get("string"), str):
+            return str(found["string"])
+    return None
+
+
+def _device(raw: object, driver: str, pool: str, catalog: Catalog) -> DraDevice | None:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+        return None
+    attributes = raw.get("attributes")
+    attributes = attributes if isinstance(attributes, Mapping) else {}
+    kind, product = _string(attributes, "type"), _string(attributes, "productName")
+    if kind not in ("gpu", "mig") or product is None:
+        return None
+    found = catalog.from_product_label(product.replace(" ", "-"))
+    if found is None:
+        return None
+    model = found[0]
+    profile = _string(attributes, "profile") if kind == "mig" else None
+    if kind == "mig" and (profile is None or model.profile(profile) is None):
+        return None  # a slice this catalog cannot weigh is not offered
+    capacity = raw.get("capacity")
+    memory = _amount(capacity.get("memory")) if isinstance(capacity, Mapping) else None
+    return DraDevice(
+        (driver, pool, str(raw["name"])),
+        model.key,
+        profile,
+        tuple(_counters(raw.get("consumesCounters"), "counterSet")),
+        memory // 2**20 if memory is not None else None,
+    )
+
+
+def read_slice(raw: Mapping[str, Any], catalog: Catalog) -> SliceContent | None:
+    """A ResourceSlice (resource.k8s.io/v1) of NVIDIA's GPU driver; None for any other driver's."""
+    spec = raw.get("spec")
+    if not isinstance(spec, Mapping) or spec.get("driver") != NVIDIA_DRIVER:
+        return None
+    pool = spec.get("pool")
+    pool = pool if isinstance(pool, Mapping) else {}
+    name = str(pool.get("name", ""))
+    generation = pool.get("generation")
+    devices = spec.get("devices")
+    found = [_device(d, NVIDIA_DRIVER, name, catalog) for d in (devices if isinstance(devices, list) else ())]
+    return SliceContent(
+        (NVIDIA_DRIVER, name),
+        generation if type(generation) is int else 0,
+        tuple(d for d in found if d is not None),
+        tuple(_counters(spec.get("sharedCounters"), "name")),
+    )
+
+
+def allocated_devices(claim: Mapping[str, Any]) -> tuple[DeviceKey, ...]:
+    """The devices a ResourceClaim's status says are allocated to it."""
+    status = claim.get("status")
+    allocation = status.get("allocation") if isinstance(status, Mapping) else None
+    devices = allocation.get("devices") if isinstance(allocation, Mapping) else None
+    results = devices.get("results") if isinstance(devices, Mapping) else None
+    keys = []
+    for result in results if isinstance(results, list) else ():
+        if isinstance(result, Mapping) and all(isinstance(result.get(k), str) for k in ("driver", "pool", "device")):
+            keys.append((str(result["driver"]), str(result["pool"]), str(result["device"])))
+    return tuple(keys)
+
+
+class DraInventory:
+    """NVIDIA's devices by slice, and the devices claims hold: free placements per (model, profile)."""
+
+    def __init__(self) -> None:
+        self._slices: dict[str, SliceContent] = {}
+        self._allocated: dict[object, tuple[DeviceKey, ...]] = {}  # claim -> devices
+        self._free: dict[tuple[str, str | None], int] | None = None  # derived, dropped on change
+        self._memory: dict[tuple[str, str], int] = {}
+
+    # -- changes ---------------------------------------------------------------------------
+    def set_slice(self, name: str, content: SliceContent | None) -> None:
+        if content is None:
+            self._slices.pop(name, None)
+        else:
+            self._slices[name] = content
+        self._free = None
+
+    def replace_slices(self, slices: Mapping[str, SliceContent]) -> None:
+        self._slices = dict(slices)
+        self._free = None
+
+    def set_allocation(self, claim: object, devices: tuple[DeviceKey, ...]) -> None:
+        if devices:
+            self._allocated[claim] = devices
+        else:
+            self._allocated.pop(claim, None)
+        self._free = None
+
+    def replace_allocations(self, allocations: Iterable[tuple[object, tuple[DeviceKey, ...]]]) -> None:
+        self._allocated = {claim: devices for claim, devices in allocations if devices}
+        self._free = None
+
+    # -- what is free --------------------------------------------------------------------------
+    @property
+    def known(self) -> bool:
+        return any(s.devices for s in self._slices.values())
+
+    def has_model(self, model: str) -> bool:
+        return any(d.model == model for s in self._slices.values() for d in s.devices)
+
+    def free(self, model: str, profile: str | None) -> int:
+        if self._free is None:
+            self._free, self._memory = self._count()
+        return self._free.get((model, profile), 0)
+
+    def memory_mib(self, model: str, profile: str) -> int | None:
+        if self._free is None:
+            self._free, self._memory = self._count()
+        return self._memory.get((model, profile))
+
+    def _count(self) -> tuple[dict[tuple[str, str | None], int], dict[tuple[str, str], int]]:
+        newest: dict[tuple[str, str], int] = {}
+        for content in self._slices.values():
+            newest[content.pool] = max(newest.get(content.pool, 0), content.generation)
+        current = [s for s in self._slices.values() if s.generation == newest[s.pool]]
+        totals: dict[tuple[tuple[str, str], Counter], int] = {}
+        for content in current:
+            for counter, amount in content.counters:
+                totals[(content.pool, counter)] = amount
+        taken = {key for devices in self._allocated.values() for key in devices}
+        used: dict[tuple[tuple[str, str], Counter], int] = {}
+        devices = [(s.pool, d) for s in current for d in s.devices]
+        for pool, device in devices:
+            if device.key in taken:
+                for counter, amount in device.consumes:
+                    used[(pool, counter)] = used.get((pool, counter), 0) + amount
+        free: dict[tuple[str, str | None], int] = {}
+        memory: dict[tuple[str, str], int] = {}
+        for pool, device in devices:
+            if device.profile is not None and device.memory_mib is not None:
+                key = (device.model, device.profile)
+                memory[key] = min(memory.get(key, device.memory_mib), device.memory_mib)
+            if device.key in taken:
+                continue
+            fits = all(
+                (pool, counter) not in totals or used.get((pool, counter), 0) + amount <= totals[(pool, counter)]
+                for counter, amount in device.consumes
+            )
+            if fits:
+                free[(device.model, device.profile)] = free.get((device.model, device.profile), 0) + 1
+        return free, memory
+
+
+def _slice_of(resource: str) -> tuple[str, str | None] | None:
+    """The device a pod asking `resource` would get from DRA: a whole GPU or a profile's slice."""
+    if resource == WHOLE_GPU_RESOURCE:
+        return ("gpu", None)
+    if resource.startswith(MIG_RESOURCE_PREFIX):
+        return ("mig", resource[len(MIG_RESOURCE_PREFIX) :])
+    return None
+
+
+class Inventory(Protocol):
+    """What WithDra reads of an inventory (DraInventory, or the edge's guarded copy)."""
+
+    @property
+    def known(self) -> bool: ...
+
+    def has_model(self, model: str) -> bool: ...
+
+    def free(self, model: str, profile: str | None) -> int: ...
+
+    def memory_mib(self, model: str, profile: str) -> int | None: ...
+
+
+class WithDra:
+    """Capacity from node labels and the device plugin (`labels`), plus what DRA devices offer to
+    a resource name a DeviceClass serves (`nvidia.com/gpu` served by NVIDIA's `gpu.nvidia.com`,
+    a profile's `nvidia.com/mig-<profile>` by a class of that profile): a node with slices and no
+    GFD label is a GPU node like any other."""
+
+    def __init__(self, labels: Capacity, inventory: Inventory, classes: Callable[[], DeviceClasses]) -> None:
+        self._labels = labels
+        self._inventory = inventory
+        self._classes = classes
+
+    @property
+    def known(self) -> bool:
+        return self._labels.known or self._inventory.known
+
+    def free(self, model: str, profile: str | None, resource: str) -> int:
+        by_labels = self._labels.free(model, profile, resource)
+        wanted = _slice_of(resource)
+        if wanted is None or wanted[1] != profile or not self._inventory.known:
+            return by_labels
+        served = self._classes().serving(resource)
+        if served is None or served.selection.also(Selection(NVIDIA_DRIVER, wanted[0], wanted[1])).contradicts:
+            return by_labels
+        return by_labels + self._inventory.free(model, profile)
+
+    def memory_mib(self, model: str, profile: str) -> int | None:
+        found = self._labels.memory_mib(model, profile)
+        return found if found is not None else self._inventory.memory_mib(model, profile)
+
+    def has_model(self, model: str) -> bool:
+        return self._labels.has_model(model) or self._inventory.has_model(model)

@@ -1,0 +1,67 @@
+"""DRA ResourceSlices of NVIDIA's driver, and the devices claims' allocations hold
+(policies.gpu.dra_inventory): the free capacity a DRA-only node offers, beside what node labels
+say. The inventory is read by admissions and changed by two watches, so both go through one lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from policies import CATALOG, DraInventory, allocated_devices, read_slice
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _claim(obj: dict[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+
+
+class DraCapacity:
+    def __init__(self) -> None:
+        self._inventory = DraInventory()
+        self._lock = threading.Lock()
+
+    # -- read by admissions (policies.gpu.dra_inventory.Inventory) ------------------------------
+    @property
+    def known(self) -> bool:
+        with self._lock:
+            return self._inventory.known
+
+    def has_model(self, model: str) -> bool:
+        with self._lock:
+            return self._inventory.has_model(model)
+
+    def free(self, model: str, profile: str | None) -> int:
+        with self._lock:
+            return self._inventory.free(model, profile)
+
+    def memory_mib(self, model: str, profile: str) -> int | None:
+        with self._lock:
+            return self._inventory.memory_mib(model, profile)
+
+    # -- the ResourceSlice watch ----------------------------------------------------------------
+    def slice_seen(self, kind: str, obj: dict[str, Any]) -> None:
+        content = None if kind == "DELETED" else read_slice(obj, CATALOG)
+        with self._lock:
+            self._inventory.set_slice(_name(obj), content)
+
+    def slices_listed(self, items: Iterable[dict[str, Any]]) -> None:
+        contents = {_name(obj): read_slice(obj, CATALOG) for obj in items}
+        with self._lock:
+            self._inventory.replace_slices({k: v for k, v in contents.items() if v is not None})
+
+    # -- the ResourceClaim watch: what each claim's allocation holds -----------------------------
+    def claim_seen(self, kind: str, obj: dict[str, Any]) -> None:
+        devices = () if kind == "DELETED" else allocated_devices(obj)
+        with self._lock:
+            self._inventory.set_allocation(_claim(obj), devices)
+
+    def claims_listed(self, items: Iterable[dict[str, Any]]) -> None:
+        allocations = [(_claim(obj), allocated_devices(obj)) for obj in items]
+        with self._lock:
+            self._inventory.replace_allocations(allocations)
