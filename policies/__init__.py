@@ -37,7 +37,7 @@ from policies.engine import COMPILED, Engine
 from policies.errors import InputError, PolicyProblem
 from policies.gpu.capacity import Capacity, CapacityLedger, NodeGpus, node_gpus, node_uses
 from policies.gpu.catalog import CATALOG
-from policies.gpu.claims import ClaimDemand, claim_demand, unreadable_claim
+from policies.gpu.claims import ClaimDemand, claim_demand, unreadable_claim, with_allocation
 from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClass, DeviceClasses, read_device_class
 from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice
 from policies.gpu.models import CONFIG_STATE_LABEL
@@ -126,6 +126,7 @@ __all__ = [
     "ClaimDemand",
     "claim_demand",
     "unreadable_claim",
+    "with_allocation",
     "DEFAULT_CLASSES",
     "DeviceClass",
     "DeviceClasses",

@@ -7,7 +7,12 @@ from dataclasses import dataclass, replace
 from mypy_extensions import mypyc_attr
 
 from policies.errors import InputError
-from policies.judge.claim_objects import is_claim_object, judge_claim_object
+from policies.judge.claim_objects import (
+    is_claim_object,
+    is_namespace,
+    judge_admin_access_label,
+    judge_claim_object,
+)
 from policies.judge.controllers import (
     Template,
     made_by_note,
@@ -61,6 +66,8 @@ def require_judged(raw: JSON, policy_set: PolicySet) -> str:
         return "Pod"
     if _is_env_source(raw.get("apiVersion"), kind) or is_claim_object(raw.get("apiVersion"), kind):
         return str(kind)
+    if is_namespace(raw.get("apiVersion"), kind):
+        return "Namespace"
     workload_kind(raw, policy_set.workloads)
     return str(kind)
 
@@ -83,11 +90,13 @@ class Engine:
 
     def judges(self, api_version: object, kind: object) -> bool:
         """Whether objects of this kind are judged: Pods, workloads whose templates are known,
-        ConfigMaps and Secrets, DRA ResourceClaims and ResourceClaimTemplates."""
+        ConfigMaps and Secrets, DRA ResourceClaims and ResourceClaimTemplates, and Namespaces (the
+        label that opens adminAccess)."""
         return (
             _is_pod(api_version, kind)
             or _is_env_source(api_version, kind)
             or is_claim_object(api_version, kind)
+            or is_namespace(api_version, kind)
             or self.policy_set.workloads.find(api_version, kind) is not None
         )
 
@@ -100,7 +109,7 @@ class Engine:
         kind = require_judged(raw, self.policy_set)
         if kind == "Pod":
             return self.mutate(raw, request, cluster)
-        if kind in ENV_SOURCE_KINDS or is_claim_object(raw.get("apiVersion"), kind):  # judged, never changed
+        if kind in (*ENV_SOURCE_KINDS, "Namespace") or is_claim_object(raw.get("apiVersion"), kind):  # never changed
             return MutationResult(raw, (), (), (), (), ())
         request = request or RequestInfo()
         result: JSON = raw
@@ -172,6 +181,8 @@ class Engine:
             return judge_env_source(raw, kind, request.namespace, self.policy_set, cluster)
         if is_claim_object(raw.get("apiVersion"), kind):
             return judge_claim_object(raw, kind, request.namespace, self.policy_set, cluster)
+        if kind == "Namespace":
+            return judge_admin_access_label(raw, self.policy_set)
         found = pod_templates(raw, request.namespace, self.policy_set.workloads)
         made_by = workload_kind(raw, self.policy_set.workloads).made_by
         verdicts: list[Verdict] = []

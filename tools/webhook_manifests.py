@@ -40,6 +40,10 @@ ASKS = "r.startsWith('nvidia.com/') || r.startsWith('deviceclass.resource.kubern
 ANY_EXTENDED = "r.contains('/')"
 # A ConfigMap's or Secret's keys that envFrom would hand over as those variables: a map lookup each.
 NAMED_DEVICE_KEYS = f"has(object.data) && {DEVICE_ENV}.exists(k, k in object.data)"
+ADMIN_ACCESS_LABELLED = (
+    "has(object.metadata.labels) && 'resource.kubernetes.io/admin-access' in object.metadata.labels && "
+    "object.metadata.labels['resource.kubernetes.io/admin-access'] == 'true'"
+)
 LONG_BOUND = 256  # env, volumes and annotations: ordinary pods carry more of them than of containers
 
 
@@ -290,6 +294,19 @@ def validating(target: Target) -> list[str]:
             "DRA ResourceClaims and ResourceClaimTemplates, judged at their own creation by the policies",
             "that hold for every pod of their namespace: profiles, models, multi-GPU, adminAccess, device",
             "taints, opaque configuration, allowed classes, per-pod caps (docs/dra.md).",
+        ],
+    )
+    lines += _webhook(
+        target,
+        "validate-admin-access.gpu-admission.io",
+        "/validate",
+        [POD_RULE.replace("Namespaced", "Cluster") % ("CREATE, UPDATE", "namespaces")],
+        failure=target.failure_policy(),
+        conditions=[("labelled-for-admin-access", [ADMIN_ACCESS_LABELLED])],
+        comment=[
+            "Namespaces labelled resource.kubernetes.io/admin-access=true, all Kubernetes asks before it",
+            "stores DRA claims with adminAccess (devices allocated to others): refused unless a policy",
+            "allows draAdminAccess. Only such namespaces are sent.",
         ],
     )
     lines += _webhook(

@@ -37,6 +37,7 @@ class DeviceAsk(NamedTuple):
     amount: int | None
     selection: Selection  # what the request's own selectors pin
     path: str  # of the request (or its firstAvailable entry) in the claim's spec
+    name: str = ""  # a firstAvailable entry's own name
 
 
 class ClaimRequest(NamedTuple):
@@ -49,14 +50,25 @@ class ClaimRequest(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class ClaimDemand:
-    """A claim's requests as asked, and the paths of its opaque driver configurations."""
+    """A claim's requests as asked, and the paths of its opaque driver configurations;
+    `allocated`: for a `firstAvailable` request the scheduler has allocated, the entries it took
+    (request name, entry name), from the claim's status: what it holds, not the worst it could."""
 
     requests: tuple[ClaimRequest, ...] = ()
     opaque_config: tuple[str, ...] = ()
+    allocated: tuple[tuple[str, str], ...] = ()
 
     @property
     def asks_devices(self) -> bool:
         return bool(self.requests)
+
+    def alternatives(self, request: ClaimRequest) -> tuple[DeviceAsk, ...]:
+        """What the request may hold: the entries allocated, where the status says."""
+        if not self.allocated or len(request.alternatives) < 2:
+            return request.alternatives
+        taken = {entry for name, entry in self.allocated if name == request.name}
+        chosen = tuple(a for a in request.alternatives if a.name in taken)
+        return chosen or request.alternatives
 
 
 NO_DEMAND = ClaimDemand()
@@ -102,17 +114,17 @@ def _mapping(raw: object, path: str) -> Mapping[str, object]:
     return raw
 
 
-def _ask(exact: Mapping[str, object], path: str) -> DeviceAsk:
+def _ask(exact: Mapping[str, object], path: str, name: str = "") -> DeviceAsk:
     device_class = exact.get("deviceClassName")
     if not isinstance(device_class, str) or not device_class:
         raise InputError(f"{path}.deviceClassName", "must be a non-empty string")
     selection = read_selectors(exact.get("selectors"), f"{path}.selectors")
     if exact.get("allocationMode", "ExactCount") == "All":
-        return DeviceAsk(device_class, None, selection, path)
+        return DeviceAsk(device_class, None, selection, path, name)
     count = exact.get("count", 1)
     if type(count) is not int or count < 1:
         raise InputError(f"{path}.count", "must be a whole number, 1 or more")
-    return DeviceAsk(device_class, count, selection, path)
+    return DeviceAsk(device_class, count, selection, path, name)
 
 
 def _request(request: Mapping[str, object], i: int, path: str) -> ClaimRequest:
@@ -125,7 +137,7 @@ def _request(request: Mapping[str, object], i: int, path: str) -> ClaimRequest:
     else:  # v1 and v1beta2 say `exactly`; v1beta1 has the fields on the request itself
         where = [f"{here}.exactly" if "exactly" in request else here]
         exacts = [_mapping(request.get("exactly", request), where[0])]
-    alternatives = tuple(_ask(e, w) for e, w in zip(exacts, where, strict=True))
+    alternatives = tuple(_ask(e, w, str(e.get("name", ""))) for e, w in zip(exacts, where, strict=True))
     return ClaimRequest(
         name,
         here,
@@ -154,3 +166,22 @@ def claim_demand(spec: object, path: str = "spec") -> ClaimDemand:
         if isinstance(config, Mapping) and config.get("opaque") is not None
     )
     return ClaimDemand(requests, opaque)
+
+
+def with_allocation(demand: ClaimDemand, status: object) -> ClaimDemand:
+    """The demand trued down to what a claim's `status.allocation` records for its
+    `firstAvailable` requests (results name `<request>/<entry>`); other requests are unchanged."""
+    if not isinstance(status, Mapping) or not any(len(r.alternatives) > 1 for r in demand.requests):
+        return demand
+    allocation = status.get("allocation")
+    devices = allocation.get("devices") if isinstance(allocation, Mapping) else None
+    results = devices.get("results") if isinstance(devices, Mapping) else None
+    taken = set()
+    for result in results if isinstance(results, list) else ():
+        request = result.get("request") if isinstance(result, Mapping) else None
+        if isinstance(request, str) and "/" in request:
+            name, entry = request.split("/", 1)
+            taken.add((name, entry))
+    if not taken:
+        return demand
+    return ClaimDemand(demand.requests, demand.opaque_config, tuple(sorted(taken)))

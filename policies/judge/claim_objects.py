@@ -8,6 +8,9 @@ condition judge the claim when such a pod names it (policies.judge.validation).
 A template's `spec.spec` is the claim each pod gets. Claims Kubernetes makes (from a template for
 a pod, or for a pod's DRA-served extended resources) are judged like any other: their annotations
 are written by whoever creates the object, so they excuse nothing.
+
+The Namespace label that lets claims ask adminAccess is judged here too
+(`judge_admin_access_label`).
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from policies.gpu.placement import ANYWHERE
 from policies.judge.claim_checks import claim_checks
 from policies.judge.claim_usage import demand_charge
 from policies.judge.quota import check_quota
+from policies.judge.security import settings
 from policies.judge.usage import EMPTY
 from policies.judge.validation import Decision, subject_of
 from policies.judge.verdict import Verdict
-from policies.model.policy import Action, GPUPolicy
+from policies.model.policy import Action, DeviceCheck, GPUPolicy
 from policies.model.policyset import PolicySet
 from policies.review.cluster import ClusterState
 from policies.review.document import JSON
@@ -92,3 +96,39 @@ def _as_claim(verdict: Verdict) -> Verdict:
     if "exceeds" in message:
         message = f"by itself: {message}"
     return Verdict(verdict.policy, verdict.rule, verdict.path, message, verdict.action)
+
+
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+
+
+def is_namespace(api_version: object, kind: object) -> bool:
+    return kind == "Namespace" and api_version in ("v1", None)
+
+
+def judge_admin_access_label(raw: JSON, policy_set: PolicySet) -> Decision:
+    """A Namespace labelled `resource.kubernetes.io/admin-access: "true"`, which is all Kubernetes
+    asks before it stores adminAccess claims there (whoever may label the namespace may set it):
+    denied where the policies that reach the namespace (by its name and its new labels) and hold
+    for every pod there do not allow `draAdminAccess`."""
+    metadata = raw.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    labels = metadata.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    name = metadata.get("name")
+    if labels.get(ADMIN_ACCESS_LABEL) != "true" or not isinstance(name, str):
+        return Decision(True)
+    texts = {str(k): str(v) for k, v in labels.items()}
+    policies = _every_pod(policy_set.in_namespace(name, texts))
+    if not policies:
+        return Decision(True)
+    spec, owner = settings(policies)
+    if DeviceCheck.DRA_ADMIN_ACCESS in spec.allow:
+        return Decision(True, policies=tuple(p.name for p in policies))
+    message = (
+        f"label {ADMIN_ACCESS_LABEL}=true lets every claim of the namespace ask adminAccess, which reaches "
+        f"devices already allocated to others, past every quota (policy {owner})"
+    )
+    rule = f"security.{DeviceCheck.DRA_ADMIN_ACCESS.value}"
+    verdict = Verdict(owner.split(",")[0], rule, f"metadata.labels.{ADMIN_ACCESS_LABEL}", message, spec.action)
+    verdict = verdict.about(f"Namespace {name}")
+    return Decision(spec.action is not Action.DENY, (verdict,), policies=tuple(p.name for p in policies))

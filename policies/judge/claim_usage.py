@@ -47,12 +47,17 @@ def _most(a: Usage, b: Usage) -> Usage:
 
 
 def request_charge(
-    request: ClaimRequest, classes: DeviceClasses, placement: Placement, catalog: Catalog
+    request: ClaimRequest,
+    classes: DeviceClasses,
+    placement: Placement,
+    catalog: Catalog,
+    alternatives: tuple[DeviceAsk, ...] | None = None,
 ) -> tuple[Usage, bool]:
-    """What one request can allocate at most, and whether some alternative is unbounded."""
+    """What one request can allocate at most (of `alternatives`, where the allocation narrowed
+    them), and whether some alternative is unbounded."""
     most = EMPTY
     unbounded = False
-    for ask in request.alternatives:
+    for ask in request.alternatives if alternatives is None else alternatives:
         resolved = resolve(ask, classes)
         unbounded |= resolved.unbounded
         if resolved.ask:
@@ -67,7 +72,7 @@ def demand_charge(
     usage = EMPTY
     unbounded: list[str] = []
     for request in demand.requests:
-        most, endless = request_charge(request, classes, placement, catalog)
+        most, endless = request_charge(request, classes, placement, catalog, demand.alternatives(request))
         usage = usage + most
         if endless:
             unbounded.append(request.name)

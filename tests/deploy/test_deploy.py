@@ -105,6 +105,7 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
         "secrets",
         "resourceclaims",
         "resourceclaimtemplates",
+        "namespaces",
     } | {kind.resource for kind in custom_kinds()}
     # DRA claims and templates are judged at their own creation, by every API version served.
     (claims,) = [h for h in validating if "resourceclaims" in h["rules"][0]["resources"]]

@@ -31,6 +31,19 @@ spec:
     perPod:
       gpuEquivalents: "1"
 """
+MONITORING = "dra-monitoring"
+ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
+MONITORING_POLICY = f"""\
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: e2e-dra-monitoring
+spec:
+  match:
+    namespaces: [{MONITORING}]
+  security:
+    allow: [draAdminAccess]
+"""
 # An admin's class for one model, serving an extended resource of its own (KEP-5004).
 H100_CLASS = device_class(
     "h100.example.com", f"device.driver == 'gpu.nvidia.com' && {nvidia('type', 'gpu')}", "example.com/h100"
@@ -89,9 +102,7 @@ def extended_pod(name: str, resource: str, amount: int) -> str:
 def dra(installation: Installation) -> Kubectl:
     kubectl = installation.kubectl
     kubectl.run("create", "namespace", NAMESPACE)
-    # The label the API server asks of a namespace before it stores an adminAccess claim: whoever
-    # may label the namespace may set it (kubernetes/kubernetes#141293); the policy still says no.
-    kubectl.run("label", "namespace", NAMESPACE, "resource.kubernetes.io/admin-access=true")
+    kubectl.run("create", "namespace", MONITORING)
     register_nodes(kubectl, "dra-nodes.yaml")
     for made in (GPU_CLASS, MIG_CLASS, H100_CLASS, SLICE):
         kubectl.create(json.dumps(made))
@@ -99,9 +110,13 @@ def dra(installation: Installation) -> Kubectl:
     kubectl.create(json.dumps(claim("two-gpus", NAMESPACE, claim_spec(exactly("gpu.nvidia.com", 2)), template=True)))
     kubectl.create(json.dumps(claim("one-gpu", NAMESPACE, claim_spec(exactly("gpu.nvidia.com", 1)), template=True)))
     kubectl.apply(policy_configmap("e2e-dra", POLICY))
+    kubectl.apply(policy_configmap("e2e-dra-monitoring", MONITORING_POLICY))
     probe = claim_pod("probe", resourceClaimTemplateName="two-gpus")
     # In force once the policy is loaded and the watch has seen the template.
     wait_for(lambda: kubectl.create(probe, "--dry-run=server", check=False).code != 0, "the e2e-dra policy and claims")
+    # The label Kubernetes asks before it stores adminAccess claims, where a policy allows them.
+    label = ("label", "namespace", MONITORING, f"{ADMIN_ACCESS}=true")
+    wait_for(lambda: kubectl.run(*label, check=False).code == 0, "the monitoring namespace labelled")
     return kubectl
 
 
@@ -147,7 +162,6 @@ def test_a_pod_whose_claim_fits_is_allocated_by_the_real_scheduler_on_the_dra_on
             "profile 7g.80gb is not allowed (allowed: 1g.10gb, 2g.20gb)",
             id="a-profile-the-policy-does-not-allow",
         ),
-        pytest.param(claim_spec(exactly("gpu.nvidia.com", 1, adminAccess=True)), "asks adminAccess", id="admin-access"),
         pytest.param(
             claim_spec(exactly("h100.example.com", 4)),
             "a pod naming this claim would hold gpuEquivalents 4, over the per-pod cap of 1",
@@ -180,3 +194,20 @@ def test_one_gpu_by_an_admins_extended_resource_is_admitted_and_its_claim_made_b
     dra.create(extended_pod("one-h100", "example.com/h100", 1))
     node = wait_for(lambda: dra.get("pod", "one-h100", "-n", NAMESPACE)["spec"].get("nodeName"), "the pod bound")
     assert node == "dra-h100"
+
+
+def test_a_tenant_labelling_its_namespace_for_admin_access_is_refused_and_its_claims_with_it(dra: Kubectl):
+    """Kubernetes lets adminAccess claims into a namespace labelled for them, and whoever may
+    label the namespace may set the label (kubernetes/kubernetes#141293)."""
+    result = dra.run("label", "namespace", NAMESPACE, f"{ADMIN_ACCESS}=true", check=False)
+    assert result.code != 0
+    assert 'admission webhook "validate-admin-access.gpu-admission.io" denied the request' in result.stderr
+    assert "security.draAdminAccess" in result.stderr and "Namespace dra-team" in result.stderr
+    admin = json.dumps(claim("watcher", NAMESPACE, claim_spec(exactly("gpu.nvidia.com", 1, adminAccess=True))))
+    assert "admin access to devices requires" in dra.create(admin, check=False).stderr
+
+
+def test_where_a_policy_allows_admin_access_the_label_and_the_claim_are_stored(dra: Kubectl):
+    admin = claim("watcher", MONITORING, claim_spec(exactly("gpu.nvidia.com", 1, adminAccess=True)))
+    dra.create(json.dumps(admin))
+    assert dra.get("namespace", MONITORING)["metadata"]["labels"][ADMIN_ACCESS] == "true"

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from policies.gpu.claims import claim_demand
+from policies.gpu.claims import claim_demand, with_allocation
 from policies.gpu.device_classes import NVIDIA_CLASSES, DeviceClasses, read_device_class, read_expression
 from policies.judge.quota import NoUsage
 from policies.review.cluster import KnownCluster
+from policies.review.request import Operation, RequestInfo
 from tests.conftest import engine_from, pod, policy
 from tests.dra import (
     GPU_CLASS,
@@ -286,3 +287,59 @@ def test_nvidias_classes_are_known_before_the_cluster_says_and_collisions_name_t
     assert classes.collisions() == [("nvidia.com/gpu", ("new.example.com", "old.example.com"))]
     served = classes.serving("nvidia.com/gpu")
     assert served is not None and served.name == "new.example.com"
+
+
+def namespace(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+ADMIN = {"resource.kubernetes.io/admin-access": "true"}
+
+
+def test_the_namespace_label_that_opens_admin_access_is_refused_unless_a_policy_allows_it():
+    denied = engine_from(BUDGET).validate(namespace("ml", **ADMIN), NoUsage())
+    assert not denied.allowed
+    assert "security.draAdminAccess" in denied.message and "Namespace ml" in denied.message
+    assert "metadata.labels.resource.kubernetes.io/admin-access" in denied.message
+    allowing = policy("monitoring", "match: {namespaces: [ml]}\nsecurity: {allow: [draAdminAccess]}")
+    assert engine_from(allowing).validate(namespace("ml", **ADMIN), NoUsage()).allowed
+    assert engine_from(BUDGET).validate(namespace("elsewhere", **ADMIN), NoUsage()).allowed
+    assert engine_from(BUDGET).validate(namespace("ml", team="a"), NoUsage()).allowed
+
+
+def test_a_namespace_labelled_before_the_policy_may_still_be_edited_with_a_warning():
+    before = namespace("ml", **ADMIN)
+    after = namespace("ml", team="a", **ADMIN)
+    request = RequestInfo(operation=Operation.UPDATE, old_object=before)
+    decision = engine_from(BUDGET).validate(after, NoUsage(), request)
+    assert decision.allowed and any("already so before this update" in w for w in decision.warnings)
+
+
+LADDER = {
+    "firstAvailable": [
+        {"name": "big", **exactly("gpu.nvidia.com", 2)},
+        {"name": "small", **exactly("mig.nvidia.com", 1, nvidia("profile", "1g.10gb"))},
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    "status, expected",
+    [
+        (None, Fraction(2)),
+        (
+            {"allocation": {"devices": {"results": [{"request": "r0/small", "driver": "gpu.nvidia.com"}]}}},
+            Fraction(1, 7),
+        ),
+        ({"allocation": {"devices": {"results": [{"request": "r0/big", "driver": "gpu.nvidia.com"}]}}}, Fraction(2)),
+    ],
+    ids=["before-allocation-the-worst-rung", "allocated-the-small-rung", "allocated-the-big-rung"],
+)
+def test_a_first_available_request_is_charged_its_worst_rung_until_the_allocation_trues_it_down(status, expected):
+    made = claim("c", "ml", claim_spec(LADDER))
+    demand = with_allocation(claim_demand(made["spec"]), status)
+    state = KnownCluster(
+        claims={("ml", False, "c"): demand}, knows_claims=True, device_classes=cluster().device_classes
+    )
+    decision = engine_from(BUDGET).validate(claim_pod("c"), NoUsage(), cluster=state)
+    assert decision.usage.gpu_equivalents == expected

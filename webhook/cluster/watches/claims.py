@@ -5,9 +5,11 @@ while it runs. Only the demand is kept, not the objects.
 Claims made by Kubernetes from a template for one pod (they carry the annotation
 `resource.kubernetes.io/pod-claim-name`) are kept too: once the pod's status names one, it is
 what the pod holds, whatever becomes of the template. They come and go with their pods, which were
-charged by the template already, so they never ask for a recharge. Any other claim whose demand
-changes (deleted and made again, which is how a claim's immutable spec changes), and any template
-that does, asks for the pods to be charged again (`on_changed`).
+charged by the template already, so they never ask for a recharge (their pods' charge follows at
+the pod's next event, its binding). A claim's `firstAvailable` requests are trued down to what its
+allocation records once the scheduler has allocated it. Any other claim whose demand changes
+(allocated, or deleted and made again, which is how a claim's immutable spec changes), and any
+template that does, asks for the pods to be charged again (`on_changed`).
 
 On an API server without `resource.k8s.io/v1` nothing is listed, so nothing is known: a pod naming
 a claim there (DRA's beta versions) is warned of, not charged.
@@ -20,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from policies import ClaimDemand, InputError, claim_demand, unreadable_claim
+from policies import ClaimDemand, InputError, claim_demand, unreadable_claim, with_allocation
 
 log = logging.getLogger("gpu_admission.claims")
 GENERATED = "resource.kubernetes.io/pod-claim-name"
@@ -44,7 +46,7 @@ def _demand(obj: dict[str, Any], template: bool) -> ClaimDemand:
     try:
         if template:
             return claim_demand((spec or {}).get("spec"), "spec.spec")
-        return claim_demand(spec)
+        return with_allocation(claim_demand(spec), obj.get("status"))
     except (InputError, AttributeError) as error:
         log.warning("claim read as unbounded", extra={"fields": {"claim": "/".join(map(str, _key(obj, template)))}})
         log.debug("claim unreadable: %s", error)
