@@ -22,13 +22,13 @@ from policies.errors import InputError
 from policies.gpu.claims import claim_demand
 from policies.gpu.placement import ANYWHERE
 from policies.judge.claim_checks import claim_checks
-from policies.judge.claim_usage import demand_charge
+from policies.judge.claim_usage import demand_charge, unbounded_verdict
 from policies.judge.quota import check_quota
-from policies.judge.security import settings
+from policies.judge.security import applying_to_every_pod, settings
 from policies.judge.usage import EMPTY
 from policies.judge.validation import Decision, subject_of
 from policies.judge.verdict import Verdict
-from policies.model.policy import Action, DeviceCheck, GPUPolicy
+from policies.model.policy import Action, DeviceCheck
 from policies.model.policyset import PolicySet
 from policies.review.cluster import ClusterState
 from policies.review.document import JSON
@@ -39,10 +39,6 @@ CLAIM_OBJECT_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 
 def is_claim_object(api_version: object, kind: object) -> bool:
     return kind in CLAIM_OBJECT_KINDS and isinstance(api_version, str) and api_version.startswith(CLAIM_GROUP)
-
-
-def _every_pod(policies: tuple[GPUPolicy, ...]) -> tuple[GPUPolicy, ...]:
-    return tuple(p for p in policies if p.match.pod_selector is None and p.match.condition is None)
 
 
 def judge_claim_object(
@@ -61,7 +57,7 @@ def judge_claim_object(
         demand = claim_demand(spec.get("spec"), "spec.spec")
     else:
         demand = claim_demand(spec)
-    policies = _every_pod(policy_set.in_namespace(namespace, cluster.namespace_labels(namespace)))
+    policies = applying_to_every_pod(policy_set.in_namespace(namespace, cluster.namespace_labels(namespace)))
     if not policies or not demand.asks_devices:
         return Decision(True, policies=tuple(p.name for p in policies))
     classes = cluster.device_classes
@@ -73,12 +69,7 @@ def judge_claim_object(
         quota = policy.quota
         if quota is None:
             continue
-        for request in unbounded:
-            message = (
-                f"request {request} asks allocationMode All, every GPU its selectors admit, which no budget "
-                f"can hold: ask a count (policy {policy.name})"
-            )
-            verdicts.append(Verdict(policy.name, "quota.claims", "spec", message, quota.action))
+        verdicts += [unbounded_verdict(policy, f"request {name}", "spec") for name in unbounded]
         if usage.is_zero:
             continue
         # Against an empty budget: only what the claim alone overruns, whatever else is held.
@@ -118,7 +109,7 @@ def judge_admin_access_label(raw: JSON, policy_set: PolicySet) -> Decision:
     if labels.get(ADMIN_ACCESS_LABEL) != "true" or not isinstance(name, str):
         return Decision(True)
     texts = {str(k): str(v) for k, v in labels.items()}
-    policies = _every_pod(policy_set.in_namespace(name, texts))
+    policies = applying_to_every_pod(policy_set.in_namespace(name, texts))
     if not policies:
         return Decision(True)
     spec, owner = settings(policies)

@@ -149,10 +149,18 @@ def claim_verdicts(charge: ClaimsCharge, policies: tuple[GPUPolicy, ...], cluste
             verdicts.append(
                 Verdict(policy.name, rule, ref.path, f"{kind_of(ref)} {told} (policy {policy.name})", action)
             )
-        for ref, request in charge.unbounded:
-            message = (
-                f"{kind_of(ref)} request {request} asks allocationMode All, every GPU its selectors admit, "
-                f"which no budget can hold: ask a count (policy {policy.name})"
-            )
-            verdicts.append(Verdict(policy.name, rule, ref.path, message, policy.quota.action))
+        verdicts += [
+            unbounded_verdict(policy, f"{kind_of(ref)} request {name}", ref.path) for ref, name in charge.unbounded
+        ]
     return verdicts
+
+
+def unbounded_verdict(policy: GPUPolicy, what: str, path: str) -> Verdict:
+    """A request for every device its selectors admit, under a quota: nothing can bound it (the
+    quota's action says what follows)."""
+    message = (
+        f"{what} asks allocationMode All, every GPU its selectors admit, which no budget can hold: "
+        f"ask a count (policy {policy.name})"
+    )
+    action = policy.quota.action if policy.quota is not None else Action.DENY
+    return Verdict(policy.name, "quota.claims", path, message, action)

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 
 from policies.errors import InputError
 from policies.gpu.devices import DEVICE_ENV, grants_devices
-from policies.judge.security import settings
+from policies.judge.security import applying_to_every_pod, settings
 from policies.judge.validation import Decision, subject_of
 from policies.judge.verdict import Verdict
-from policies.model.policy import DEFAULT_SECURITY, Action, DeviceCheck, GPUPolicy
+from policies.model.policy import DEFAULT_SECURITY, Action, DeviceCheck
 from policies.model.policyset import PolicySet
 from policies.review.cluster import ClusterState
 from policies.review.document import JSON
@@ -43,10 +43,6 @@ def _value(kind: str, raw: object) -> str | None:
         return b64decode(raw, validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return None
-
-
-def _applying_to_every_pod(policies: tuple[GPUPolicy, ...]) -> tuple[GPUPolicy, ...]:
-    return tuple(p for p in policies if p.match.pod_selector is None and p.match.condition is None)
 
 
 def judge_env_source(
@@ -71,7 +67,7 @@ def judge_env_source(
     reached = policy_set.in_namespace(namespace, cluster.namespace_labels(namespace))
     if not reached:
         return Decision(True)
-    every_pod = _applying_to_every_pod(reached)
+    every_pod = applying_to_every_pod(reached)
     if every_pod:
         spec, owner = settings(every_pod)
     else:

@@ -26,6 +26,12 @@ from policies.review.pod import PodView
 _STRICTNESS = {Action.AUDIT: 0, Action.WARN: 1, Action.DENY: 2}
 
 
+def applying_to_every_pod(policies: tuple[GPUPolicy, ...]) -> tuple[GPUPolicy, ...]:
+    """Those of `policies` that pick no pods by label or condition: what holds for an object any
+    pod of the namespace may use (a ConfigMap by envFrom, a DRA claim)."""
+    return tuple(p for p in policies if p.match.pod_selector is None and p.match.condition is None)
+
+
 def settings(policies: tuple[GPUPolicy, ...]) -> tuple[SecuritySpec, str]:
     """The security settings in force for a pod matched by `policies`, and who set them."""
     decider = next((p for p in policies if p.namespace is None and p.security is not None), None)

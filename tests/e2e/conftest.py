@@ -10,16 +10,12 @@ with the reason: CI never skips this suite silently.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.controlplane.build import KUBERNETES_VERSION
-from tests.e2e.controlplane.cluster import ControlPlane
-from tests.e2e.harness import Installation
-from tests.e2e.kubectl import Kubectl
-from tests.e2e.lanes import installed, started_plane
+from tests.e2e.lanes import lane
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,18 +27,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-@pytest.fixture(scope="package")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    yield from started_plane(KUBERNETES_VERSION, tmp_path_factory)
-
-
-@pytest.fixture(scope="package")
-def kubectl(control_plane: ControlPlane) -> Kubectl:
-    return Kubectl(control_plane.bin_dir / "kubectl", control_plane.kubeconfig)
-
-
-@pytest.fixture(scope="package")
-def installation(
-    control_plane: ControlPlane, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Installation]:
-    yield from installed(control_plane, kubectl, tmp_path_factory)
+control_plane, kubectl, installation = lane(KUBERNETES_VERSION)
