@@ -109,8 +109,8 @@ class Engine:
         kind = require_judged(raw, self.policy_set)
         if kind == "Pod":
             return self.mutate(raw, request, cluster)
-        if kind in (*ENV_SOURCE_KINDS, "Namespace") or is_claim_object(raw.get("apiVersion"), kind):  # never changed
-            return MutationResult(raw, (), (), (), (), ())
+        if kind in ENV_SOURCE_KINDS or kind == "Namespace" or is_claim_object(raw.get("apiVersion"), kind):
+            return MutationResult(raw, (), (), (), (), ())  # judged, never changed
         request = request or RequestInfo()
         result: JSON = raw
         changes: list[Change] = []
