@@ -96,6 +96,11 @@ class Resolved(NamedTuple):
 
 
 def resolve(ask: DeviceAsk, classes: DeviceClasses) -> Resolved:
+    """What one alternative can allocate under `classes` (kept by them: they never change)."""
+    return classes.memo.get(ask, lambda: _resolve(ask, classes))
+
+
+def _resolve(ask: DeviceAsk, classes: DeviceClasses) -> Resolved:
     selection = classes.selection(ask.device_class).also(ask.selection)
     if not selection.reaches_gpu:
         return Resolved(())

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policies.errors import InputError
 from policies.gpu.devices import DRA_EXTENDED_PREFIX
 from policies.json_fields import json_list
+from policies.memo import Memo
 
 NVIDIA_DRIVER = "gpu.nvidia.com"
 _ATTRIBUTE = r"""device\.attributes\[\s*['"]gpu\.nvidia\.com['"]\s*\]\.(type|profile)"""
@@ -45,13 +46,24 @@ class Selection:
 
     def also(self, other: Selection) -> Selection:
         """Both selections at once (a device must pass the class's selectors and the request's)."""
-        contradicts = self.contradicts or other.contradicts
-        fields: dict[str, str | None] = {}
-        for name in ("driver", "type", "profile"):
-            mine, theirs = getattr(self, name), getattr(other, name)
-            contradicts |= mine is not None and theirs is not None and mine != theirs
-            fields[name] = mine if mine is not None else theirs
-        return Selection(fields["driver"], fields["type"], fields["profile"], contradicts)
+        if other is ANY_DEVICE:
+            return self
+        if self is ANY_DEVICE:
+            return other
+        driver, kind, profile = self.driver, self.type, self.profile
+        contradicts = (
+            self.contradicts
+            or other.contradicts
+            or (driver is not None and other.driver is not None and driver != other.driver)
+            or (kind is not None and other.type is not None and kind != other.type)
+            or (profile is not None and other.profile is not None and profile != other.profile)
+        )
+        return Selection(
+            driver if driver is not None else other.driver,
+            kind if kind is not None else other.type,
+            profile if profile is not None else other.profile,
+            contradicts,
+        )
 
     @property
     def reaches_gpu(self) -> bool:
@@ -150,6 +162,9 @@ class DeviceClasses:
 
     classes: Mapping[str, DeviceClass]
     known: bool = False
+    # What each request resolves to under these classes (policies.gpu.claims.resolve): a claim is
+    # read once, judged on every pod that names it.
+    memo: Memo = field(default_factory=Memo, compare=False, repr=False)
 
     @classmethod
     def of(cls, classes: Iterable[DeviceClass], known: bool = True) -> DeviceClasses:

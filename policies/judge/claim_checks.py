@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from policies.gpu.catalog import Catalog
-from policies.gpu.claims import ClaimDemand, ClaimRequest, resolve
+from policies.gpu.claims import ClaimDemand, ClaimRequest, DeviceAsk, Resolved, resolve
 from policies.gpu.device_classes import DeviceClasses
 from policies.gpu.models import MIG_RESOURCE_PREFIX
 from policies.judge.claim_usage import ClaimsCharge, kind_of
@@ -24,12 +24,13 @@ from policies.judge.security import settings
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, DeviceCheck, GPUPolicy, MigSpec, MultiGpu
 
+Alternatives = tuple[tuple[DeviceAsk, Resolved], ...]  # a request's, each with what it can allocate
+
 
 def _mig_problems(
-    request: ClaimRequest, spec: MigSpec, classes: DeviceClasses, catalog: Catalog
+    request: ClaimRequest, alternatives: Alternatives, spec: MigSpec, catalog: Catalog
 ) -> Iterator[tuple[str, str]]:
-    for ask in request.alternatives:
-        resolved = resolve(ask, classes)
+    for ask, resolved in alternatives:
         if not resolved.reaches_gpu:
             continue  # no GPU: nothing of the mig section applies
         what = f"request {request.name} ({ask.device_class})"
@@ -89,18 +90,19 @@ def claim_checks(
     if not policies or not demand.requests:
         return []
     verdicts: list[Verdict] = []
-    reaching = [r for r in demand.requests if any(resolve(a, classes).reaches_gpu for a in r.alternatives)]
+    resolved = [(r, tuple((a, resolve(a, classes)) for a in r.alternatives)) for r in demand.requests]
+    reaching = [(r, found) for r, found in resolved if any(done.reaches_gpu for _, done in found)]
     decider = next((p for p in policies if p.mig is not None), None)
     if decider is not None and decider.mig is not None:
-        for request in reaching:
-            for path, message in _mig_problems(request, decider.mig, classes, catalog):
+        for request, found in reaching:
+            for path, message in _mig_problems(request, found, decider.mig, catalog):
                 message = f"{message} (policy {decider.name})"
                 verdicts.append(Verdict(decider.name, "mig.claims", path, message, Action.DENY))
     spec, owner = settings(policies)
     policy = owner.split(",")[0]
     for request in demand.requests:
         for check, path, message in _guard_problems(request, spec.allow, spec.device_classes):
-            if check is not None and request not in reaching:
+            if check is not None and all(request is not r for r, _ in reaching):
                 continue  # adminAccess and taints of a NIC's request are not ours to judge
             rule = f"security.{check.value}" if check is not None else "security.deviceClasses"
             verdicts.append(Verdict(policy, rule, path, f"{message} (policy {owner})", spec.action))
