@@ -3,7 +3,8 @@ RFC 6902 patch.
 
 A pod of 3 containers (2 GPU, 1 plain) against 10 matching policies, then the same pod against
 sets of 10, 100 and 1,000 policies of which 10 match; last, a pod whose GPU count has an absurd
-exponent, refused without building the number. Figures are medians of several rounds,
+exponent, refused without building the number; and a pod holding its GPU through a DRA claim
+template, beside the bench pod's validate. Figures are medians of several rounds,
 measured side by side in one run; compare them as ratios. The first line times a fixed piece of
 plain Python (`sum(range(1000))`) in the same run: the speed of this machine at that moment, so
 figures taken on different days (or machines) can be compared as multiples of it.
@@ -31,9 +32,11 @@ import orjson
 
 from policies.engine import Engine
 from policies.errors import InputError
+from policies.gpu.claims import claim_demand
 from policies.judge.ledger import Ledger
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
+from policies.review.cluster import KnownCluster
 
 POD = {
     "apiVersion": "v1",
@@ -138,6 +141,47 @@ def refusal_us(subject: Engine, pods: int) -> float:
     return (time.perf_counter() - start) / pods * 1e6
 
 
+# A pod that holds its GPU through a DRA claim template whose request is a firstAvailable ladder
+# of two MIG profiles: charged, and held to the policy's mig section and guardrails.
+LADDER = {
+    "devices": {
+        "requests": [
+            {
+                "name": "gpu",
+                "firstAvailable": [
+                    {
+                        "name": profile,
+                        "deviceClassName": "mig.nvidia.com",
+                        "selectors": [
+                            {"cel": {"expression": f"device.attributes['gpu.nvidia.com'].profile == '{profile}'"}}
+                        ],
+                    }
+                    for profile in ("1g.10gb", "2g.20gb")
+                ],
+            }
+        ]
+    }
+}
+CLAIM_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "claims-7d9f", "namespace": "team-a", "labels": {"team": "a"}},
+    "spec": {
+        "containers": [{"name": "main", "image": "cuda", "resources": {"claims": [{"name": "gpu"}]}}],
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "ladder"}],
+    },
+}
+
+
+def claim_us(subject: Engine, pods: int) -> float:
+    cluster = KnownCluster(claims={("team-a", True, "ladder"): claim_demand(LADDER)}, knows_claims=True)
+    assert subject.validate(CLAIM_POD, Ledger(), cluster=cluster).usage.gpu_equivalents
+    start = time.perf_counter()
+    for _ in range(pods):
+        subject.validate(CLAIM_POD, Ledger(), cluster=cluster)
+    return (time.perf_counter() - start) / pods * 1e6
+
+
 PREVIOUS_RELEASE = "8203c60"  # the commit the figures are compared with unless told otherwise
 
 
@@ -199,6 +243,12 @@ def main() -> None:
                 f"  {n:>5} policies: {median:8.1f} µs/pod (min {min(values):.1f}, {median / loop:.1f} loops)"
                 f"  ratio to 10: {median / base:.2f}x"
             )
+    claims = statistics.median(claim_us(subjects[10], args.pods) for _ in range(args.rounds))
+    plain = statistics.median(validate_us(subjects[10], args.pods) for _ in range(args.rounds))
+    print(
+        f"engine validate, a pod naming a DRA claim template (firstAvailable of two profiles), 10 policies: "
+        f"{claims:.1f} µs/pod, {claims / plain:.2f}x the bench pod's validate in the same run"
+    )
     refused = statistics.median(refusal_us(subjects[10], args.pods) for _ in range(args.rounds))
     print(f"engine refusing nvidia.com/gpu: 1e600000 (a 4xx naming the field): {refused:.1f} µs/pod")
 
