@@ -225,11 +225,12 @@ class MigPlanner:
         return sized(outcome, self.memory_of) if isinstance(outcome, Choice) else None
 
     def memory_of(self, model: GpuModel, profile: Profile) -> tuple[int, str]:
-        """Real memory of a profile: GFD's node label where the cluster says, else the catalog's."""
+        """Real memory of a profile: as the cluster reports it (a GFD node label, or a DRA device's memory
+        capacity), else the catalog's."""
         if self.capacity.known:
             labelled = self.capacity.memory_mib(model.key, profile.name)
             if labelled is not None:
-                return labelled, "node label"
+                return labelled, "as the cluster reports it"
         mib, source = profile.real_memory_mib()
         return mib, _SAID.get(source, source)
 

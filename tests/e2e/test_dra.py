@@ -12,7 +12,18 @@ from typing import Any
 
 import pytest
 
-from tests.dra import GPU_CLASS, MIG_CLASS, claim, claim_spec, device_class, exactly, nvidia
+from tests.dra import (
+    GPU_CLASS,
+    MIG_CLASS,
+    claim,
+    claim_spec,
+    device_class,
+    exactly,
+    nvidia,
+    profile_class,
+    resource_slice,
+    slice_device,
+)
 from tests.e2e.harness import Installation, policy_configmap, register_nodes, wait_for
 from tests.e2e.kubectl import Kubectl
 
@@ -76,6 +87,25 @@ SLICE = {
         ],
     },
 }
+
+
+# A second DRA-only node: an A100-40GB split into two 3g.20gb devices, no device plugin offering
+# that profile anywhere in the cluster; NVIDIA's demo-style class serves its device plugin name.
+A100_SLICE = resource_slice(
+    "dra-a100",
+    *(slice_device(f"gpu-0-mig-3g20gb-{i}", "NVIDIA A100-SXM4-40GB", "3g.20gb", "19968Mi") for i in range(2)),
+)
+CAPACITY_POLICY = """\
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: e2e-dra-capacity
+spec:
+  match:
+    namespaces: [capacity-dra]
+  mig:
+    gpuModels: [H100-80GB, A100-40GB]
+"""
 
 
 def claim_pod(name: str, **claim_ref: str) -> str:
@@ -211,3 +241,39 @@ def test_where_a_policy_allows_admin_access_the_label_and_the_claim_are_stored(d
     admin = claim("watcher", MONITORING, claim_spec(exactly("gpu.nvidia.com", 1, adminAccess=True)))
     dra.create(json.dumps(admin))
     assert dra.get("namespace", MONITORING)["metadata"]["labels"][ADMIN_ACCESS] == "true"
+
+
+def test_on_a_dra_only_node_free_slices_steer_the_rewrite_and_the_scheduler_serves_the_slice_by_dra(dra: Kubectl):
+    """No device plugin offers 3g.20gb and no GFD label names an A100-40GB: the rewrite sees the
+    ResourceSlice's free devices, picks 3g.20gb over the policy's first model, and the scheduler
+    serves nvidia.com/mig-3g.20gb from the class that maps it (KEP-5004)."""
+    dra.run("create", "namespace", "capacity-dra")
+    dra.create(json.dumps(profile_class("3g.20gb")))
+    dra.create(json.dumps(A100_SLICE))
+    dra.apply(policy_configmap("e2e-dra-capacity", CAPACITY_POLICY))
+    container = {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1}}}
+    metadata = {"name": "sized", "namespace": "capacity-dra", "annotations": {"gpu-admission.io/gpu-memory": "15Gi"}}
+    manifest = json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata,
+            "spec": {"containers": [container], "tolerations": TOLERATE_DRA_NODE},
+        }
+    )
+
+    shown: list[str] = []
+
+    def rewritten() -> dict[str, Any] | None:
+        answer = dra.create(manifest, "--dry-run=server", "-o", "json", check=False)
+        shown[:] = [answer.stdout or answer.stderr]
+        limits = json.loads(answer.stdout)["spec"]["containers"][0]["resources"]["limits"] if answer.code == 0 else {}
+        return limits if "nvidia.com/mig-3g.20gb" in limits else None
+
+    try:
+        wait_for(rewritten, "the policy loaded and the slice seen")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; the last dry run: {shown[-1][:3000]}") from None
+    dra.create(manifest)
+    node = wait_for(lambda: dra.get("pod", "sized", "-n", "capacity-dra")["spec"].get("nodeName"), "the pod bound")
+    assert node == "dra-a100"

@@ -136,7 +136,7 @@ def test_gpu_memory_is_sized_on_the_nodes_memory_label_and_free_capacity(view):
     assert decision.allowed
     (change,) = [str(c) for c in mutation.changes if "nvidia.com/mig-" in str(c)]
     assert "nvidia.com/mig-2g.20gb" in change  # no node offers 1g.20gb slices
-    assert "2g.20gb has 20096 MiB on H100-80GB (node label)" in change and "free capacity" in change
+    assert "2g.20gb has 20096 MiB on H100-80GB (as the cluster reports it)" in change and "free capacity" in change
 
 
 @pytest.mark.parametrize(
@@ -168,4 +168,4 @@ def test_validate_with_the_cluster_state_file_reaches_the_same_verdicts(tmp_path
     )
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "2g.20gb has 20096 MiB on H100-80GB (node label)" in out
+    assert "2g.20gb has 20096 MiB on H100-80GB (as the cluster reports it)" in out
