@@ -271,9 +271,14 @@ def test_on_a_dra_only_node_free_slices_steer_the_rewrite_and_the_scheduler_serv
         return limits if "nvidia.com/mig-3g.20gb" in limits else None
 
     try:
-        wait_for(rewritten, "the policy loaded and the slice seen")
-    except AssertionError as error:
-        raise AssertionError(f"{error}; the last dry run: {shown[-1][:3000]}") from None
-    dra.create(manifest)
-    node = wait_for(lambda: dra.get("pod", "sized", "-n", "capacity-dra")["spec"].get("nodeName"), "the pod bound")
-    assert node == "dra-a100"
+        try:
+            wait_for(rewritten, "the policy loaded and the slice seen")
+        except AssertionError as error:
+            raise AssertionError(f"{error}; the last dry run: {shown[-1][:3000]}") from None
+        dra.create(manifest)
+        node = wait_for(lambda: dra.get("pod", "sized", "-n", "capacity-dra")["spec"].get("nodeName"), "the pod bound")
+        assert node == "dra-a100"
+    finally:  # the A100-40GB capacity would steer the later modules' rewrites
+        dra.run("delete", "namespace", "capacity-dra", "--wait=false", check=False)
+        dra.run("delete", "resourceslice", A100_SLICE["metadata"]["name"], check=False)
+        dra.run("delete", "deviceclass", profile_class("3g.20gb")["metadata"]["name"], check=False)
