@@ -30,7 +30,8 @@ from policies.memo import Memo
 NVIDIA_DRIVER = "gpu.nvidia.com"
 _ATTRIBUTE = r"""device\.attributes\[\s*['"]gpu\.nvidia\.com['"]\s*\]\.(type|profile)"""
 _DRIVER = r"device\.driver"
-_LITERAL = r"""['"]([^'"]*)['"]"""
+# A literal with a control character in it is not read (so narrows nothing): none reaches a message.
+_LITERAL = r"""['"]([^'"\x00-\x1f\x7f]*)['"]"""
 _TERM = re.compile(rf"^\(?\s*({_ATTRIBUTE}|{_DRIVER})\s*==\s*{_LITERAL}\s*\)?$")
 _SPLIT = re.compile(r"&&")
 

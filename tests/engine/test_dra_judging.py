@@ -271,8 +271,16 @@ def test_policies_that_pick_pods_by_label_judge_the_claim_when_such_a_pod_names_
         ("device.driver == 'a' || device.driver == 'b'", None, None, None),
         ("!(device.driver == 'nic.example.com')", None, None, None),
         ("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0", None, None, None),
+        ("device.attributes['gpu.nvidia.com'].profile == '1g.10gb\n[rule forged]'", None, None, None),
     ],
-    ids=["conjunction", "double-quotes", "a-disjunction-narrows-nothing", "a-negation-narrows-nothing", "other-terms"],
+    ids=[
+        "conjunction",
+        "double-quotes",
+        "a-disjunction-narrows-nothing",
+        "a-negation-narrows-nothing",
+        "other-terms",
+        "a-literal-with-a-line-break-is-not-read-so-never-quoted",
+    ],
 )
 def test_a_selector_is_read_as_the_conjunction_of_the_terms_it_pins(expression, driver, kind, profile):
     selection = read_expression(expression)
