@@ -17,6 +17,7 @@ from kubernetes import client
 from tests.conftest import Calls, gpu_container, pod, policy
 from tests.kube_fake import FakeKube
 from tests.server.test_server import review
+from webhook.cluster.api.identity import api_client
 from webhook.cluster.api.policy_status import LOAD_ERRORS_ANNOTATION
 from webhook.cluster.wiring import connect
 from webhook.serving import admission
@@ -50,7 +51,7 @@ class Replica:
         self.identity = f"replica-{Replica.count}"
         self.holder = EngineHolder(Settings(policy_namespace=NS))
         self.store = PolicyStore(self.holder.swap)
-        api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
+        api = api_client(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))  # the replica's pool
         api.user_agent = f"gpu-admission/test ({self.identity})"
         options: dict[str, Any] = {"watch_seconds": 1, "backoff": (0.05, 0.2), "page": page}
         options.update(connected)
@@ -355,7 +356,7 @@ def test_dry_run_under_a_strict_quota_writes_nothing(kube, replicas):
 def test_a_relist_asked_for_in_the_middle_of_a_long_watch_starts_at_once(kube, replicas):
     kube.put(NS, "quota", {"q.yaml": TEAM_QUOTA})
     holder = EngineHolder(Settings(policy_namespace=NS))
-    api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
+    api = api_client(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
     watches = connect(holder.view, PolicyStore(holder.swap), NS, api, watch_seconds=300)
     try:
         pods = watches[-1]

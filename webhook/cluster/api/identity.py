@@ -29,8 +29,17 @@ def _version() -> str:
 VERSION = _version()
 
 
+# Each watch holds a connection for as long as it runs (ten of them: configmaps, namespaces,
+# nodes, resourcequotas, DRA claims, templates, classes and slices, leases, pods), and Lease
+# writes, Events and audits need theirs beside them. The client's default pool is five a core (ten
+# on two): past it, every request opens a connection and throws it away after.
+POOL_SIZE = 32
+
+
 def api_client(configuration: client.Configuration | None = None) -> client.ApiClient:
-    """A client whose requests say who sends them."""
+    """A client whose requests say who sends them, with a connection for every watch and more."""
+    configuration = configuration or client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, POOL_SIZE)
     api = client.ApiClient(configuration)
     api.user_agent = f"gpu-admission/{VERSION} ({REPLICA})"
     return api
