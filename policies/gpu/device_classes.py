@@ -121,10 +121,6 @@ class DeviceClass:
     extended_resource: str | None = None  # spec.extendedResourceName
     created: str = ""  # metadata.creationTimestamp (RFC 3339, so ordered as text): the later wins a name
 
-    @property
-    def implicit_resource(self) -> str:
-        return DRA_EXTENDED_PREFIX + self.name
-
 
 def read_device_class(raw: Mapping[str, object]) -> DeviceClass:
     """A DeviceClass object (resource.k8s.io v1, v1beta2 or v1beta1: the spec is the same)."""

@@ -41,9 +41,6 @@ class DeviceClassCache:
     def on_changed(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
-    def collisions(self) -> list[tuple[str, tuple[str, ...]]]:
-        return self._view.collisions()
-
     def observe(self, kind: str, obj: dict[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name", ""))
         found = None if kind == "DELETED" else _read(obj)
