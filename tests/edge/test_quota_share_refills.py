@@ -59,6 +59,18 @@ def test_a_share_refused_a_refill_ahead_is_not_flagged_again_until_an_admission_
     assert all(take(escrow, 20, 91)) and flagged == [KEY, KEY]
 
 
+def test_a_share_spent_to_nothing_is_held_until_what_it_admitted_is_written_as_the_pods_own():
+    """Its entry still says the pods it admitted lately, whole, beside the pods other watches
+    show: near the limit its keeper must give that back too, or a dry run counts them twice."""
+    escrow, _ = escrow_with_share(2)
+    assert all(take(escrow, 2)) and escrow.holding(KEY) is not None
+    escrow.give_back(KEY)  # near the limit (ShareKeeper): itemized
+    held, pods = escrow.entries(KEY)
+    assert sorted(pods) == ["uid-0", "uid-1"] and not any(held.values())
+    escrow.rewritten(KEY, held, pods)
+    assert escrow.holding(KEY) is None
+
+
 counts = st.integers(min_value=0, max_value=50)
 
 

@@ -230,11 +230,15 @@ class Escrow:
         return {name: held.get(name, 0) + extra.get(name, 0) for name in held.keys() | extra.keys()}
 
     def holding(self, key: Key) -> tuple[Quota, Usage] | None:
-        """The budget of this replica's share of `key` and the pod it was sized for, if any of
-        it is left."""
+        """The budget of this replica's share of `key` and the pod it was sized for, if its entry
+        says more than the pods' own entries would: some of it left, or admissions from it not yet
+        itemized. A share spent to nothing still says what it admitted lately, whole, beside the
+        pods other watches show: near the limit that is counted twice until itemized."""
         with self._lock:
             share = self.shares.get(key)
-            return (share.quota, share.sized_for) if share is not None and any(share.remaining.values()) else None
+            if share is None or not (any(share.remaining.values()) or share.recent):
+                return None
+            return share.quota, share.sized_for
 
     def granted(self, key: Key, quota: Quota, extra: Dims, need: Usage = EMPTY) -> None:
         with self._lock:
