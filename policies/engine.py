@@ -180,7 +180,8 @@ class Engine:
         if kind in ENV_SOURCE_KINDS:
             return judge_env_source(raw, kind, request.namespace, self.policy_set, cluster)
         if is_claim_object(raw.get("apiVersion"), kind):
-            return judge_claim_object(raw, kind, request.namespace, self.policy_set, cluster)
+            budgets = usage if request.operation is Operation.CREATE else None  # its spec never changes after
+            return judge_claim_object(raw, kind, request.namespace, self.policy_set, cluster, budgets)
         if kind == "Namespace":
             return judge_admin_access_label(raw, self.policy_set)
         found = pod_templates(raw, request.namespace, self.policy_set.workloads)

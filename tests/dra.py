@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from policies.gpu.claims import claim_demand
+from policies.gpu.device_classes import DeviceClasses, read_device_class
+from policies.review.cluster import KnownCluster
+from tests.conftest import pod
+
 API_VERSION = "resource.k8s.io/v1"
 DRIVER = "gpu.nvidia.com"
 
@@ -113,3 +118,29 @@ def allocated(name: str, namespace: str, *devices: tuple[str, str]) -> dict[str,
     made = claim(name, namespace, claim_spec(exactly("gpu.nvidia.com")))
     made["status"] = {"allocation": {"devices": {"results": results}}}
     return made
+
+
+H100_CLASS = device_class("h100.example.com", f"device.driver == 'gpu.nvidia.com' && {nvidia('productName', 'H100')}")
+SERVED = device_class("served.example.com", "device.driver == 'gpu.nvidia.com'", "example.com/h100")
+CLASSES = [GPU_CLASS, MIG_CLASS, NIC_CLASS, H100_CLASS, SERVED, profile_class("1g.12gb"), profile_class("7g.80gb")]
+
+
+def cluster(*claims: dict[str, Any], classes: list[dict[str, Any]] = CLASSES) -> KnownCluster:
+    """A cluster with these claims and templates, and every class above."""
+    demands = {}
+    for c in claims:
+        template = c["kind"] == "ResourceClaimTemplate"
+        spec = c["spec"]["spec"] if template else c["spec"]
+        demands[(c["metadata"]["namespace"], template, c["metadata"]["name"])] = claim_demand(spec)
+    known = DeviceClasses.of(read_device_class(c) for c in classes)
+    return KnownCluster(claims=demands, knows_claims=True, device_classes=known)
+
+
+def claim_pod(*names: str, namespace: str = "ml") -> dict[str, Any]:
+    """A pod naming the ResourceClaims `names`, its one container using the first."""
+    container = {"name": "main", "image": "cuda", "resources": {"claims": [{"name": "c0"}]}}
+    return pod(
+        container,
+        namespace=namespace,
+        resourceClaims=[{"name": f"c{i}", "resourceClaimName": n} for i, n in enumerate(names)],
+    )

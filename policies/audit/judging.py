@@ -78,7 +78,7 @@ def audit_pods(
         if found is None:
             continue
         facts, charges = found
-        ledger.charge(charges, facts.usage)
+        ledger.charge(charges, facts.usage, facts.shared)
         metadata = raw.get("metadata") or {}
         namespace, name, uid = facts.namespace, str(metadata.get("name") or ""), str(metadata.get("uid") or "")
         report.judged[namespace] += 1

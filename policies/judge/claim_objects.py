@@ -22,10 +22,10 @@ from policies.errors import InputError
 from policies.gpu.claims import claim_demand
 from policies.gpu.placement import ANYWHERE
 from policies.judge.claim_checks import claim_checks
-from policies.judge.claim_usage import demand_charge, unbounded_verdict
-from policies.judge.quota import check_quota
+from policies.judge.claim_usage import claim_key, demand_charge, unbounded_verdict
+from policies.judge.quota import UsageSource, check_quota, scope_of
 from policies.judge.security import applying_to_every_pod, settings
-from policies.judge.usage import EMPTY
+from policies.judge.usage import EMPTY, Usage
 from policies.judge.validation import Decision, subject_of
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, DeviceCheck
@@ -42,10 +42,16 @@ def is_claim_object(api_version: object, kind: object) -> bool:
 
 
 def judge_claim_object(
-    raw: JSON, kind: str, namespace: str | None, policy_set: PolicySet, cluster: ClusterState
+    raw: JSON,
+    kind: str,
+    namespace: str | None,
+    policy_set: PolicySet,
+    cluster: ClusterState,
+    usage_source: UsageSource | None = None,
 ) -> Decision:
     """The verdict on a ResourceClaim or ResourceClaimTemplate in `namespace` (the API server's
-    word; the object's own, or `default`, where none is given, as for `gpu-admission validate`)."""
+    word; the object's own, or `default`, where none is given, as for `gpu-admission validate`).
+    `usage_source`: the budgets as they stand, for a claim being created (see `_named_already`)."""
     metadata = raw.get("metadata")
     if not namespace:
         written = metadata.get("namespace") if isinstance(metadata, Mapping) else None
@@ -58,11 +64,16 @@ def judge_claim_object(
     else:
         demand = claim_demand(spec)
     policies = applying_to_every_pod(policy_set.in_namespace(namespace, cluster.namespace_labels(namespace)))
-    if not policies or not demand.asks_devices:
+    if not demand.asks_devices:
         return Decision(True, policies=tuple(p.name for p in policies))
     classes = cluster.device_classes
-    verdicts = claim_checks(demand, policies, classes, policy_set.catalog)
     usage, unbounded = demand_charge(demand, classes, ANYWHERE, policy_set.catalog)
+    verdicts = []
+    if usage_source is not None and kind == "ResourceClaim" and not usage.is_zero:
+        verdicts += _named_already(raw, namespace, usage, policy_set, usage_source)
+    if not policies and not verdicts:
+        return Decision(True)
+    verdicts += claim_checks(demand, policies, classes, policy_set.catalog)
     if not usage.is_zero:
         usage = replace(usage, pods=1)  # the pod that names it is one pod
     for policy in policies:
@@ -79,6 +90,38 @@ def judge_claim_object(
     verdicts = [v.about(subject) for v in verdicts]
     allowed = not any(v.action is Action.DENY for v in verdicts)
     return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in policies))
+
+
+def _named_already(
+    raw: JSON, namespace: str, usage: Usage, policy_set: PolicySet, usage_source: UsageSource
+) -> list[Verdict]:
+    """A claim made while pods already name it (deleted under a pending pod and made again, or
+    made after its pods): it adds what it can allocate to every budget those pods are charged
+    to, at once, and is judged against them as they stand. Pods naming no claim yet are counted
+    with their budgets, so a claim made again for 8 GPUs under a limit of 2 is denied here."""
+    metadata = raw.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(name, str) or not name:
+        return []  # generateName: no pod can name it yet
+    key = claim_key(namespace, name)
+    adds = replace(usage, pods=0)  # its pods are counted already
+    found: list[Verdict] = []
+    for policy in policy_set.policies:
+        quota = policy.quota
+        if quota is None:
+            continue
+        scope = scope_of(quota, namespace)
+        if key in usage_source.shared_claims(policy, scope):
+            current = usage_source.usage(policy, scope)
+            verdicts = check_quota(policy, quota, namespace, adds, current)
+            found += [_named(v) for v in verdicts if not v.rule.startswith("quota.perPod.")]
+    return found
+
+
+def _named(verdict: Verdict) -> Verdict:
+    """A budget's verdict on a claim that pods already name (its caps are judged as any claim's)."""
+    message = f"pods here name this claim already, so it adds at once: {verdict.message}"
+    return Verdict(verdict.policy, verdict.rule, verdict.path, message, verdict.action)
 
 
 def _as_claim(verdict: Verdict) -> Verdict:

@@ -11,6 +11,7 @@ can hold.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from policies.gpu.catalog import Catalog
@@ -23,16 +24,41 @@ from policies.model.policy import Action, GPUPolicy
 from policies.review.cluster import ClusterState
 from policies.review.pod import ClaimRef, PodView
 
+SharedClaims = tuple[tuple[str, Usage], ...]  # ("namespace/name", what the claim can allocate)
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimsCharge:
-    usage: Usage = EMPTY
+    """What a pod's claims can allocate: its own (claims made for it from templates, extended
+    resources served by classes) and the ResourceClaims it names, which other pods may name too
+    (`shared`: a budget charges each once, however many of its pods name it)."""
+
+    own: Usage = EMPTY
+    shared: SharedClaims = ()
     missing: tuple[ClaimRef, ...] = ()
     unbounded: tuple[tuple[ClaimRef, str], ...] = ()  # (claim, request name)
     demands: tuple[tuple[ClaimRef, ClaimDemand], ...] = ()  # the claims found, for the gates
 
+    @property
+    def usage(self) -> Usage:
+        """All the pod can get through its claims (per-pod caps, gates, what it reserves)."""
+        return self.apart(())
+
+    def apart(self, held: Collection[str]) -> Usage:
+        """What the claims add to a budget that charges the named claims in `held` already."""
+        total = self.own
+        for key, usage in self.shared:
+            if key not in held:
+                total = total + usage
+        return total
+
 
 NO_CLAIMS = ClaimsCharge()
+
+
+def claim_key(namespace: str, name: str) -> str:
+    """How budgets tell a named ResourceClaim from another: claims are namespaced."""
+    return f"{namespace}/{name}"
 
 
 def _most(a: Usage, b: Usage) -> Usage:
@@ -100,7 +126,8 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
     if not (pod.claims or pod.extended):
         return NO_CLAIMS
     classes = cluster.device_classes
-    usage = served_by_classes(pod, classes, catalog) if pod.extended else EMPTY
+    own = served_by_classes(pod, classes, catalog) if pod.extended else EMPTY
+    shared: list[tuple[str, Usage]] = []
     missing: list[ClaimRef] = []
     unbounded: list[tuple[ClaimRef, str]] = []
     found: list[tuple[ClaimRef, ClaimDemand]] = []
@@ -110,21 +137,28 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
         demand = cluster.claim_demand(namespace, False, ref.made) if ref.made else None
         if demand is None:
             demand = cluster.claim_demand(namespace, ref.template, ref.name)
+        named = not (ref.template or ref.made)
         if demand is None:
             missing.append(ref)
+            if named:  # named still: made again, it is judged for what it adds to this pod's budgets
+                shared.append((claim_key(namespace, ref.name), EMPTY))
             continue
         found.append((ref, demand))
         held, endless = demand_charge(demand, classes, pod.placement, catalog)
-        usage = usage + held
+        if named:
+            shared.append((claim_key(namespace, ref.name), held))
+        else:
+            own = own + held
         unbounded += [(ref, name) for name in endless]
-    return ClaimsCharge(usage, tuple(missing), tuple(unbounded), tuple(found))
+    return ClaimsCharge(own, tuple(shared), tuple(missing), tuple(unbounded), tuple(found))
 
 
-def with_claims(base: Usage, charge: ClaimsCharge) -> Usage:
-    """A pod's usage with what its claims can allocate: one pod, however it holds its GPUs."""
+def with_claims(base: Usage, charge: ClaimsCharge, held: Collection[str] = ()) -> Usage:
+    """A pod's usage with what its claims can allocate (but the named claims in `held`, which a
+    budget charges already): one pod, however it holds its GPUs."""
     if charge.usage.is_zero:
         return base
-    total = base + charge.usage
+    total = base + charge.apart(held)
     return total if total.pods else replace(total, pods=1)
 
 

@@ -8,8 +8,10 @@ by one. The server's counters (PodCounts) are fed pod by pod by its pod watch.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 
 from policies.errors import InputError
+from policies.judge.claim_usage import SharedClaims
 from policies.judge.pod_facts import Charges, PodFacts, charged
 from policies.judge.usage import EMPTY, Usage
 from policies.model.policy import GPUPolicy
@@ -18,24 +20,70 @@ from policies.review.cluster import NO_CLUSTER, ClusterState
 from policies.review.document import JSON
 
 
+@dataclass(slots=True)
+class _NamedClaim:
+    pods: int  # the budget's pods naming it
+    usage: Usage  # charged once, at the most any of them was charged for it
+
+
 class Ledger:
+    """Usage per budget: each pod's own, and each ResourceClaim its pods name once, at the most
+    any of them was charged for it, for as long as one of them is counted."""
+
     def __init__(self) -> None:
         self._held: dict[tuple[str, str], Usage] = {}
+        self._claims: dict[tuple[str, str], dict[str, _NamedClaim]] = {}
 
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
         return self._held.get((policy.name, scope), EMPTY)
+
+    def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
+        """The named claims the budget charges already: another pod naming one adds nothing."""
+        return self._claims.get((policy.name, scope), {}).keys()
 
     def held(self) -> list[tuple[str, str]]:
         """The (policy, scope) pairs holding something."""
         return list(self._held)
 
-    def charge(self, charges: Iterable[tuple[str, str]], usage: Usage) -> None:
+    def charge(
+        self, charges: Iterable[tuple[str, str]], usage: Usage, shared: SharedClaims = (), pods: int = 1
+    ) -> None:
+        """Charge `pods` pods holding `usage` in all (their own) and each naming the `shared` claims."""
         for key in charges:
-            self._held[key] = self._held.get(key, EMPTY) + usage
+            added = usage
+            if shared:
+                named = self._claims.setdefault(key, {})
+                for claim, claim_usage in shared:
+                    entry = named.get(claim)
+                    if entry is None:
+                        named[claim] = _NamedClaim(pods, claim_usage)
+                        added = added + claim_usage
+                        continue
+                    entry.pods += pods
+                    grown = claim_usage.more_than(entry.usage)  # charged at the most any pod saw it
+                    if not grown.is_zero:
+                        entry.usage = entry.usage + grown
+                        added = added + grown
+            self._held[key] = self._held.get(key, EMPTY) + added
 
-    def discharge(self, charges: Iterable[tuple[str, str]], usage: Usage) -> None:
+    def discharge(
+        self, charges: Iterable[tuple[str, str]], usage: Usage, shared: SharedClaims = (), pods: int = 1
+    ) -> None:
         for key in charges:
-            left = self._held.get(key, EMPTY) - usage
+            taken = usage
+            named = self._claims.get(key)
+            if named is not None:
+                for claim, _ in shared:
+                    entry = named.get(claim)
+                    if entry is None:
+                        continue
+                    entry.pods -= pods
+                    if entry.pods <= 0:  # the last pod naming it: the claim leaves the budget
+                        del named[claim]
+                        taken = taken + entry.usage
+                if not named:
+                    del self._claims[key]
+            left = self._held.get(key, EMPTY) - taken
             if left.holds_anything:
                 self._held[key] = left
             else:
@@ -56,7 +104,7 @@ class Ledger:
                 raise error.in_document(f"cluster state item {i + 1}") from None
             if found is not None:
                 facts, charges = found
-                ledger.charge(charges, facts.usage)
+                ledger.charge(charges, facts.usage, facts.shared)
         return ledger
 
 
@@ -85,14 +133,14 @@ class PodCounts:
         if not count:
             self._charges[facts] = self._charge(facts)
         self._population[facts] = count + 1
-        self.ledger.charge(self._charges[facts], facts.usage)
+        self.ledger.charge(self._charges[facts], facts.usage, facts.shared)
         return facts
 
     def remove(self, key: str) -> PodFacts | None:
         facts = self.pods.pop(key, None)
         if facts is None:
             return None
-        self.ledger.discharge(self._charges[facts], facts.usage)
+        self.ledger.discharge(self._charges[facts], facts.usage, facts.shared)
         count = self._population[facts] - 1
         if count:
             self._population[facts] = count
@@ -121,8 +169,8 @@ class PodCounts:
             if new == old:
                 continue
             total = facts.usage.times(count)
-            self.ledger.discharge(old, total)
-            self.ledger.charge(new, total)
+            self.ledger.discharge(old, total, facts.shared, count)
+            self.ledger.charge(new, total, facts.shared, count)
             self._charges[facts] = new
             changed += count
         return changed

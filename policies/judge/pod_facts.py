@@ -14,10 +14,10 @@ few dozen shapes cost a reference each.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from policies.gpu.catalog import CATALOG
-from policies.judge.claim_usage import claims_charge, with_claims
+from policies.judge.claim_usage import SharedClaims, claims_charge, with_claims
 from policies.judge.quota import scope_of
 from policies.judge.usage import Usage, counts_against_quota, gpus_held, pod_usage
 from policies.model.cel import CelEvaluationError, CelInput, CompiledExpression
@@ -70,13 +70,27 @@ class PodFacts:
     usage: Usage
     node: str | None
     gpus: tuple[tuple[str, int], ...]  # GPU resource -> amount the scheduler reserves
+    # The ResourceClaims it names, apart from `usage`: a budget charges each once, however many
+    # of its pods name it (a claim it names that is not there: nothing, until it is made again).
+    shared: SharedClaims = ()
+
+    @property
+    def total(self) -> Usage:
+        """All the pod can get, its named claims included."""
+        total = self.usage
+        for _, usage in self.shared:
+            total = total + usage
+        return total
 
     @property
     def shape(self) -> tuple[object, ...]:
         """Equal for pods that charging cannot tell apart: the key facts are interned by."""
-        u = self.usage
-        usage = (u.gpu_equivalents, tuple(sorted(u.slices.items())), u.gpus, u.shared_equivalents)
-        return (self.namespace, self.labels, self.holding, usage, self.node, self.gpus)
+        shared = tuple((key, _usage_shape(usage)) for key, usage in self.shared)
+        return (self.namespace, self.labels, self.holding, _usage_shape(self.usage), self.node, self.gpus, shared)
+
+
+def _usage_shape(u: Usage) -> tuple[object, ...]:
+    return (u.gpu_equivalents, tuple(sorted(u.slices.items())), u.gpus, u.shared_equivalents)
 
 
 def facts_of(raw: JSON, needs: Needs, cluster: ClusterState = NO_CLUSTER) -> PodFacts | None:
@@ -88,16 +102,22 @@ def facts_of(raw: JSON, needs: Needs, cluster: ClusterState = NO_CLUSTER) -> Pod
     if not (view.holds_gpu or view.claims or view.extended or view.gpu_share) or not counts_against_quota(view):
         return None
     usage = pod_usage(view, CATALOG)
+    shared: SharedClaims = ()
     if view.claims or view.extended:
-        usage = with_claims(usage, claims_charge(view, view.namespace, cluster, CATALOG))
-        if usage.is_zero:
+        claims = claims_charge(view, view.namespace, cluster, CATALOG)
+        # A claim it names that is not there counts the pod still: made again, that claim is
+        # judged for what it adds to the budgets this pod is charged to.
+        if with_claims(usage, claims).is_zero and not (claims.missing and claims.shared):
             return None
+        shared = claims.shared
+        usage = with_claims(usage, claims, held=[key for key, _ in shared])
+        usage = usage if usage.pods else replace(usage, pods=1)
     labels = tuple(sorted((key, view.labels[key]) for key in needs.label_keys if key in view.labels))
     holding: frozenset[str] = frozenset()
     if needs.conditions:
         data = RequestInfo(namespace=view.namespace).cel_input(raw)
         holding = frozenset(source for source, condition in needs.conditions.items() if _holds(condition, data))
-    return PodFacts(view.namespace, labels, holding, usage, view.node_name, gpus_held(view))
+    return PodFacts(view.namespace, labels, holding, usage, view.node_name, gpus_held(view), shared)
 
 
 def charges_of(facts: PodFacts, policy_set: PolicySet, namespace_labels: Mapping[str, str] | None) -> Charges:

@@ -7,7 +7,7 @@ Kubernetes ResourceQuota.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from fractions import Fraction
 from typing import Protocol
 
@@ -24,10 +24,17 @@ class UsageSource(Protocol):
         """What pods already admitted under `policy` hold in `scope` (a namespace, or "" for policy-wide)."""
         ...
 
+    def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
+        """The named ResourceClaims ("namespace/name") that usage charges already."""
+        ...
+
 
 class NoUsage:
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
         return Usage()
+
+    def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
+        return ()
 
 
 def scope_of(quota: Quota, namespace: str) -> str:

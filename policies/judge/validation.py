@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from policies.errors import InputError
 from policies.judge.claim_checks import pod_claim_checks
-from policies.judge.claim_usage import ClaimsCharge, claim_verdicts, claims_charge, with_claims
+from policies.judge.claim_usage import ClaimsCharge, SharedClaims, claim_verdicts, claims_charge, with_claims
 from policies.judge.quota import UsageSource, check_quota, scope_of
 from policies.judge.rules import check_rules
 from policies.judge.security import check_security
@@ -46,6 +46,15 @@ class Decision(NamedTuple):
     policies: tuple[str, ...] = ()
     charges: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()  # what is worth knowing but judges nothing (who makes a workload's pods)
+    shared: SharedClaims = ()  # the ResourceClaims the pod names, in `usage` (a budget charges each once)
+
+    @property
+    def own_usage(self) -> Usage:
+        """`usage` but the named claims (a ledger charges those once per budget, apart)."""
+        own = self.usage
+        for _, usage in self.shared:
+            own = own - usage
+        return own
 
     @property
     def denials(self) -> tuple[Verdict, ...]:
@@ -124,7 +133,8 @@ def validate_pod(
     verdicts.extend(claim_verdicts(claims, matched, cluster))
     if claims.demands:
         verdicts.extend(pod_claim_checks(claims, matched, cluster.device_classes, policy_set.catalog))
-    usage = with_claims(pod_usage(view, policy_set.catalog), claims)
+    base = pod_usage(view, policy_set.catalog)
+    usage = with_claims(base, claims)
     added = _added_by_update(usage, claims, request, policy_set)
     charges: list[tuple[str, str]] = []
     for policy in matched:
@@ -133,11 +143,14 @@ def validate_pod(
             continue
         scope = scope_of(policy.quota, namespace)
         current = usage_source.usage(policy, scope)
-        verdicts.extend(check_quota(policy, policy.quota, namespace, usage, current, added))
+        charge = usage
+        if claims.shared:  # a claim the budget's pods name already adds nothing again
+            charge = with_claims(base, claims, usage_source.shared_claims(policy, scope))
+        verdicts.extend(check_quota(policy, policy.quota, namespace, charge, current, added))
         charges.append((policy.name, scope))  # an UPDATE's growth is held too, until the watch shows it
     verdicts = [v.about(subject) for v in verdicts]
     allowed = not any(v.action is Action.DENY for v in verdicts)
-    return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in matched), tuple(charges))
+    return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in matched), tuple(charges), (), claims.shared)
 
 
 def _added_by_update(usage: Usage, claims: ClaimsCharge, request: RequestInfo, policy_set: PolicySet) -> Usage | None:

@@ -282,3 +282,60 @@ def test_on_a_dra_only_node_free_slices_steer_the_rewrite_and_the_scheduler_serv
         dra.run("delete", "namespace", "capacity-dra", "--wait=false", check=False)
         dra.run("delete", "resourceslice", A100_SLICE["metadata"]["name"], check=False)
         dra.run("delete", "deviceclass", profile_class("3g.20gb")["metadata"]["name"], check=False)
+
+
+SHARING = "shared-claims"
+SHARING_POLICY = f"""\
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: e2e-shared-claims
+spec:
+  match:
+    namespaces: [{SHARING}]
+  quota:
+    limits:
+      gpus: 2
+"""
+
+
+def naming(name: str, claim_name: str) -> str:
+    """A pod in the sharing namespace naming a ResourceClaim (no toleration: it stays pending)."""
+    container = {"name": "main", "image": "cuda", "resources": {"claims": [{"name": "gpus"}]}}
+    spec = {"containers": [container], "resourceClaims": [{"name": "gpus", "resourceClaimName": claim_name}]}
+    metadata = {"name": name, "namespace": SHARING}
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
+
+
+def gpu_claim(name: str, count: int) -> str:
+    return json.dumps(claim(name, SHARING, claim_spec(exactly("gpu.nvidia.com", count))))
+
+
+def test_a_claim_pods_share_is_charged_once_and_one_made_again_bigger_under_its_pod_is_refused(dra: Kubectl):
+    """Two pods naming one 2-GPU claim hold 2 GPUs of a budget of 2, not 4. Then a pod waits on a
+    1-GPU claim beside another pod's: that claim deleted and made again for 2 GPUs would carry
+    the budget to 3, and its creation is refused, as the budget's message says."""
+    dra.run("create", "namespace", SHARING)
+    dra.apply(policy_configmap("e2e-shared-claims", SHARING_POLICY))
+    dra.create(gpu_claim("shared", 2))
+    wait_for(lambda: dra.create(gpu_claim("probe", 3), "--dry-run=server", check=False).code != 0, "the policy")
+    dra.create(naming("first", "shared"))
+    # The second adds no GPU once the pod watch counts the first (until then the first's
+    # reservation holds the claim whole: a moment of charging more, never less).
+    wait_for(lambda: dra.create(naming("second", "shared"), "--dry-run=server", check=False).code == 0, "first counted")
+    dra.create(naming("second", "shared"))
+    dra.run("delete", "pod", "first", "second", "-n", SHARING)
+
+    dra.create(gpu_claim("swap", 1))
+    dra.create(gpu_claim("filler", 1))
+    dra.create(naming("waiting", "swap"))
+    wait_for(lambda: dra.create(naming("beside", "filler"), "--dry-run=server", check=False).code == 0, "room")
+    dra.create(naming("beside", "filler"))
+    dra.run("delete", "resourceclaim", "swap", "-n", SHARING)
+    # Once the watches show it gone, the waiting pod holds nothing, and swap may come back as it was.
+    wait_for(lambda: dra.create(gpu_claim("swap", 1), "--dry-run=server", check=False).code == 0, "swap gone")
+    stderr = refused(dra, gpu_claim("swap", 2))
+    assert 'admission webhook "validate-claims.gpu-admission.io" denied the request' in stderr
+    assert "pods here name this claim already, so it adds at once: shared-claims: gpus 1 + 2 exceeds 2" in stderr
+    assert "ResourceClaim shared-claims/swap" in stderr
+    dra.create(gpu_claim("swap", 1))

@@ -17,42 +17,7 @@ from policies.judge.quota import NoUsage
 from policies.review.cluster import KnownCluster
 from policies.review.request import Operation, RequestInfo
 from tests.conftest import engine_from, pod, policy
-from tests.dra import (
-    GPU_CLASS,
-    MIG_CLASS,
-    NIC_CLASS,
-    claim,
-    claim_spec,
-    device_class,
-    exactly,
-    mig_profile,
-    nvidia,
-    profile_class,
-)
-
-H100_CLASS = device_class("h100.example.com", f"device.driver == 'gpu.nvidia.com' && {nvidia('productName', 'H100')}")
-SERVED = device_class("served.example.com", "device.driver == 'gpu.nvidia.com'", "example.com/h100")
-CLASSES = [GPU_CLASS, MIG_CLASS, NIC_CLASS, H100_CLASS, SERVED, profile_class("1g.12gb"), profile_class("7g.80gb")]
-
-
-def cluster(*claims: dict[str, Any], classes: list[dict[str, Any]] = CLASSES) -> KnownCluster:
-    demands = {}
-    for c in claims:
-        template = c["kind"] == "ResourceClaimTemplate"
-        spec = c["spec"]["spec"] if template else c["spec"]
-        demands[(c["metadata"]["namespace"], template, c["metadata"]["name"])] = claim_demand(spec)
-    known = DeviceClasses.of(read_device_class(c) for c in classes)
-    return KnownCluster(claims=demands, knows_claims=True, device_classes=known)
-
-
-def claim_pod(*names: str, namespace: str = "ml") -> dict[str, Any]:
-    container = {"name": "main", "image": "cuda", "resources": {"claims": [{"name": "c0"}]}}
-    return pod(
-        container,
-        namespace=namespace,
-        resourceClaims=[{"name": f"c{i}", "resourceClaimName": n} for i, n in enumerate(names)],
-    )
-
+from tests.dra import claim, claim_pod, claim_spec, cluster, device_class, exactly, mig_profile, nvidia
 
 BUDGET = policy("budget", 'match: {namespaces: [ml]}\nquota: {limits: {gpuEquivalents: "8"}}')
 

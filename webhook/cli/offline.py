@@ -61,7 +61,7 @@ def judge(engine: Engine, label: str, document: Any, ledger: Ledger, cluster: Cl
     except InputError as error:
         raise error.in_document(label) from None
     if decision.allowed and kind == "Pod":
-        ledger.charge(decision.charges, decision.usage)
+        ledger.charge(decision.charges, decision.own_usage, decision.shared)
     return Judged(label, mutation, decision)
 
 

@@ -4,7 +4,7 @@ cluster as the engine sees it (policies.review.cluster.ClusterState)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from policies import (
@@ -97,5 +97,8 @@ class ClusterView:
         class Reserved:
             def usage(self, policy: GPUPolicy, scope: str) -> Usage:
                 return tracker.reserved(policy, scope)
+
+            def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
+                return ()  # reservations charge what each pod can get, its named claims whole
 
         return quota_lines(scopes(policy_set, namespaces, held), counted, Reserved())

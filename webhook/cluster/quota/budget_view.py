@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from policies import EMPTY, Consistency, GPUPolicy, PolicySet, Quota, Usage
 from webhook.cluster.quota.escrow import Dims, Escrow, Key, crowded, dims_of, limits_of
@@ -61,6 +61,12 @@ class BudgetView(PodCounting):
         with self._lock:
             return self._counts.ledger.usage(policy, scope) + self.reserved(policy, scope)
 
+    def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
+        """Named claims the counted pods hold (reservations charge each pod's whole: a pod that
+        shares a claim counts it again until the watch shows it, never less than it can get)."""
+        with self._lock:
+            return frozenset(self._counts.ledger.shared_claims(policy, scope))
+
     def reserved(self, policy: GPUPolicy, scope: str) -> Usage:
         """Admitted but not yet seen as pods: the quota view's `reserved`."""
         key = (policy.name, scope)
@@ -95,7 +101,7 @@ class BudgetView(PodCounting):
         if pod in self._gone:
             return EMPTY
         facts = self._counts.pods.get(pod)
-        return usage.more_than(facts.usage if facts is not None else created or EMPTY)
+        return usage.more_than(facts.total if facts is not None else created or EMPTY)
 
     # -- shares granted ahead of need ----------------------------------------------------------
     def warm(self, budgets: int = WARM_BUDGETS) -> int:
