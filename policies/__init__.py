@@ -38,7 +38,8 @@ from policies.errors import InputError, PolicyProblem
 from policies.gpu.capacity import Capacity, CapacityLedger, NodeGpus, node_gpus, node_uses
 from policies.gpu.catalog import CATALOG
 from policies.gpu.claims import ClaimDemand, claim_demand, unreadable_claim, with_allocation
-from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClass, DeviceClasses, read_device_class
+from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClass, DeviceClasses, Selection, read_device_class
+from policies.gpu.device_shares import CapacityAsk
 from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice
 from policies.gpu.models import CONFIG_STATE_LABEL
 from policies.judge.env_sources import ENV_SOURCE_KINDS
@@ -130,6 +131,8 @@ __all__ = [
     "DEFAULT_CLASSES",
     "DeviceClass",
     "DeviceClasses",
+    "Selection",
+    "CapacityAsk",
     "read_device_class",
     "DraInventory",
     "WithDra",

@@ -91,6 +91,15 @@ def slice_device(name: str, product: str, profile: str = "", memory: str = "", *
     return device
 
 
+def shareable(device: dict[str, Any], policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`device` allowing multiple allocations (consumable capacity), its memory under `policy`
+    (a requestPolicy: default, validValues or validRange) where given."""
+    made = {**device, "allowMultipleAllocations": True}
+    if policy is not None:
+        made["capacity"] = {"memory": {**device["capacity"]["memory"], "requestPolicy": policy}}
+    return made
+
+
 def resource_slice(
     node: str,
     *devices: dict[str, Any],

@@ -6,6 +6,7 @@
     devices.py    how a container reaches devices past the device plugin (env, hostPath, CDI)
     device_classes.py  what a DRA DeviceClass (and a request's selectors) can select of NVIDIA's
                   GPUs, and which extended resource a class serves
+    device_shares.py  consumable capacity: the share of a shared device a request takes
     claims.py     what a DRA ResourceClaim asks for, and what that can allocate of NVIDIA's GPUs
                   under the cluster's classes, as resource names
     catalog.py    lookups over the models; what a node label offers (NodeKind), what an
@@ -14,6 +15,6 @@
     placement.py  the node kinds a pod's constraints admit, and what each resource costs there
     dra_inventory.py  free capacity from DRA ResourceSlices minus allocated claims, beside the labels'
 
-Layers, bottom up: models, cloud and devices; device classes; catalog and claims; capacity and
-placement; the DRA inventory.
+Layers, bottom up: models, cloud and devices; device classes; device shares; catalog and claims;
+capacity and placement; the DRA inventory.
 """

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from policies.errors import InputError
-from policies.gpu.device_classes import ANY_DEVICE, DeviceClasses, Selection, read_selectors
+from policies.gpu.device_classes import ANY_DEVICE, NVIDIA_DRIVER, DeviceClasses, Selection, read_selectors
+from policies.gpu.device_shares import CapacityAsk, capacity_name, quantity
 from policies.gpu.devices import DRA_EXTENDED_PREFIX
 from policies.gpu.models import MIG_RESOURCE_PREFIX
 from policies.json_fields import json_list
@@ -38,6 +39,7 @@ class DeviceAsk(NamedTuple):
     selection: Selection  # what the request's own selectors pin
     path: str  # of the request (or its firstAvailable entry) in the claim's spec
     name: str = ""  # a firstAvailable entry's own name
+    capacity: CapacityAsk = ()  # consumable capacity asked of each device (policies.gpu.device_shares)
 
 
 class ClaimRequest(NamedTuple):
@@ -129,7 +131,24 @@ def _ask(exact: Mapping[str, object], path: str, name: str = "") -> DeviceAsk:
     count = exact.get("count", 1)
     if type(count) is not int or count < 1:
         raise InputError(f"{path}.count", "must be a whole number, 1 or more")
-    return DeviceAsk(device_class, count, selection, path, name)
+    return DeviceAsk(device_class, count, selection, path, name, _capacity(exact.get("capacity"), path))
+
+
+def _capacity(raw: object, path: str) -> CapacityAsk:
+    """`capacity.requests`: what the request asks of each device's consumable capacities."""
+    if raw is None:
+        return ()
+    requests = _mapping(raw, f"{path}.capacity").get("requests")
+    if requests is None:
+        return ()
+    asked = []
+    for name, amount in _mapping(requests, f"{path}.capacity.requests").items():
+        value = quantity(amount)
+        if value is None or value < 0:
+            field = f".{name}" if str(name).isprintable() else ""
+            raise InputError(f"{path}.capacity.requests{field}", "must be a quantity")
+        asked.append((capacity_name(str(name), NVIDIA_DRIVER), value))
+    return tuple(sorted(asked))
 
 
 def _request(request: Mapping[str, object], i: int, path: str) -> ClaimRequest:

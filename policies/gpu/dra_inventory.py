@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, NamedTuple, Protocol
 
 from policies.gpu.capacity import Capacity
 from policies.gpu.catalog import Catalog
 from policies.gpu.device_classes import NVIDIA_DRIVER, DeviceClasses, Selection
+from policies.gpu.device_shares import CapacityAsk, SharedCapacity, read_capacities, share_of
 from policies.gpu.models import MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
 from policies.quantity import parse_quantity
 
@@ -34,6 +36,7 @@ class DraDevice(NamedTuple):
     profile: str | None  # None: a whole GPU
     consumes: tuple[tuple[Counter, int], ...]
     memory_mib: int | None
+    shares: tuple[SharedCapacity, ...] | None = None  # None: it does not allow multiple allocations
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,7 @@ def _device(raw: object, driver: str, pool: str, catalog: Catalog) -> DraDevice 
         profile,
         tuple(_counters(raw.get("consumesCounters"), "counterSet")),
         memory // 2**20 if memory is not None else None,
+        read_capacities(capacity, driver) if raw.get("allowMultipleAllocations") is True else None,
     )
 
 
@@ -185,6 +189,29 @@ class DraInventory:
         if self._free is None:
             self._free, self._memory = self._count()
         return self._memory.get((model, profile))
+
+    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
+        """The most one device of NVIDIA's that `selection` may get takes of it when asked `asked`
+        (policies.gpu.device_shares); None (a whole device) where one may not be shared, or none
+        is known."""
+        if selection.driver != NVIDIA_DRIVER or selection.contradicts:
+            return None
+        newest: dict[tuple[str, str], int] = {}
+        for content in self._slices.values():
+            newest[content.pool] = max(newest.get(content.pool, 0), content.generation)
+        most: Fraction | None = None
+        for content in self._slices.values():
+            if content.generation != newest[content.pool]:
+                continue
+            for device in content.devices:
+                kind = "gpu" if device.profile is None else "mig"
+                if selection.type not in (None, kind) or selection.profile not in (None, device.profile):
+                    continue
+                if device.shares is None:
+                    return None
+                share = share_of(device.shares, asked)
+                most = share if most is None else max(most, share)
+        return most
 
     def _count(self) -> tuple[dict[tuple[str, str | None], int], dict[tuple[str, str], int]]:
         newest: dict[tuple[str, str], int] = {}

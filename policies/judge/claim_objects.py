@@ -67,7 +67,7 @@ def judge_claim_object(
     if not demand.asks_devices:
         return Decision(True, policies=tuple(p.name for p in policies))
     classes = cluster.device_classes
-    usage, unbounded = demand_charge(demand, classes, ANYWHERE, policy_set.catalog)
+    usage, unbounded = demand_charge(demand, classes, ANYWHERE, policy_set.catalog, cluster)
     verdicts = []
     if usage_source is not None and kind == "ResourceClaim" and not usage.is_zero:
         verdicts += _named_already(raw, namespace, usage, policy_set, usage_source)

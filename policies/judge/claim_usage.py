@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 from policies.gpu.catalog import Catalog
 from policies.gpu.claims import ClaimDemand, ClaimRequest, DeviceAsk, resolve
 from policies.gpu.device_classes import ANY_DEVICE, DeviceClasses
+from policies.gpu.device_shares import NO_SHARES, DeviceShares
 from policies.gpu.placement import Placement
 from policies.judge.usage import EMPTY, Usage, charged
 from policies.judge.verdict import Verdict
@@ -78,27 +80,46 @@ def request_charge(
     placement: Placement,
     catalog: Catalog,
     alternatives: tuple[DeviceAsk, ...] | None = None,
+    shares: DeviceShares = NO_SHARES,
 ) -> tuple[Usage, bool]:
     """What one request can allocate at most (of `alternatives`, where the allocation narrowed
-    them), and whether some alternative is unbounded."""
+    them), and whether some alternative is unbounded. An alternative asking consumable capacity
+    of devices that may be shared is charged the share it takes of each (`shares`)."""
     most = EMPTY
     unbounded = False
     for ask in request.alternatives if alternatives is None else alternatives:
         resolved = resolve(ask, classes)
         unbounded |= resolved.unbounded
         if resolved.ask:
-            most = _most(most, charged(dict(resolved.ask), placement, catalog))
+            held = charged(dict(resolved.ask), placement, catalog)
+            if ask.capacity:
+                share = shares.device_share(classes.selection(ask.device_class).also(ask.selection), ask.capacity)
+                held = held if share is None or share >= 1 else _share(held, share)
+            most = _most(most, held)
     return most, unbounded
 
 
+def _share(held: Usage, share: Fraction) -> Usage:
+    """`held` when each device is taken only `share` of: GPU-equivalents by the share; the devices
+    it touches are still counted (whole GPUs, slices), as for any share of a device."""
+    return replace(
+        held, gpu_equivalents=held.gpu_equivalents * share, shared_equivalents=held.shared_equivalents * share
+    )
+
+
 def demand_charge(
-    demand: ClaimDemand, classes: DeviceClasses, placement: Placement, catalog: Catalog
+    demand: ClaimDemand,
+    classes: DeviceClasses,
+    placement: Placement,
+    catalog: Catalog,
+    shares: DeviceShares = NO_SHARES,
 ) -> tuple[Usage, tuple[str, ...]]:
     """What a claim can allocate, and the names of its unbounded requests."""
     usage = EMPTY
     unbounded: list[str] = []
     for request in demand.requests:
-        most, endless = request_charge(request, classes, placement, catalog, demand.alternatives(request))
+        alternatives = demand.alternatives(request)
+        most, endless = request_charge(request, classes, placement, catalog, alternatives, shares)
         usage = usage + most
         if endless:
             unbounded.append(request.name)
@@ -144,7 +165,7 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
                 shared.append((claim_key(namespace, ref.name), EMPTY))
             continue
         found.append((ref, demand))
-        held, endless = demand_charge(demand, classes, pod.placement, catalog)
+        held, endless = demand_charge(demand, classes, pod.placement, catalog, cluster)
         if named:
             shared.append((claim_key(namespace, ref.name), held))
         else:

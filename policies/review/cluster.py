@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Protocol
 
 from policies.gpu.capacity import Capacity, NoCapacity
 from policies.gpu.claims import ClaimDemand
-from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClasses
+from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClasses, Selection
+from policies.gpu.device_shares import NO_SHARES, CapacityAsk, DeviceShares
 
 
 class ClusterState(Protocol):
@@ -46,6 +48,11 @@ class ClusterState(Protocol):
         """The DRA DeviceClasses: what each selects, which extended resources each serves."""
         ...
 
+    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
+        """The share of a device a request asking consumable capacity takes (ResourceSlices: the
+        most over the devices `selection` may get); None: a whole device."""
+        ...
+
 
 @dataclass(frozen=True)
 class KnownCluster:
@@ -55,6 +62,10 @@ class KnownCluster:
     claims: Mapping[tuple[str, bool, str], ClaimDemand] = field(default_factory=dict)
     knows_claims: bool = False
     device_classes: DeviceClasses = DEFAULT_CLASSES
+    shares: DeviceShares = NO_SHARES  # the devices ResourceSlices show (a DraInventory)
+
+    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
+        return self.shares.device_share(selection, asked)
 
     def claim_demand(self, namespace: str, template: bool, name: str) -> ClaimDemand | None:
         return self.claims.get((namespace, template, name))

@@ -22,6 +22,7 @@ from tests.dra import (
     nvidia,
     profile_class,
     resource_slice,
+    shareable,
     slice_device,
 )
 from tests.e2e.harness import Installation, policy_configmap, register_nodes, wait_for
@@ -339,3 +340,66 @@ def test_a_claim_pods_share_is_charged_once_and_one_made_again_bigger_under_its_
     assert "pods here name this claim already, so it adds at once: shared-claims: gpus 1 + 2 exceeds 2" in stderr
     assert "ResourceClaim shared-claims/swap" in stderr
     dra.create(gpu_claim("swap", 1))
+
+
+SHARES = "shares-dra"
+SHARES_POLICY = f"""\
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: e2e-shares
+spec:
+  match:
+    namespaces: [{SHARES}]
+  quota:
+    perPod:
+      gpuEquivalents: "0.2"
+"""
+# A third pool on the DRA-only node: one 3g.40gb device its driver lets several claims share
+# (consumable capacity, Kubernetes 1.36 on), its memory taken in steps of 10Gi.
+SHARED_SLICE = resource_slice(
+    "dra-h100",
+    shareable(
+        slice_device("gpu-3-mig-3g40gb-0", "NVIDIA H100 80GB HBM3", "3g.40gb", "40Gi"),
+        {"default": "0", "validRange": {"min": "0", "step": "10Gi"}},
+    ),
+    name="dra-h100-shared",
+)
+SHARED_SLICE["spec"]["pool"]["name"] = "dra-h100-shared"
+
+
+def test_a_claim_asking_part_of_a_shared_device_is_charged_its_share_and_allocated(dra: Kubectl):
+    """A quarter of a shared 3g.40gb (10Gi of 40Gi) is a quarter of its weight, under a per-pod cap
+    of 0.2 GPU-equivalents that the whole slice passes; a claim asking no capacity may reach the
+    whole device and is refused at its creation. The real scheduler then allocates the share."""
+    dra.run("create", "namespace", SHARES)
+    dra.create(json.dumps(profile_class("3g.40gb")))
+    dra.create(json.dumps(SHARED_SLICE))
+    dra.apply(policy_configmap("e2e-shares", SHARES_POLICY))
+    whole_claim = claim("whole", SHARES, claim_spec(exactly("mig-3g-40gb.gpu.nvidia.com", 1)))
+    asked = {"capacity": {"requests": {"memory": "10Gi"}}}
+    quarter_claim = claim("quarter", SHARES, claim_spec(exactly("mig-3g-40gb.gpu.nvidia.com", 1, **asked)))
+    try:
+        wait_for(
+            lambda: (
+                dra.create(json.dumps(quarter_claim), "--dry-run=server", check=False).code == 0
+                and dra.create(json.dumps(whole_claim), "--dry-run=server", check=False).code != 0
+            ),
+            "the policy loaded and the shared device seen",
+        )
+        stderr = refused(dra, json.dumps(whole_claim))
+        assert "a pod naming this claim would hold gpuEquivalents 3/7, over the per-pod cap" in stderr
+        dra.create(json.dumps(quarter_claim))
+        pod = json.loads(claim_pod("sharing", resourceClaimName="quarter"))
+        pod["metadata"]["namespace"] = SHARES
+        dra.create(json.dumps(pod))
+        results = wait_for(
+            lambda: dra.get("resourceclaim", "quarter", "-n", SHARES).get("status", {}).get("allocation"),
+            "the share allocated",
+        )["devices"]["results"]
+        assert results[0]["device"] == "gpu-3-mig-3g40gb-0"
+        assert results[0].get("consumedCapacity", {}).get("memory") == "10Gi"
+    finally:  # the shared device would steer the later modules' rewrites
+        dra.run("delete", "namespace", SHARES, "--wait=false", check=False)
+        dra.run("delete", "resourceslice", "dra-h100-shared", check=False)
+        dra.run("delete", "deviceclass", profile_class("3g.40gb")["metadata"]["name"], check=False)

@@ -159,7 +159,9 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     inventory.claims_listed(c for c in claims if c.get("kind") == CLAIM_KINDS[0])
     with_dra = WithDra(capacity, inventory, lambda: classes.classes)
     # Claims a file does not hold may exist: a pod naming one is warned of, not denied.
-    cluster = KnownCluster(namespaces, with_dra, quotas.by_namespace(), known.demands(), device_classes=classes.classes)
+    cluster = KnownCluster(
+        namespaces, with_dra, quotas.by_namespace(), known.demands(), device_classes=classes.classes, shares=inventory
+    )
     return pods, cluster, nodes
 
 

@@ -5,15 +5,18 @@ cluster as the engine sees it (policies.review.cluster.ClusterState)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from fractions import Fraction
 from typing import Any
 
 from policies import (
     Capacity,
+    CapacityAsk,
     ClaimDemand,
     DeviceClasses,
     GPUPolicy,
     PolicySet,
     QuotaLine,
+    Selection,
     Usage,
     WithDra,
     quota_lines,
@@ -65,6 +68,9 @@ class ClusterView:
     @property
     def device_classes(self) -> DeviceClasses:
         return self.device_class_cache.classes
+
+    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
+        return self.slices.device_share(selection, asked)
 
     # -- wiring ------------------------------------------------------------------------------------
     def not_ready(self) -> str:

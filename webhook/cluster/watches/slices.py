@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from fractions import Fraction
 from typing import Any
 
-from policies import CATALOG, DraInventory, allocated_devices, read_slice
+from policies import CATALOG, CapacityAsk, DraInventory, Selection, allocated_devices, read_slice
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -43,6 +44,10 @@ class DraCapacity:
     def memory_mib(self, model: str, profile: str) -> int | None:
         with self._lock:
             return self._inventory.memory_mib(model, profile)
+
+    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
+        with self._lock:
+            return self._inventory.device_share(selection, asked)
 
     # -- the ResourceSlice watch ----------------------------------------------------------------
     def slice_seen(self, kind: str, obj: dict[str, Any]) -> None:
