@@ -50,7 +50,6 @@ class SharedCapacity:
     valid_values: tuple[Fraction, ...] = ()
     minimum: Fraction | None = None
     step: Fraction | None = None
-    has_policy: bool = False
 
     def consumed(self, asked: Fraction | None) -> Fraction:
         """What one allocation asking `asked` (None: nothing) takes, as the scheduler rounds it;
@@ -97,7 +96,6 @@ def read_capacities(raw: object, driver: str) -> tuple[SharedCapacity, ...]:
                 valid,
                 quantity(bounds["min"]) if "min" in bounds else None,
                 quantity(bounds["step"]) if "step" in bounds else None,
-                True,
             )
         )
     return tuple(found)
@@ -108,7 +106,7 @@ def share_of(capacities: tuple[SharedCapacity, ...], asked: CapacityAsk) -> Frac
     if not capacities or not asked:
         return Fraction(1)
     wanted = dict(asked)
-    if any(name not in {c.name for c in capacities} for name in wanted):
+    if not wanted.keys() <= {c.name for c in capacities}:
         return Fraction(1)  # a capacity the device does not have: it cannot be met there, take no risk
     return max(c.consumed(wanted.get(c.name)) / c.total for c in capacities)
 

@@ -196,13 +196,8 @@ class DraInventory:
         is known."""
         if selection.driver != NVIDIA_DRIVER or selection.contradicts:
             return None
-        newest: dict[tuple[str, str], int] = {}
-        for content in self._slices.values():
-            newest[content.pool] = max(newest.get(content.pool, 0), content.generation)
         most: Fraction | None = None
-        for content in self._slices.values():
-            if content.generation != newest[content.pool]:
-                continue
+        for content in self._current():
             for device in content.devices:
                 kind = "gpu" if device.profile is None else "mig"
                 if selection.type not in (None, kind) or selection.profile not in (None, device.profile):
@@ -213,11 +208,15 @@ class DraInventory:
                 most = share if most is None else max(most, share)
         return most
 
-    def _count(self) -> tuple[dict[tuple[str, str | None], int], dict[tuple[str, str], int]]:
+    def _current(self) -> list[SliceContent]:
+        """The slices of each pool's newest generation (a driver replaces a pool by publishing a newer one)."""
         newest: dict[tuple[str, str], int] = {}
         for content in self._slices.values():
             newest[content.pool] = max(newest.get(content.pool, 0), content.generation)
-        current = [s for s in self._slices.values() if s.generation == newest[s.pool]]
+        return [s for s in self._slices.values() if s.generation == newest[s.pool]]
+
+    def _count(self) -> tuple[dict[tuple[str, str | None], int], dict[tuple[str, str], int]]:
+        current = self._current()
         totals: dict[tuple[tuple[str, str], Counter], int] = {}
         for content in current:
             for counter, amount in content.counters:

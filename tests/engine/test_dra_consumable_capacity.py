@@ -103,7 +103,7 @@ amounts = st.fractions(min_value=0, max_value=200, max_denominator=4)
 def test_an_allocation_takes_at_least_what_it_asks_and_never_more_than_the_device(total, asked, minimum, step, valid):
     """Whatever the policy, the amount charged covers what the scheduler may give (never less than
     asked, the whole device where it cannot say) and never passes the device: a share is 0 to 1."""
-    capacity = SharedCapacity("memory", total, None, tuple(valid), minimum, step if minimum is not None else None, True)
+    capacity = SharedCapacity("memory", total, None, tuple(valid), minimum, step if minimum is not None else None)
     taken = capacity.consumed(asked)
     assert 0 <= taken <= total
     if asked is not None:
@@ -115,7 +115,7 @@ def test_an_allocation_takes_at_least_what_it_asks_and_never_more_than_the_devic
 def test_capacities_are_read_as_the_driver_publishes_them_with_or_without_its_domain():
     published = {"gpu.nvidia.com/memory": {"value": "80Gi", "requestPolicy": {"default": "0"}}}
     found = read_capacities(published, "gpu.nvidia.com")
-    assert found == (SharedCapacity("memory", Fraction(80 * 2**30), Fraction(0), (), None, None, True),)
+    assert found == (SharedCapacity("memory", Fraction(80 * 2**30), Fraction(0), (), None, None),)
     asked = {"requests": {"gpu.nvidia.com/memory": "1Gi"}}
     demand = claim_demand(claim_spec(exactly("gpu.nvidia.com", capacity=asked)))
     assert demand.requests[0].alternatives[0].capacity == (("memory", Fraction(2**30)),)
