@@ -7,9 +7,12 @@ Starts the e2e control plane (tests/e2e: built from Go modules on the first run)
    ValidatingAdmissionPolicy, and with gpu-admission installed (MIG rewrite and the same rule);
 2. the API server's own admission latency (`apiserver_admission_webhook_admission_duration_seconds`
    from its /metrics: mean, p50 and p99 from the histogram) for our mutating and validating
-   webhooks, and `apiserver_validating_admission_policy_check_duration_seconds` for the VAP.
+   webhooks, and `apiserver_validating_admission_policy_check_duration_seconds` for the VAP;
+3. with `--backends`, the same pod under a policy of each MIG back-end (docs/mig-backends.md):
+   the device plugin's name, the same name served by DRA, a DRA claim from a ladder template
+   (whose claims Kubernetes' resourceclaim controller then makes, one a pod).
 
-    PYTHONPATH=. python bench/control_plane.py [--pods 400]
+    PYTHONPATH=. python bench/control_plane.py [--pods 400] [--backends]
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from pathlib import Path
 
 from kubernetes import client, config
 
+from tests.dra import GPU_CLASS, MIG_CLASS
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
-from tests.e2e.harness import install, pod, policy_configmap, register_nodes, wait_refused
+from tests.e2e.harness import install, pod, policy_configmap, register_nodes, wait_for, wait_refused
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.test_neighbours import TEAM_LABEL_VAP
 
@@ -130,9 +134,55 @@ def measure(api: client.CoreV1Api, namespace: str, pods: int) -> tuple[float, fl
     return rate, 1000 / sequential
 
 
+BACKENDS = ("devicePlugin", "draExtendedResource", "draClaim")
+
+
+def backend_policy(backend: str) -> str:
+    return f"""\
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata: {{name: bench-{backend.lower()}}}
+spec:
+  priority: 10
+  match: {{namespaces: [bench-{backend.lower()}]}}
+  mig: {{gpuModels: [H100-80GB], defaultProfile: 1g.10gb, backend: {backend}}}
+"""
+
+
+def measure_backends(kubectl: Kubectl, api: client.CoreV1Api, pods: int) -> None:
+    """The same GPU pod under each back-end's policy, side by side, gpu-admission installed."""
+    for made in (GPU_CLASS, MIG_CLASS):
+        kubectl.apply(json.dumps(made))
+    figures = {}
+    for backend in BACKENDS:
+        namespace = f"bench-{backend.lower()}"
+        kubectl.run("create", "namespace", namespace)
+        kubectl.apply(policy_configmap(namespace, backend_policy(backend)))
+        probe = pod("probe", namespace, gpus="1", labels={"team": "a"})
+
+        def rewritten(probe: str = probe, backend: str = backend, namespace: str = namespace) -> bool:
+            answer = kubectl.create(probe, "--dry-run=server", "-o", "json", check=False)
+            if answer.code != 0:
+                return False
+            spec = json.loads(answer.stdout)["spec"]
+            if backend != "draClaim":
+                return "nvidia.com/mig-1g.10gb" in spec["containers"][0]["resources"]["limits"]
+            template = spec.get("resourceClaims", [{}])[0].get("resourceClaimTemplateName")
+            got = kubectl.run("get", "resourceclaimtemplate", str(template), "-n", namespace, check=False)
+            return bool(template) and got.code == 0
+
+        wait_for(rewritten, f"the {backend} policy (and its template) in force", seconds=120)
+        figures[backend] = measure(api, namespace, pods)
+    base_rate, base_ms = figures[BACKENDS[0]]
+    print(f"MIG back-ends, the same pod ({pods} by 16 threads, {pods // 2} one at a time):")
+    for backend, (rate, ms) in figures.items():
+        print(f"  {backend:46s} {rate:8.1f} {rate / base_rate:5.2f}x {ms:9.2f} {ms / base_ms:5.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=400)
+    parser.add_argument("--backends", action="store_true", help="also each MIG back-end, side by side")
     args = parser.parse_args()
     installed = None
     webhook_metric = "apiserver_admission_webhook_admission_duration_seconds"
@@ -175,6 +225,8 @@ def main() -> None:
                 print(f"  {name:34s} mean {average:7.3f}   p50 {p50:7.3f}   p99 {p99:7.3f}")
             if not any(after.get("count") for after in vap_after.values()):
                 print(f"  the VAP: no {vap_metric} samples in the API server's /metrics")
+            if args.backends:
+                measure_backends(kubectl, api, args.pods)
         finally:
             for replica in installed.replicas if installed else ():
                 replica.stop()

@@ -58,11 +58,15 @@ from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import WorkloadKind
 from policies.model.yamldoc import FAST_LOADER, read_data
 from policies.mutate.mutation import MutationResult
+from policies.planning.published import policy_ladders, publishes, why_published
 from policies.review.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
 from policies.review.pod import PodView, parse_pod
 from policies.review.request import Operation, RequestInfo
 
 __all__ = [
+    "policy_ladders",
+    "publishes",
+    "why_published",
     "COMPILED",
     "Engine",
     "InputError",

@@ -31,7 +31,7 @@ from policies.model.policy import Action
 from policies.model.policyset import PolicySet
 from policies.model.workloads import Form
 from policies.mutate.mutation import MutationResult, mutate_pod
-from policies.planning.mig import Problem
+from policies.planning.plan import Problem
 from policies.review.cluster import NO_CLUSTER, ClusterState
 from policies.review.document import JSON, Change
 from policies.review.request import Operation, RequestInfo

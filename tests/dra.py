@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from policies.gpu.capacity import NoCapacity
+from policies.gpu.catalog import CATALOG
 from policies.gpu.claims import claim_demand
 from policies.gpu.device_classes import DeviceClasses, read_device_class
+from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice
 from policies.review.cluster import KnownCluster
 from tests.conftest import pod
 
@@ -153,3 +156,19 @@ def claim_pod(*names: str, namespace: str = "ml") -> dict[str, Any]:
         namespace=namespace,
         resourceClaims=[{"name": f"c{i}", "resourceClaimName": n} for i, n in enumerate(names)],
     )
+
+
+def dra_capacity(
+    *slices: dict[str, Any],
+    classes: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
+    claims: tuple[dict[str, Any], ...] = (),
+    labels: Any = None,
+) -> tuple[WithDra, DeviceClasses]:
+    """What a replica sees: node labels (`labels`, a CapacityLedger; none by default) with the
+    devices of `slices` less what `claims` hold, offered to the names `classes` serve."""
+    found = DraInventory()
+    contents = {s["metadata"]["name"]: read_slice(s, CATALOG) for s in slices}
+    found.replace_slices({k: v for k, v in contents.items() if v is not None})
+    found.replace_allocations((c["metadata"]["name"], allocated_devices(c)) for c in claims)
+    known = DeviceClasses.of(read_device_class(c) for c in classes)
+    return WithDra(labels if labels is not None else NoCapacity(), found, lambda: known), known

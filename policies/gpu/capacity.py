@@ -54,9 +54,45 @@ class Capacity(Protocol):
         """Whether some node of the GPU model `model` is known (free or not, settled or not)."""
         ...
 
+    # Which back-end can serve a MIG slice (policies.planning.backends): the device plugin by its
+    # resource name, a DeviceClass serving that name from DRA devices, or a DRA claim.
+    def plugin_serves(self, resource: str) -> bool:
+        """Whether some node's device plugin advertises `resource` (free or not)."""
+        ...
+
+    def dra_serves(self, resource: str) -> bool:
+        """Whether a DeviceClass serves `resource` from DRA devices the cluster has (KEP-5004)."""
+        ...
+
+    @property
+    def dra_known(self) -> bool:
+        """Whether NVIDIA's DRA driver publishes GPUs in the cluster."""
+        ...
+
+    def dra_free(self, model: str, profile: str | None) -> int:
+        """Free DRA devices of `model`: slices of `profile`, whole GPUs for None."""
+        ...
+
+    def dra_offers(self, profile: str | None) -> bool:
+        """Whether NVIDIA's DRA driver publishes slices of `profile` (whole GPUs for None), free or not."""
+        ...
+
 
 class NoCapacity:
     known = False
+    dra_known = False
+
+    def plugin_serves(self, resource: str) -> bool:
+        return False
+
+    def dra_serves(self, resource: str) -> bool:
+        return False
+
+    def dra_free(self, model: str, profile: str | None) -> int:
+        return 0
+
+    def dra_offers(self, profile: str | None) -> bool:
+        return False
 
     def free(self, model: str, profile: str | None, resource: str) -> int:
         return 0
@@ -115,6 +151,20 @@ class CapacityLedger:
 
     def has_model(self, model: str) -> bool:
         return model in self._model_nodes
+
+    def plugin_serves(self, resource: str) -> bool:
+        return any(slot[2] == resource for slot in self._capacity)
+
+    dra_known = False  # node labels and allocatable say nothing of DRA (policies.gpu.dra_inventory.WithDra)
+
+    def dra_serves(self, resource: str) -> bool:
+        return False
+
+    def dra_free(self, model: str, profile: str | None) -> int:
+        return 0
+
+    def dra_offers(self, profile: str | None) -> bool:
+        return False
 
     @property
     def unsettled(self) -> int:

@@ -178,6 +178,9 @@ class DeviceClasses:
         name, else the class that names it, the one made last where several do."""
         if resource.startswith(DRA_EXTENDED_PREFIX):
             return self.classes.get(resource[len(DRA_EXTENDED_PREFIX) :])
+        return self.memo.get(("serving", resource), lambda: self._named(resource))
+
+    def _named(self, resource: str) -> DeviceClass | None:
         named = [c for c in self.classes.values() if c.extended_resource == resource]
         return max(named, key=lambda c: (c.created, c.name)) if named else None
 

@@ -8,8 +8,9 @@ partitionable pool (Kubernetes 1.36 on: `sharedCounters`, devices that `consumes
 device is free only while what it consumes still fits beside what the allocated devices consume:
 a whole GPU with one slice carved from it is not offered, nor is a placement that overlaps one in
 use. Only slices of a pool's newest generation count (a driver replaces a pool by publishing a
-newer one). Each free placement is counted on its own: the count of a profile is how many one
-pod could be placed on now, not how many at once.
+newer one). The count of a profile is how many of it fit at once beside what is allocated (each
+placement counted takes its counters before the next is tried; dynamic MIG advertises every
+placement, and overlapping ones are not offered twice).
 """
 
 from __future__ import annotations
@@ -180,6 +181,10 @@ class DraInventory:
     def has_model(self, model: str) -> bool:
         return any(d.model == model for s in self._slices.values() for d in s.devices)
 
+    def offers(self, profile: str | None) -> bool:
+        """Whether some device is a slice of `profile` (a whole GPU for None), free or not."""
+        return any(d.profile == profile for s in self._current() for d in s.devices)
+
     def free(self, model: str, profile: str | None) -> int:
         if self._free is None:
             self._free, self._memory = self._count()
@@ -230,18 +235,26 @@ class DraInventory:
                     used[(pool, counter)] = used.get((pool, counter), 0) + amount
         free: dict[tuple[str, str | None], int] = {}
         memory: dict[tuple[str, str], int] = {}
+        placed: dict[tuple[str, str | None], dict[tuple[tuple[str, str], Counter], int]] = {}
         for pool, device in devices:
+            key = (device.model, device.profile)
             if device.profile is not None and device.memory_mib is not None:
-                key = (device.model, device.profile)
-                memory[key] = min(memory.get(key, device.memory_mib), device.memory_mib)
+                memory_key = (device.model, device.profile)
+                memory[memory_key] = min(memory.get(memory_key, device.memory_mib), device.memory_mib)
             if device.key in taken:
                 continue
+            # How many of this profile fit at once: each placement counted consumes its counters
+            # (in this profile's own tally) before the next is tried, so placements that overlap
+            # one counted, or a whole GPU beside a slice, are not offered twice.
+            tally = placed.setdefault(key, dict(used))
             fits = all(
-                (pool, counter) not in totals or used.get((pool, counter), 0) + amount <= totals[(pool, counter)]
+                (pool, counter) not in totals or tally.get((pool, counter), 0) + amount <= totals[(pool, counter)]
                 for counter, amount in device.consumes
             )
             if fits:
-                free[(device.model, device.profile)] = free.get((device.model, device.profile), 0) + 1
+                for counter, amount in device.consumes:
+                    tally[(pool, counter)] = tally.get((pool, counter), 0) + amount
+                free[key] = free.get(key, 0) + 1
         return free, memory
 
 
@@ -261,6 +274,8 @@ class Inventory(Protocol):
     def known(self) -> bool: ...
 
     def has_model(self, model: str) -> bool: ...
+
+    def offers(self, profile: str | None) -> bool: ...
 
     def free(self, model: str, profile: str | None) -> int: ...
 
@@ -298,3 +313,25 @@ class WithDra:
 
     def has_model(self, model: str) -> bool:
         return self._labels.has_model(model) or self._inventory.has_model(model)
+
+    def plugin_serves(self, resource: str) -> bool:
+        return self._labels.plugin_serves(resource)
+
+    def dra_serves(self, resource: str) -> bool:
+        wanted = _slice_of(resource)
+        if wanted is None or not self._inventory.known:
+            return False
+        served = self._classes().serving(resource)
+        if served is None or served.selection.also(Selection(NVIDIA_DRIVER, wanted[0], wanted[1])).contradicts:
+            return False
+        return self._inventory.offers(wanted[1])
+
+    @property
+    def dra_known(self) -> bool:
+        return self._inventory.known
+
+    def dra_free(self, model: str, profile: str | None) -> int:
+        return self._inventory.free(model, profile) if self._inventory.known else 0
+
+    def dra_offers(self, profile: str | None) -> bool:
+        return self._inventory.known and self._inventory.offers(profile)

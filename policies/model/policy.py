@@ -31,6 +31,16 @@ class MultiGpu(enum.Enum):
     DENY = "deny"
 
 
+class Backend(enum.Enum):
+    """How a container's MIG slice reaches it (docs/mig-backends.md): `auto` picks per pod from
+    what the cluster shows."""
+
+    AUTO = "auto"
+    DEVICE_PLUGIN = "devicePlugin"  # nvidia.com/mig-<profile>, served by the device plugin
+    DRA_EXTENDED_RESOURCE = "draExtendedResource"  # the same name, served by a DeviceClass (KEP-5004)
+    DRA_CLAIM = "draClaim"  # a ResourceClaimTemplate whose request is a firstAvailable ladder
+
+
 class Action(enum.Enum):
     DENY = "deny"
     WARN = "warn"
@@ -73,6 +83,8 @@ class MigSpec:
     default_profile: str | None = None
     allowed_profiles: frozenset[str] = frozenset()
     multi_gpu: MultiGpu = MultiGpu.KEEP
+    backend: Backend = Backend.AUTO
+    whole_gpu_fallback: bool = False  # a claim's ladder ends with a whole GPU
 
     def allows(self, profile: str) -> bool:
         return not self.allowed_profiles or profile in self.allowed_profiles

@@ -142,6 +142,20 @@ def mig_schema(models: list[str], profiles: list[str]) -> Schema:
                 "`nvidia.com/gpu: N > 1`: kept whole with a warning, or denied",
                 "keep",
             ),
+            "backend": optional(
+                enum_of("auto", "devicePlugin", "draExtendedResource", "draClaim"),
+                "`auto` | `devicePlugin` | `draExtendedResource` | `draClaim`",
+                "how the slice reaches the container (docs/mig-backends.md): `nvidia.com/mig-<profile>` from the "
+                "device plugin or from a DeviceClass serving that name, or a ResourceClaim whose request is a "
+                "`firstAvailable` ladder of profiles; `auto` picks per pod from what the cluster shows",
+                "auto",
+            ),
+            "wholeGpuFallback": optional(
+                {"type": "boolean"},
+                "boolean",
+                "`draClaim`: a ladder ends with a whole GPU, taken where no allowed slice is free",
+                False,
+            ),
         }
     )
 

@@ -18,6 +18,7 @@ from policies.model.policy import (
     DEFAULT_TRITON_IMAGE,
     DEFAULT_TRITON_MEMORY,
     Action,
+    Backend,
     Consistency,
     DeviceCheck,
     GPUPolicy,
@@ -37,7 +38,10 @@ from policies.model.selectors import LabelSelector, SelectorError, parse_selecto
 from policies.model.yamldoc import Document
 
 _SECURITY = frozenset({"action", "allow", "deviceClasses"})
-_MIG = frozenset({"strategy", "gpuModels", "defaultProfile", "allowedProfiles", "multiGpu"})
+_MIG = frozenset(
+    {"strategy", "gpuModels", "defaultProfile", "allowedProfiles", "multiGpu", "backend", "wholeGpuFallback"}
+)
+_BACKENDS = "auto, devicePlugin, draExtendedResource, draClaim"
 _RUNTIME = frozenset({"runtimeClassName", "tolerations", "nodeSelector", "env", "shmSize"})
 _TOLERATION = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _TRITON = frozenset({"image", "modelRepository", "profile", "nativeSidecar", "resources"})
@@ -112,6 +116,8 @@ class SectionReader(FieldReader):
             default_profile=self.profile(fields.get("defaultProfile"), f"{path}.defaultProfile", models),
             allowed_profiles=frozenset(name for name in allowed if name is not None),
             multi_gpu=self.choice(fields.get("multiGpu"), f"{path}.multiGpu", MultiGpu, MultiGpu.KEEP, "keep, deny"),
+            backend=self.choice(fields.get("backend"), f"{path}.backend", Backend, Backend.AUTO, _BACKENDS),
+            whole_gpu_fallback=self.boolean(fields.get("wholeGpuFallback"), f"{path}.wholeGpuFallback", False),
         )
         if spec.default_profile and not spec.allows(spec.default_profile):
             self.problem(f"{path}.defaultProfile", f"{spec.default_profile} is not in allowedProfiles")

@@ -16,7 +16,7 @@ from policies.mutate.rewrite import apply_plan
 from policies.mutate.runtime import apply_runtime, merge
 from policies.mutate.triton import inject_triton
 from policies.planning.applicable import applicable, plan_mig
-from policies.planning.mig import MigPlan, Problem
+from policies.planning.plan import MigPlan, Problem
 from policies.review.cluster import NO_CLUSTER, ClusterState
 from policies.review.document import JSON, Change, Draft, change_texts
 from policies.review.pod import ANNOTATION_PREFIX
@@ -56,7 +56,7 @@ def mutate_pod(
     doc = Draft(raw)
     changes: list[Change] = []
     problems = list(plan.problems)
-    apply_plan(doc, plan, changes)
+    apply_plan(doc, plan, changes, policy_set.catalog)
     merged = policy_set.memo("runtime", matched, merge)
     inject_triton(doc, view, matched, plan, merged, changes, problems, warnings, policy_set.catalog)
     if merged is not None:

@@ -1,28 +1,63 @@
-"""Writes a MigPlan into the Pod: mixed renames resources (and pins the pod to the models picked
-for its slices where it could land elsewhere), single steers to MIG nodes."""
+"""Writes a MigPlan into the Pod: a ladder claim names its template (policies.planning.ladder);
+mixed renames resources (and pins the pod to the models picked for its slices where it could
+land elsewhere), single steers to MIG nodes."""
 
 from __future__ import annotations
 
+from policies.gpu.catalog import Catalog
 from policies.gpu.cloud import GKE_PARTITION
 from policies.gpu.models import PRODUCT_LABEL, WHOLE_GPU_RESOURCE, label_name
 from policies.model.policy import Strategy
-from policies.planning.mig import MigPlan, Rewrite, single_strategy_labels
+from policies.planning.ladder import claim_name
+from policies.planning.plan import MigPlan, Rewrite, single_strategy_labels
 from policies.review.document import Change, Draft, format_count
 
 
-def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
+def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change], catalog: Catalog) -> None:
     if plan.policy is None:
         return
+    policy = plan.policy.name
+    claimed = [r for r in plan.rewrites if r.via.ladder is not None]
+    for rewrite in claimed:
+        _claim(doc, rewrite, policy, changes, catalog)
+    _apply_by_name(doc, plan.without(claimed) if claimed else plan, policy, changes)
+
+
+def _apply_by_name(doc: Draft, plan: MigPlan, policy: str, changes: list[Change]) -> None:
+    """Slices asked for by resource name: renamed (mixed, and DRA extended resources) or steered (single)."""
     if plan.gke and plan.rewrites:  # GKE's partitions: nvidia.com/gpu stays, the pool is chosen by its label
         profile = label_name(plan.rewrites[0].profile.name)
-        steer(doc, (profile,), plan.rewrites[0].why, plan.policy.name, changes, GKE_PARTITION)
+        steer(doc, (profile,), plan.rewrites[0].why, policy, changes, GKE_PARTITION)
     elif plan.strategy is Strategy.MIXED:
         for rewrite in plan.rewrites:
-            _rename(doc, rewrite, plan.policy.name, changes)
+            _rename(doc, rewrite, policy, changes)
         if plan.pin:  # the slices land, and weigh, where the policy picked (policies.planning.gate)
-            steer(doc, plan.pin, plan.pin_why, plan.policy.name, changes)
+            steer(doc, plan.pin, plan.pin_why, policy, changes)
     elif plan.rewrites:
         _steer(doc, plan, changes)
+
+
+def _claim(doc: Draft, rewrite: Rewrite, policy: str, changes: list[Change], catalog: Catalog) -> None:
+    """The container's whole GPU becomes a claim from the ladder's ResourceClaimTemplate, which the
+    replicas publish ahead (webhook/cluster/ladders.py): the pod names it, the container uses it."""
+    ladder = rewrite.via.ladder
+    assert ladder is not None
+    container = rewrite.container
+    spec = doc.spec()
+    claims = doc.child(spec, "resourceClaims", list)
+    taken = frozenset(str(c.get("name")) for c in claims if isinstance(c, dict))
+    name = claim_name(container.name, taken)
+    template = ladder.name(catalog)
+    doc.append(claims, {"name": name, "resourceClaimTemplateName": template})
+    resources = doc.child(doc.container(container.init, container.position), "resources")
+    for section in ("limits", "requests"):
+        values = resources.get(section)
+        if isinstance(values, dict) and WHOLE_GPU_RESOURCE in values:
+            doc.remove(doc.child(resources, section), WHOLE_GPU_RESOURCE)
+    doc.append(doc.child(resources, "claims", list), {"name": name})
+    why = f"{rewrite.why}; {rewrite.via.said}"
+    said = f"nvidia.com/gpu -> claim {name} from ResourceClaimTemplate {template}: {ladder.said()} ({why})"
+    changes.append(Change(f"{container.path}.resources", said, policy))
 
 
 def _rename(doc: Draft, rewrite: Rewrite, policy: str, changes: list[Change]) -> None:
@@ -33,8 +68,9 @@ def _rename(doc: Draft, rewrite: Rewrite, policy: str, changes: list[Change]) ->
         values = doc.child(resources, section)
         doc.remove(values, WHOLE_GPU_RESOURCE)
         doc.set(values, rewrite.profile.resource, count)
+    why = f"{rewrite.why}; {rewrite.via.said}" if rewrite.via.said else rewrite.why
     changes.append(
-        Change(f"{container.path}.resources", f"nvidia.com/gpu -> {rewrite.profile.resource} ({rewrite.why})", policy)
+        Change(f"{container.path}.resources", f"nvidia.com/gpu -> {rewrite.profile.resource} ({why})", policy)
     )
 
 

@@ -7,7 +7,7 @@ from policies.gpu.models import WHOLE_GPU_RESOURCE, mixed_resource
 from policies.model.policy import GPUPolicy, Strategy, TritonSpec
 from policies.mutate.rewrite import steer
 from policies.mutate.runtime import SHM_VOLUME, Merged, ensure_shm_volume
-from policies.planning.mig import MigPlan, Problem
+from policies.planning.plan import MigPlan, Problem
 from policies.planning.sidecar import CONTAINER, no_repository, sidecar_settings, wants_sidecar
 from policies.review.containers import SHM_PATH
 from policies.review.document import JSON, Change, Draft

@@ -11,7 +11,8 @@ from policies.gpu.capacity import Capacity
 from policies.model.cel import CelInput
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
-from policies.planning.mig import MigPlan, MigPlanner
+from policies.planning.mig import MigPlanner
+from policies.planning.plan import MigPlan
 from policies.planning.sidecar import sidecar_slice
 from policies.review.cluster import ClusterState
 from policies.review.document import JSON

@@ -9,7 +9,7 @@ part runs every request; every GPU resource then meets the gate (policies.planni
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from policies.gpu.capacity import Capacity, NoCapacity
@@ -17,16 +17,20 @@ from policies.gpu.catalog import Catalog
 from policies.gpu.cloud import GKE_ACCELERATOR, GKE_PARTITION
 from policies.gpu.models import (
     HAMI_RESOURCES,
+    MIG_RESOURCE_PREFIX,
     PRODUCT_LABEL,
     SHARED_RESOURCE_SUFFIX,
     WHOLE_GPU_RESOURCE,
     GpuModel,
     Profile,
+    mixed_resource,
 )
 from policies.gpu.placement import CloudPin, admits, cloud_pin, only_shared
-from policies.model.policy import GPUPolicy, MigSpec, Strategy
+from policies.model.policy import Backend, GPUPolicy, MigSpec, Strategy
+from policies.planning.backends import Backends, Via
 from policies.planning.choices import Choice, KeepWhole, Option, Outcome, ProfileChoice, Refusal, sized
 from policies.planning.gate import Device, Gated, named_devices, one_device_each, pin_for
+from policies.planning.plan import MigPlan, Problem, Rewrite, single_strategy_labels
 from policies.review.containers import ContainerView
 from policies.review.pod import PodView
 
@@ -37,67 +41,6 @@ class Cache(Protocol):
     """A value derived from the policy set, kept with it (PolicySet.cached)."""
 
     def __call__(self, key: Hashable, build: Callable[[], T]) -> T: ...
-
-
-# Rewrite and MigPlan are made on every review: plain classes, which mypyc compiles to native
-# ones built by one C call (a frozen dataclass sets each field through object.__setattr__, in
-# Python even in the compiled engine). Never changed once made.
-
-
-class Rewrite:
-    __slots__ = ("container", "profile", "models", "why")
-
-    def __init__(self, container: ContainerView, profile: Profile, models: tuple[GpuModel, ...], why: str) -> None:
-        self.container = container
-        self.profile = profile
-        self.models = models
-        self.why = why
-
-    def __repr__(self) -> str:
-        return f"Rewrite({self.container.path}, {self.profile.name}, {self.why!r})"
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """A GPU request the policy cannot serve: the validating side denies it with this text."""
-
-    policy: str
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message} (policy {self.policy})"
-
-
-class MigPlan:
-    __slots__ = ("policy", "rewrites", "problems", "warnings", "pin", "pin_why", "gke")
-
-    def __init__(
-        self,
-        policy: GPUPolicy | None,
-        rewrites: tuple[Rewrite, ...] = (),
-        problems: tuple[Problem, ...] = (),
-        warnings: tuple[str, ...] = (),
-        pin: tuple[str, ...] = (),  # mixed strategy: product labels the pod must land on (policies.planning.gate)
-        pin_why: str = "",
-        gke: bool = False,  # pinned to a GKE accelerator: slices are GKE's partitions (policies.gpu.cloud)
-    ) -> None:
-        self.policy = policy
-        self.rewrites = rewrites
-        self.problems = problems
-        self.warnings = warnings
-        self.pin = pin
-        self.pin_why = pin_why
-        self.gke = gke
-
-    @property
-    def models(self) -> tuple[GpuModel, ...]:
-        """The deciding policy's GPU models."""
-        return self.policy.mig.gpu_models if self.policy and self.policy.mig else ()
-
-    @property
-    def strategy(self) -> Strategy:
-        return self.policy.mig.strategy if self.policy and self.policy.mig else Strategy.MIXED
 
 
 _SAID = {"observed": "observed by NVIDIA"}  # how a catalog figure's source is said
@@ -122,6 +65,7 @@ class MigPlanner:
         self.cache = cache
         self.capacity = capacity or NoCapacity()
         self.choice = ProfileChoice(spec, catalog)
+        self.backends = Backends(policy.name, spec, self.capacity)
 
     def plan(self, pod: PodView, added: tuple[str, ...] = ()) -> MigPlan:
         """`added`: profiles of slices the mutation adds besides the pod's (the Triton sidecar's)."""
@@ -152,12 +96,13 @@ class MigPlanner:
                     problems.append(Problem(self.policy.name, f"{container.path}.resources", fitting.reason))
                 else:
                     rewrites.append(self.pick(container, fitting, warnings, bool(pinned), gke))
-        if self.spec.strategy is Strategy.SINGLE and rewrites and not gke:
-            problems.extend(self.single_strategy_conflicts(pod, tuple(rewrites)))
+        steered = [r for r in rewrites if r.via.pinnable]
+        if self.spec.strategy is Strategy.SINGLE and steered and not gke:
+            problems.extend(self.single_strategy_conflicts(pod, tuple(steered)))
         gated = self.gate(pod, rewrites, added, gke)
         problems.extend(Problem(self.policy.name, path, reason) for path, reason in gated.problems)
-        if (self.spec.strategy is Strategy.SINGLE or gke) and len({r.profile.name for r in rewrites}) > 1:
-            names = ", ".join(sorted({f"{r.container.name}={r.profile.name}" for r in rewrites}))
+        if (self.spec.strategy is Strategy.SINGLE or gke) and len({r.profile.name for r in steered}) > 1:
+            names = ", ".join(sorted({f"{r.container.name}={r.profile.name}" for r in steered}))
             how = "a GKE node pool" if gke else "single strategy"
             split = f"{how} splits every GPU of a node the same way; containers ask for {names}"
             problems.append(Problem(self.policy.name, "spec", split))
@@ -174,13 +119,20 @@ class MigPlanner:
             "gate",
             self.policy.name,
             tuple((c.init, c.position, tuple(c.gpus.items())) for c in pod.all_containers if c.gpus),
-            tuple((r.container.init, r.container.position, r.profile.name, r.models) for r in rewrites),
+            tuple((r.container.init, r.container.position, r.profile.name, r.models, r.via.pinnable) for r in rewrites),
             pod.annotation("gpu-model"),
             pod.placement,
             added,
             gke,
+            self.dra_served(pod),
         )
         return self.cache(key, lambda: self.gated(pod, rewrites, added, gke))
+
+    def dra_served(self, pod: PodView) -> tuple[str, ...]:
+        """The MIG names the pod asks for that DRA may serve: never pinned to GFD labels
+        (policies.planning.backends), on the first pass or any later one."""
+        names = {n for c in pod.all_containers for n in c.gpus if n.startswith(MIG_RESOURCE_PREFIX)}
+        return tuple(sorted(n for n in names if not self.backends.by_name(n).pinnable))
 
     def gated(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...], gke: bool = False) -> Gated:
         key = pod.annotation("gpu-model")
@@ -195,7 +147,11 @@ class MigPlanner:
         problems.extend(one_device_each(pod.all_containers, frozenset(id(r.container) for r in rewrites)))
         if self.spec.strategy is Strategy.SINGLE or gke:
             return Gated(tuple(problems))
-        devices.extend(Device(r.container, r.profile.name, r.models) for r in rewrites)
+        # A slice DRA may serve lands on nodes without GFD labels: it is charged by the heaviest
+        # model it may land on, never pinned (policies.planning.backends).
+        devices.extend(Device(r.container, r.profile.name, r.models) for r in rewrites if r.via.pinnable)
+        served = frozenset(self.dra_served(pod))
+        devices = [d for d in devices if d.container is None or mixed_resource(d.profile) not in served]
         for profile in added:
             offering = self.catalog.models_with(profile)
             devices.append(Device(None, profile, tuple(m for m in self.spec.gpu_models if m in offering) or offering))
@@ -240,6 +196,9 @@ class MigPlanner:
         """The first option with free capacity on one of its models; the best one if none has any.
         `pinned`: the pod's own cloud label chose the models; `gke`: slices are GKE partitions,
         each one nvidia.com/gpu of a pool split into it."""
+        if self.spec.backend is Backend.DRA_CLAIM:
+            choice = self.in_cluster(choice) if self.capacity.known else choice
+            return self.claimed(container, choice, self.backends.claim(choice, "policy backend draClaim"))
         if not self.capacity.known:
             best = choice.options[0]
             if choice.need is not None and not self.spec.gpu_models and not pinned:
@@ -247,7 +206,8 @@ class MigPlanner:
                     f"{container.name}: sized against every MIG-capable model (no GPU nodes known and no "
                     f"mig.gpuModels): {best.profile.name} of {best.models[0].key}"
                 )
-            return Rewrite(container, best.profile, best.models, _why(choice, best))
+            via = self.backends.by_name(best.profile.resource, self.spec.strategy is Strategy.SINGLE or gke)
+            return Rewrite(container, best.profile, best.models, _why(choice, best), via)
         choice = self.in_cluster(choice)
         best = choice.options[0]
         single = self.spec.strategy is Strategy.SINGLE or gke
@@ -255,12 +215,22 @@ class MigPlanner:
             resource = WHOLE_GPU_RESOURCE if single else option.profile.resource
             free = tuple(m for m in option.models if self.capacity.free(m.key, option.profile.name, resource))
             if free:
+                via = self.backends.by_name(option.profile.resource, single)
                 if option is not best or len(free) < len(option.models):
                     why = f"{_why(choice, option)}; free capacity on {', '.join(m.key for m in free)}"
-                    return Rewrite(container, option.profile, free, why)
-                return Rewrite(container, option.profile, option.models, _why(choice, option))
+                    return Rewrite(container, option.profile, free, why, via)
+                return Rewrite(container, option.profile, option.models, _why(choice, option), via)
+        claim = None if gke else self.backends.claim_instead(choice, best.profile.resource)
+        if claim is not None:
+            return self.claimed(container, choice, claim)
         warnings.append(f"{container.name}: no free {best.profile.name} slice in the cluster now; the pod will wait")
-        return Rewrite(container, best.profile, best.models, _why(choice, best))
+        via = self.backends.by_name(best.profile.resource, single)
+        return Rewrite(container, best.profile, best.models, _why(choice, best), via)
+
+    def claimed(self, container: ContainerView, choice: Choice, via: Via) -> Rewrite:
+        """A claim whose ladder is every option of `choice`, best first."""
+        models = tuple(dict.fromkeys(m for o in choice.options for m in o.models))
+        return Rewrite(container, choice.options[0].profile, models, _why(choice, choice.options[0]), via)
 
     def in_cluster(self, choice: Choice) -> Choice:
         """Without the policy's own gpuModels every catalog model was sized: only those the
@@ -314,12 +284,3 @@ def _unsplittable(pin: CloudPin | None) -> str:
 
 def _why(choice: Choice, option: Option) -> str:
     return f"{choice.why}, {option.sized}" if option.sized else choice.why
-
-
-def single_strategy_labels(rewrites: tuple[Rewrite, ...]) -> tuple[str, ...]:
-    """nvidia.com/gpu.product values of the nodes that can serve these rewrites under single strategy."""
-    labels: dict[str, None] = {}
-    for rewrite in rewrites:
-        for model in rewrite.models:
-            labels.update(dict.fromkeys(model.single_strategy_labels(rewrite.profile, legacy=True)))
-    return tuple(labels)

@@ -5,7 +5,7 @@ writes it; the validating side denies on what stops it."""
 from __future__ import annotations
 
 from policies.model.policy import GPUPolicy, TritonSpec
-from policies.planning.mig import Problem
+from policies.planning.plan import Problem
 from policies.review.pod import PodView
 
 CONTAINER = "triton"

@@ -22,6 +22,7 @@ OVERLAYS = [
     "deploy/overlays/cert-manager",
     "deploy/overlays/namespaced-policies",
     "deploy/overlays/policyreport-crds",
+    "deploy/overlays/dra",
 ]
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
@@ -43,6 +44,7 @@ MODELS = {
     "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration": "V1ValidatingWebhookConfiguration",
     "CustomResourceDefinition": "V1CustomResourceDefinition",
+    "DeviceClass": "V1DeviceClass",
 }
 CRDS = {"Certificate", "Issuer"}
 EXCLUDED = {
@@ -208,7 +210,8 @@ def test_the_deployment_is_hardened_and_highly_available():
 def test_rbac_is_least_privilege(overlay):
     """Writes are pinned to the webhook's own objects by name, except: Events, the load-errors
     annotation on policy ConfigMaps (patch only), strict quota Leases (in its namespace only,
-    named per quota as quotas appear) and the audit's PolicyReports. Nothing is deleted but
+    named per quota as quotas appear), the audit's PolicyReports and the DRA claim back-end's
+    ResourceClaimTemplates (create only: never changed or deleted). Nothing is deleted but
     expired strict quota Leases of its own namespace; pods are only read."""
     objects = render(overlay)
     for role in by_kind(objects, "Role") + by_kind(objects, "ClusterRole"):
@@ -224,7 +227,10 @@ def test_rbac_is_least_privilege(overlay):
                     ["configmaps"],
                     ["leases"],
                     ["policyreports", "clusterpolicyreports"],
+                    ["resourceclaimtemplates"],
                 ), rule
+                if rule["resources"] == ["resourceclaimtemplates"]:
+                    assert rule["apiGroups"] == ["resource.k8s.io"] and set(rule["verbs"]) == {"create"}
                 if "policyreports" in rule["resources"]:
                     assert rule["apiGroups"] == ["wgpolicyk8s.io"] and writes == {"create", "update"}
                 if rule["resources"] == ["configmaps"]:

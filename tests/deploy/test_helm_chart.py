@@ -72,9 +72,18 @@ def test_helm_lints_the_chart_clean():
 @pytest.mark.parametrize(
     "overlay, values",
     [
-        pytest.param("deploy/base", {}, id="defaults"),
-        pytest.param("deploy/overlays/cert-manager", {"certificates": {"mode": "cert-manager"}}, id="cert-manager"),
-        pytest.param("deploy/overlays/namespaced-policies", {"policies": {"namespaced": True}}, id="namespaced"),
+        pytest.param("deploy/overlays/dra", {}, id="defaults"),
+        pytest.param("deploy/base", {"dra": {"migDeviceClasses": False}}, id="without-device-classes"),
+        pytest.param(
+            "deploy/overlays/cert-manager",
+            {"certificates": {"mode": "cert-manager"}, "dra": {"migDeviceClasses": False}},
+            id="cert-manager",
+        ),
+        pytest.param(
+            "deploy/overlays/namespaced-policies",
+            {"policies": {"namespaced": True}, "dra": {"migDeviceClasses": False}},
+            id="namespaced",
+        ),
     ],
 )
 def test_the_chart_renders_what_kustomize_renders(overlay, values):

@@ -52,8 +52,12 @@ def overlay(directory: Path, port: int) -> Path:
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": [os.path.relpath(BASE, directory)],
-        # A cluster without Kyverno: the PolicyReport CRDs come from the component.
-        "components": [os.path.relpath(BASE.parent / "components" / "policyreport-crds", directory)],
+        # A cluster without Kyverno: the PolicyReport CRDs come from the component; and the
+        # DeviceClasses that serve nvidia.com/mig-<profile> through DRA (docs/mig-backends.md).
+        "components": [
+            os.path.relpath(BASE.parent / "components" / name, directory)
+            for name in ("policyreport-crds", "mig-deviceclasses")
+        ],
         "patches": patches,
     }
     (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))

@@ -7,6 +7,7 @@ import pytest
 
 from policies.model.advice import constant_outcome, unguarded_indexes
 from tests.conftest import policy
+from tools.mig_classes import class_name, device_classes
 from webhook.cli.main import main
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "policies"
@@ -110,3 +111,18 @@ def test_the_readme_lint_command_finds_the_examples(capsys, monkeypatch):
     monkeypatch.chdir(Path(__file__).parents[2])
     main(["lint", "examples/policies"])
     assert "4 files" in capsys.readouterr().err
+
+
+def test_lint_reports_classes_that_serve_one_name_twice(tmp_path, capsys):
+    (tmp_path / "p.yaml").write_text(policy("p", "mig: {allowedProfiles: [1g.10gb]}"))
+    demo = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "mig-1g-10gb.gpu.nvidia.com"},
+        "spec": {"extendedResourceName": "nvidia.com/mig-1g.10gb"},
+    }
+    state = tmp_path / "classes.yaml"
+    state.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [*device_classes(), demo]}))
+    assert main(["lint", str(tmp_path / "p.yaml"), "--cluster-state", str(state)]) == 1
+    out = capsys.readouterr().out
+    assert "nvidia.com/mig-1g.10gb is served by 2 DeviceClasses" in out and class_name("1g.10gb") in out

@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("paths", nargs="+", help="policy files or directories")
     lint.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
     lint.add_argument(
+        "--cluster-state",
+        metavar="FILE",
+        help="a cluster's DeviceClasses (kubectl get deviceclasses -o yaml): warns of two serving one extended "
+        "resource name",
+    )
+    lint.add_argument(
         "--allow-overlap",
         action="append",
         type=_policy_pair,

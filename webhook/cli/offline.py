@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from policies import (
     PodView,
     PolicyProblem,
     WithDra,
+    claim_demand,
     counts_against_quota,
     gpus_held,
     load_texts,
@@ -31,6 +32,8 @@ from policies import (
     node_uses,
     overlapping_profiles,
     parse_pod,
+    policy_ladders,
+    publishes,
 )
 from webhook.cli.inputs import Inputs, read_inputs
 from webhook.cluster.watches.claims import CLAIM_KINDS, ClaimCache
@@ -172,7 +175,29 @@ def judge_all(engine: Engine, files: list[str], namespace: str, state: str | Non
     pods, cluster = cluster_state(state) if state else ([], KnownCluster())
     ledger = Ledger.from_pods(pods, engine.policy_set, cluster)
     inputs = read_inputs(files, engine, namespace)
+    cluster = with_ladders(cluster, engine, {_namespace_of(doc, namespace) for _, doc in inputs.judged})
     return inputs, [judge(engine, label, document, ledger, cluster) for label, document in inputs.judged]
+
+
+def _namespace_of(document: dict[str, object], default: str) -> str:
+    metadata = document.get("metadata")
+    found = metadata.get("namespace") if isinstance(metadata, dict) else None
+    return found if isinstance(found, str) and found else default
+
+
+def with_ladders(cluster: KnownCluster, engine: Engine, namespaces: set[str]) -> KnownCluster:
+    """The cluster with the ladder templates the replicas would have published in `namespaces`
+    (webhook.cluster.ladders), where the state holds no template of that name."""
+    capacity, claims = cluster.capacity, dict(cluster.claims)
+    for policy in engine.policy_set.policies:
+        if not publishes(policy, CATALOG, capacity):
+            continue
+        for name, ladder in policy_ladders(policy, CATALOG, capacity).items():
+            spec = ladder.spec(CATALOG)["spec"]
+            demand = claim_demand(spec, "spec.spec")
+            for namespace in namespaces:
+                claims.setdefault((namespace, True, name), demand)
+    return replace(cluster, claims=claims)
 
 
 def cmd_validate(args: argparse.Namespace, engine: Engine) -> int:
@@ -211,6 +236,26 @@ def _finding(problem: PolicyProblem, severity: str) -> dict[str, object]:
     }
 
 
+def class_collisions(path: str) -> list[PolicyProblem]:
+    """DeviceClasses of a cluster state (`kubectl get deviceclasses -o yaml`) that serve one extended
+    resource: the scheduler takes the one made last, so the others serve nothing by that name."""
+    cache = DeviceClassCache()
+    cache.replace_all(
+        item for _, item in read_manifests(path) if isinstance(item, dict) and item.get("kind") == "DeviceClass"
+    )
+    return [
+        PolicyProblem(
+            path,
+            1,
+            "",
+            "",
+            f"{name} is served by {len(names)} DeviceClasses ({', '.join(names)}): the one made last wins, "
+            "the others serve nothing by that name",
+        )
+        for name, names in cache.classes.collisions()
+    ]
+
+
 def cmd_lint(args: argparse.Namespace) -> int:
     texts: list[tuple[str, str]] = []
     for target in args.paths:
@@ -224,6 +269,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
     result = load_texts(texts)
     accepted = frozenset(frozenset(pair) for pair in args.allow_overlap or ())
     advice = [*result.advice, *overlapping_profiles(result.policies, accepted)]
+    if getattr(args, "cluster_state", None):
+        advice += class_collisions(args.cluster_state)
     if args.output == "json":
         findings = [_finding(p, "error") for p in result.problems] + [_finding(a, "warning") for a in advice]
         summary = {"files": len(texts), "policies": [p.name for p in result.policies], "findings": findings}

@@ -32,6 +32,7 @@ from webhook.cluster.watches.slices import DraCapacity
 
 class ClusterView:
     def __init__(self, policy_set: Callable[[], PolicySet | None]) -> None:
+        self.policy_set = policy_set  # the policies in force, if loaded
         self.namespaces = NamespaceCache()
         self.quotas = GpuQuotaCache()
         self.claims = ClaimCache()

@@ -31,6 +31,7 @@ from webhook.cluster.api.identity import api_client as identity_api_client
 from webhook.cluster.api.leadership import Leadership
 from webhook.cluster.api.policy_status import PolicyStatusReporter
 from webhook.cluster.audit.background_audit import AUDIT_SECONDS_DEFAULT, BackgroundAudit
+from webhook.cluster.ladders import LadderPublisher
 from webhook.cluster.live import ClusterView
 from webhook.cluster.quota.escrow import Escrow
 from webhook.cluster.quota.ledger import LEDGER_LABEL
@@ -129,6 +130,18 @@ def connect(
             _both(namespaces.observe, teams.observe),
         )
     dra = claim_watches(view, api_client, **options)
+    resource_api = client.ResourceV1Api(api_client)
+    publisher = LadderPublisher(
+        view,
+        view.policy_set,
+        lambda ns, body: resource_api.create_namespaced_resource_claim_template(ns, body, _request_timeout=(2.0, 5.0)),  # type: ignore[arg-type]
+        namespace,
+    )
+    view.on_policy_set(publisher.wake)
+    namespaces.on_labels_changed(publisher.wake)
+    view.device_class_cache.on_changed(publisher.wake)
+    view.background.append(publisher)
+    publisher.start()
     watches = [
         configmap_watch(core, namespace, store, all_namespaces, **options),
         ListWatch("namespaces", core.list_namespace, (), namespaces_listed, namespace_seen, **options),
@@ -176,6 +189,7 @@ def connect(
         namespaces_watch.synced.wait()
         for each in dra:  # claims, templates and classes say what pods are charged
             each.synced.wait()
+        publisher.wake()  # the templates ladders want, now that the cluster's are known
         pods.start()
         if keeper is not None:  # shares of the strict budgets in use, before admissions ask
             leases.synced.wait()

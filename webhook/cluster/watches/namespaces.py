@@ -39,6 +39,11 @@ class NamespaceCache:
         """The labels the watch has shown, never read from the API server."""
         return self._labels.get(namespace)
 
+    def all(self) -> dict[str, Mapping[str, str]]:
+        """Every namespace the watch has shown, with its labels."""
+        with self._lock:
+            return dict(self._labels)
+
     def set_fetch(self, fetch: Callable[[str], dict[str, Any] | None]) -> None:
         self._fetch = fetch
 

@@ -37,6 +37,10 @@ class DraCapacity:
         with self._lock:
             return self._inventory.has_model(model)
 
+    def offers(self, profile: str | None) -> bool:
+        with self._lock:
+            return self._inventory.offers(profile)
+
     def free(self, model: str, profile: str | None) -> int:
         with self._lock:
             return self._inventory.free(model, profile)
