@@ -29,7 +29,7 @@ from policies.judge.validation import Decision, ratchet, subject_of, validate_ep
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action
 from policies.model.policyset import PolicySet
-from policies.model.workloads import Form
+from policies.model.workloads import Form, WorkloadKind, unread_version
 from policies.mutate.mutation import MutationResult, mutate_pod
 from policies.planning.plan import Problem
 from policies.review.cluster import NO_CLUSTER, ClusterState
@@ -184,8 +184,11 @@ class Engine:
             return judge_claim_object(raw, kind, request.namespace, self.policy_set, cluster, budgets)
         if kind == "Namespace":
             return judge_admin_access_label(raw, self.policy_set)
+        entry = workload_kind(raw, self.policy_set.workloads)
+        if unread_version(raw.get("apiVersion"), entry):
+            return Decision(True, (unread(raw, entry),))
         found = pod_templates(raw, request.namespace, self.policy_set.workloads)
-        made_by = workload_kind(raw, self.policy_set.workloads).made_by
+        made_by = entry.made_by
         verdicts: list[Verdict] = []
         notes: list[str] = []
         total, policies = EMPTY, []
@@ -224,6 +227,17 @@ class Engine:
         ]
         allowed = not any(v.action is Action.DENY for v in verdicts)
         return Decision(allowed, tuple(verdicts), decision.usage, decision.policies), mutation.changes
+
+
+def unread(raw: JSON, entry: WorkloadKind) -> Verdict:
+    """A workload at a version whose shape gpu-admission does not read: skipped, and said so (never
+    "allowed, charged 0"); its pods are judged when its operator makes them."""
+    versions = ", ".join(f"{entry.group}/{v}" for v in entry.versions)
+    message = (
+        f"{entry.kind} {raw.get('apiVersion')} is not judged: gpu-admission reads {versions} only; "
+        "its pods are judged as they are made"
+    )
+    return Verdict("gpu-admission", "workloads.version", "apiVersion", message, Action.WARN)
 
 
 def _at_apply(verdict: Verdict, certain: frozenset[tuple[str, str]]) -> Verdict:

@@ -89,10 +89,10 @@ def pod_condition(pod: str, template: bool = False, asks: str = ASKS) -> list[st
         f"(has({spec}.runtimeClassName) && {spec}.runtimeClassName.startsWith('nvidia')) ||",
         f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0) ||",
         f"(has({spec}.volumes) && ({_each(f'{spec}.volumes', LONG_BOUND)}(v, has(v.hostPath) &&",
-        "  v.hostPath.path.matches('^/*$|dev|nvidia|run|[.]|//')))) ||",
+        "  v.hostPath.path.matches('^/*$|dev|nvidia|run|cdi|kubelet|^/etc/*$|^/var(/lib)?/*$|[.]|//')))) ||",
         f"({guard}has({annotations}) && ('gpu-admission.io/triton' in {annotations} ||",
         f"  'gpu-fraction' in {annotations} || 'gpu-memory' in {annotations} ||",
-        f"  {_each(annotations, LONG_BOUND)}(k, k.startsWith('cdi.k8s.io/'))))",
+        f"  {_each(annotations, LONG_BOUND)}(k, k.startsWith('cdi.k8s.io/') || k.startsWith('nvidia.cdi.k8s.io'))))",
     ]
     return lines
 

@@ -74,6 +74,9 @@ class ResourceKind(enum.Enum):
 # lower case; these are not.
 _VGPU = re.compile(r"^nvidia\.com/(?:GRID|NVIDIA)_[A-Za-z0-9]+(?:-\d+)*-\d+[A-Z]$")
 _PASSTHROUGH = re.compile(r"^nvidia\.com/[A-Z0-9]+_[A-Za-z0-9_]+$")
+# The GPU Operator's passthrough alias on Kata and confidential-container nodes (its sandbox device
+# plugin's `P_GPU_ALIAS`; NVIDIA's NIM sample on confidential containers asks for it): a whole GPU.
+PASSTHROUGH_ALIAS = "nvidia.com/pgpu"
 
 
 def resource_kind(name: str) -> ResourceKind:
@@ -84,7 +87,7 @@ def resource_kind(name: str) -> ResourceKind:
         return ResourceKind.MIG
     if name == WHOLE_GPU_RESOURCE or name.startswith((WHOLE_GPU_RESOURCE + ".", WHOLE_GPU_RESOURCE + "-")):
         return ResourceKind.WHOLE
-    if _VGPU.match(name) or _PASSTHROUGH.match(name) or is_dra_gpu(name):
+    if _VGPU.match(name) or _PASSTHROUGH.match(name) or name == PASSTHROUGH_ALIAS or is_dra_gpu(name):
         return ResourceKind.WHOLE
     return ResourceKind.SHARE if name in HAMI_RESOURCES else ResourceKind.OTHER
 
@@ -96,7 +99,12 @@ def is_vgpu(name: str) -> bool:
 def is_sandbox_device(name: str) -> bool:
     """A passed-through GPU or a vGPU of the sandbox device plugin, or a DRA extended resource of
     an NVIDIA GPU class: what it is does not depend on the node's MIG labels."""
-    return _VGPU.match(name) is not None or _PASSTHROUGH.match(name) is not None or is_dra_gpu(name)
+    return (
+        _VGPU.match(name) is not None
+        or _PASSTHROUGH.match(name) is not None
+        or name == PASSTHROUGH_ALIAS
+        or is_dra_gpu(name)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,10 @@ DEVICE_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "
 # envFrom prefixes under which a ConfigMap's or Secret's keys could spell one of them.
 DEVICE_ENV_PREFIXES = frozenset(name[:i] for name in DEVICE_ENV for i in range(len(name) + 1))
 CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"  # containerd and CRI-O inject CDI devices named in these
+# The NVIDIA container toolkit's NRI plugin injects the CDI devices named in
+# `nvidia.cdi.k8s.io/container.<name>`, `nvidia.cdi.k8s.io/pod` and the bare key: NVIDIA's own
+# devices, whatever the value spells.
+NRI_CDI_ANNOTATION = "nvidia.cdi.k8s.io"
 CDI_VENDOR = "nvidia.com/"
 NVIDIA_RUNTIME_PREFIX = "nvidia"  # RuntimeClasses nvidia, nvidia-cdi, nvidia-legacy (GPU Operator)
 
@@ -23,8 +27,21 @@ def grants_devices(value: str | None) -> bool:
 
 
 # Where the node's GPU devices are: /dev/nvidia*, /dev/char (whose links name every device),
-# /dev/dri, /dev/dxg, and the driver's root /run/nvidia (the GPU Operator's driver container).
-DEVICE_ROOTS = ("/dev/nvidia", "/dev/char", "/dev/dri", "/dev/dxg", "/run/nvidia")
+# /dev/dri, /dev/dxg, /dev/vfio (GPUs bound for passthrough), and the driver's root /run/nvidia
+# (the GPU Operator's driver container); and what hands them out past the device plugin: the
+# CDI specs the runtime injects devices from (/etc/cdi, /var/run/cdi) and the kubelet's
+# device-plugin sockets, where a pod can register itself as the GPU plugin.
+DEVICE_ROOTS = (
+    "/dev/nvidia",
+    "/dev/char",
+    "/dev/dri",
+    "/dev/dxg",
+    "/dev/vfio",
+    "/run/nvidia",
+    "/run/cdi",
+    "/etc/cdi",
+    "/var/lib/kubelet/device-plugins",
+)
 # The NVIDIA container toolkit with accept-nvidia-visible-devices-as-volume-mounts (the hardening
 # NVIDIA recommends) reads the names of mounts under this directory of a container as its device
 # list: any volume mounted there (a hostPath of /dev/null will do) hands out GPUs.
@@ -59,6 +76,10 @@ def mount_lists_devices(mount_path: str) -> bool:
 
 
 def cdi_names_gpus(annotation: str, value: str) -> bool:
+    """Whether an annotation asks the runtime for NVIDIA's CDI devices: a `cdi.k8s.io/` one naming
+    them, or any of the NRI plugin's keys with a value."""
+    if annotation == NRI_CDI_ANNOTATION or annotation.startswith(NRI_CDI_ANNOTATION + "/"):
+        return bool(value.strip())
     return annotation.startswith(CDI_ANNOTATION_PREFIX) and CDI_VENDOR in value
 
 

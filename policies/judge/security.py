@@ -78,7 +78,7 @@ def _breaches(pod: PodView) -> Iterator[tuple[DeviceCheck, str, str]]:
         if ".volumeMounts[" in path:
             told = f"a volume mounted at {host} is read by the NVIDIA runtime as a device list"
         else:
-            told = f"hostPath {host} reaches the node's GPU devices"
+            told = f"hostPath {host} reaches the node's GPU devices (or what hands them out)"
         yield DeviceCheck.HOST_DEVICES, path, f"{told} past the device plugin"
     for annotation, value in pod.cdi_devices:
         yield (

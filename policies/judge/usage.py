@@ -159,9 +159,12 @@ def pod_usage(pod: PodView, catalog: Catalog) -> Usage:
         # A KAI or Run:ai share by annotation: the GPU-equivalents it asks for, held outright.
         return Usage(pod.gpu_share, {}, 0, 1) if pod.gpu_share else EMPTY
     # HAMi's GPUs are shares of a device, but one that asks for all of a device's cores or memory
-    # holds the device outright.
-    hami = not HAMI_RESOURCES.isdisjoint(amounts) and not any(
-        amounts.get(name, 0) >= 100 for name in ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage")
+    # holds the device outright, and so does one that bounds no memory: HAMi's chart gives it the
+    # whole device's (its default gpumem-percentage is 100).
+    hami = (
+        not HAMI_RESOURCES.isdisjoint(amounts)
+        and any(name in amounts for name in ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage"))
+        and not any(amounts.get(name, 0) >= 100 for name in ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage"))
     )
     return charged(amounts, pod.placement, catalog, hami, pods=1, outright=pod.gpu_share)
 

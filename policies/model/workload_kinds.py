@@ -80,6 +80,7 @@ OPERATOR_KINDS: tuple[WorkloadKind, ...] = (
         ),
         "dynamographdeployments",
         made_by="the Dynamo operator makes each service's pods (through Grove or a LeaderWorkerSet)",
+        versions=("v1alpha1",),
     ),
     WorkloadKind(
         "production-stack.vllm.ai",

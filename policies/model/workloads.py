@@ -70,6 +70,9 @@ class Site:
     over: Over = Over.ANY
     pod: tuple[str, ...] = ()  # resources: where the pod-level fields are (same `*` bindings)
     model: bool = True  # podspec: a KServe `model` (or framework) field there is one more container
+    # Where this field is present, the last replica count is one less (absent, it is 1): a
+    # LeaderWorkerSet's leader with a template of its own is one of `size`, not one more.
+    one_less_with: tuple[str, ...] = ()
 
     @property
     def dotted(self) -> str:
@@ -85,6 +88,7 @@ class WorkloadKind:
     source: str = "built in"
     made_by: str = ""  # who makes its pods, where no pod template of it is copied into them
     cluster_scoped: bool = False
+    versions: tuple[str, ...] = ()  # the API versions whose shape the sites are; none: every one
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,11 +161,11 @@ POD_TEMPLATE_KINDS: tuple[WorkloadKind, ...] = (
         "LeaderWorkerSet",
         (
             _site("spec.leaderWorkerTemplate.leaderTemplate", Form.TEMPLATE, "spec.replicas"),
-            _site(
-                "spec.leaderWorkerTemplate.workerTemplate",
+            Site(
+                split("spec.leaderWorkerTemplate.workerTemplate"),
                 Form.TEMPLATE,
-                "spec.replicas",
-                "spec.leaderWorkerTemplate.size",
+                (split("spec.replicas"), split("spec.leaderWorkerTemplate.size")),
+                one_less_with=split("spec.leaderWorkerTemplate.leaderTemplate"),
             ),
         ),
         "leaderworkersets",
@@ -208,7 +212,8 @@ class WorkloadTable:
     kinds: tuple[WorkloadKind, ...] = POD_TEMPLATE_KINDS
 
     def find(self, api_version: object, kind: object) -> WorkloadKind | None:
-        """The entry for an object's apiVersion and kind (any version of its group)."""
+        """The entry for an object's apiVersion and kind (any version of its group: whether its
+        shape is one the entry reads is `unread_version`'s to say)."""
         if not isinstance(kind, str) or not isinstance(api_version, str):
             return None
         group = api_version.rpartition("/")[0]
@@ -225,6 +230,12 @@ class WorkloadTable:
         return WorkloadTable(tuple(k for k in self.kinds if (k.group, k.kind) not in replaced) + extra)
 
 
+def unread_version(api_version: object, entry: WorkloadKind) -> bool:
+    """Whether `api_version` is a version of the entry's group whose shape its sites do not read."""
+    version = str(api_version).rpartition("/")[2]
+    return bool(entry.versions) and version not in entry.versions
+
+
 def templates(raw: Mapping[str, object], entry: WorkloadKind) -> Iterator[Found]:
     """Every pod template of `raw` that `entry` names, in order; absent sites are skipped, except
     a required one, found as None (the caller says what is missing)."""
@@ -234,10 +245,14 @@ def templates(raw: Mapping[str, object], entry: WorkloadKind) -> Iterator[Found]
             yield Found(site.path, site.form, None, 1, required=True)
         for path, value, bindings in expanded:
             replicas = 1
-            for counted in site.replicas:
+            one_less = bool(site.one_less_with) and _resolve(raw, site.one_less_with, bindings) is not None
+            for i, counted in enumerate(site.replicas):
                 number = _resolve(raw, counted, bindings)
-                if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
-                    replicas *= number
+                count = number if isinstance(number, int) and not isinstance(number, bool) and number >= 0 else None
+                if one_less and i == len(site.replicas) - 1:
+                    replicas *= max((count if count is not None else 1) - 1, 0)
+                elif count is not None:
+                    replicas *= count
             pod_fields = _resolve(raw, site.pod, bindings) if site.pod else None
             yield Found(path, site.form, value, replicas, pod_fields=pod_fields, model=site.model)
 

@@ -31,7 +31,11 @@ def _probe(path: str, **timing: int) -> dict[str, JSON]:
     return {"httpGet": {"path": path, "port": "http"}, **timing}
 
 
-def sidecar(spec: TritonSpec, repository: str, resources: dict[str, str], env: list[dict[str, str]]) -> dict[str, JSON]:
+def sidecar(
+    spec: TritonSpec, repository: str, resources: dict[str, str], env: list[dict[str, str]], pod_level: bool = False
+) -> dict[str, JSON]:
+    """`pod_level`: the pod sets `spec.resources` (Kubernetes 1.34+), which must cover its
+    containers' CPU and memory: the sidecar then shares them and asks only for its slice."""
     container: dict[str, JSON] = {
         "name": CONTAINER,
         "image": spec.image,
@@ -46,10 +50,13 @@ def sidecar(spec: TritonSpec, repository: str, resources: dict[str, str], env: l
         "volumeMounts": [{"name": SHM_VOLUME, "mountPath": SHM_PATH}],
     }
     # Requests for the scheduler (CPU, memory and the slice), limits for the memory and the slice.
-    container["resources"] = {
-        "limits": {"memory": spec.memory, **resources},
-        "requests": {"cpu": spec.cpu, "memory": spec.memory, **resources},
-    }
+    if not pod_level:
+        container["resources"] = {
+            "limits": {"memory": spec.memory, **resources},
+            "requests": {"cpu": spec.cpu, "memory": spec.memory, **resources},
+        }
+    elif resources:
+        container["resources"] = {"limits": dict(resources), "requests": dict(resources)}
     if env:
         container["env"] = env
     if spec.native_sidecar:
@@ -107,7 +114,13 @@ def inject_triton(
     if spec.profile and single:
         _single_strategy_slice(doc, pod, plan, spec.profile, policy, changes, warnings, catalog)
     env = [{"name": k, "value": v} for k, (v, _) in merged.env.items()] if merged and spec.profile else []
-    raw = sidecar(spec, repository, resources, env)
+    pod_level = isinstance(doc.spec().get("resources"), dict)
+    if pod_level:
+        warnings.append(
+            f"{CONTAINER}: shares the pod's spec.resources (CPU and memory), which must cover it: "
+            f"{spec.cpu} CPU and {spec.memory} of its own were not added"
+        )
+    raw = sidecar(spec, repository, resources, env, pod_level)
     key = "initContainers" if spec.native_sidecar else "containers"
     doc.append(doc.child(doc.spec(), key, list), raw)
     changes.append(Change(f"spec.{key}", f"triton sidecar {spec.image} --model-repository={repository}", policy))

@@ -109,3 +109,56 @@ def test_kai_fractions_are_charged_as_the_fraction_they_ask(tenants: Kubectl):
         tenants.create(json.dumps(pod))
     result = tenants.create(gpu_pod("one-more", FRACTIONS), check=False)
     assert result.code != 0 and "gpuEquivalents" in result.stderr
+
+
+def plain_pod(name: str, annotations: dict[str, str] | None = None, host_path: str = "") -> str:
+    """A pod asking for no GPU, in the debug team's namespace."""
+    container: dict[str, Any] = {"name": "main", "image": "busybox"}
+    spec: dict[str, Any] = {"containers": [container]}
+    if host_path:
+        container["volumeMounts"] = [{"name": "host", "mountPath": "/host"}]
+        spec["volumes"] = [{"name": "host", "hostPath": {"path": host_path}}]
+    metadata: dict[str, Any] = {"name": name, "namespace": DEBUG, "annotations": annotations or {}}
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
+
+
+@pytest.mark.parametrize(
+    "manifest, reason",
+    [
+        pytest.param(
+            plain_pod("nri", {"nvidia.cdi.k8s.io/container.main": "nvidia.com/gpu=all"}),
+            "nvidia.cdi.k8s.io/container.main: nvidia.com/gpu=all asks the container runtime for NVIDIA devices",
+            id="the-nri-plugins-container-key",
+        ),
+        pytest.param(
+            plain_pod("nri-bare", {"nvidia.cdi.k8s.io": "all"}),
+            "nvidia.cdi.k8s.io: all asks the container runtime for NVIDIA devices",
+            id="the-nri-plugins-bare-key",
+        ),
+        pytest.param(plain_pod("cdi-specs", host_path="/etc/cdi"), "hostPath /etc/cdi", id="cdi-specs"),
+        pytest.param(
+            plain_pod("plugins", host_path="/var/lib/kubelet/device-plugins"),
+            "hostPath /var/lib/kubelet/device-plugins",
+            id="the-device-plugin-sockets",
+        ),
+    ],
+)
+def test_the_runtimes_own_ways_to_a_gpu_reach_the_webhook_and_are_refused(tenants: Kubectl, manifest, reason):
+    """Fourth round: the shipped matchConditions send these GPU-less pods, and each is refused."""
+    result = tenants.create(manifest, check=False)
+    assert result.code != 0 and reason in result.stderr, result.stderr
+
+
+def test_a_triton_sidecar_in_a_pod_with_pod_level_resources_leaves_the_pod_valid(tenants: Kubectl):
+    """Kubernetes 1.34+ refuses a pod whose containers ask more CPU or memory than its own
+    `spec.resources`: the sidecar shares the pod's instead of adding its own."""
+    annotations = {"gpu-admission.io/triton": "inject", "gpu-admission.io/triton-model-repository": "s3://models"}
+    pod = json.loads(plain_pod("pod-level", annotations))
+    pod["spec"]["resources"] = {
+        "requests": {"cpu": "500m", "memory": "1Gi"},
+        "limits": {"cpu": "500m", "memory": "1Gi"},
+    }
+    result = tenants.create(json.dumps(pod), "--dry-run=server", "-o", "json", check=False)
+    assert result.code == 0, result.stderr
+    containers = json.loads(result.stdout)["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["main", "triton"]

@@ -163,3 +163,31 @@ def test_a_configmap_volume_swapped_by_kubelet_is_loaded_at_the_first_look(tmp_p
     assert watcher.check_once() and store.generation == generation + 1
     (policy_loaded,) = holder.engine.policy_set.policies
     assert policy_loaded.quota.limits.pods == 2
+
+
+def test_a_file_held_open_half_written_is_loaded_only_when_its_writer_closes_it(tmp_path):
+    """A file opened, written in part (a valid document without its budget), held open for longer
+    than the settle interval, then finished: the previous version stays in force the whole time,
+    and the finished one is loaded as soon as the writer closes the file."""
+    full = policy("quota", "quota: {limits: {pods: 1, gpus: 0}}")
+    (tmp_path / "quota.yaml").write_text(full.replace("gpus: 0", "gpus: 1"))
+    holder, store, watcher, reported = watched(tmp_path)
+    watcher.interval = 0.05
+    watcher.start()
+    try:
+        generation = store.generation
+        with (tmp_path / "quota.yaml").open("w") as writer:
+            writer.write(full[: full.index("quota:")])  # a whole document, without its quota
+            writer.flush()
+            assert watcher.wait_checks(10)  # ten intervals, the file held still and open
+            assert store.generation == generation
+            writer.write(full[full.index("quota:") :])
+        for _ in range(200):  # the close reaches the watcher as an event: a check or two later
+            if store.generation != generation or not watcher.wait_checks(1):
+                break
+        assert store.generation == generation + 1
+        assert holder.engine is not None
+        (quota,) = holder.engine.policy_set.policies
+        assert quota.quota is not None and quota.quota.limits.gpus == 0
+    finally:
+        watcher.stop()

@@ -146,12 +146,21 @@ def test_a_fraction_that_is_none_is_refused_naming_the_annotation(fraction):
 @pytest.mark.parametrize(
     "resources, owned",
     [
-        ({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30}, False),
-        ({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 100}, True),
+        ({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30, "nvidia.com/gpumem": 3000}, False),
+        ({"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 25}, False),
+        ({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 100, "nvidia.com/gpumem": 3000}, True),
         ({"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 100}, True),
+        # No memory bound: HAMi's chart gives the container the whole device's memory.
+        ({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30}, True),
     ],
-    ids=["a-share", "all-the-cores", "all-the-memory"],
+    ids=["a-share", "a-memory-percentage", "all-the-cores", "all-the-memory", "cores-but-no-memory-bound"],
 )
 def test_a_hami_pod_asking_all_of_a_device_holds_it_outright(resources, owned):
     usage = usage_of(pod(hami(**resources)))
     assert usage.equivalents(Fraction(1, 2)) == (1 if owned else Fraction(1, 2))
+
+
+def test_the_gpu_operators_passthrough_alias_is_a_whole_gpu_anywhere():
+    """`nvidia.com/pgpu` (Kata and confidential-container nodes; NVIDIA's NIM sample asks for it)."""
+    usage = usage_of(pod(hami(**{"nvidia.com/pgpu": 1})))
+    assert usage.equivalents(Fraction(1, 2)) == 1 and usage.gpus == 1

@@ -65,6 +65,12 @@ def gpu_pod(
     return pod(container, namespace=namespace, annotations=annotations, **spec)
 
 
+def with_annotations(obj: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
+    """`obj` with these annotations as written (tests.conftest.pod prefixes a bare key with ours)."""
+    obj["metadata"]["annotations"] = annotations
+    return obj
+
+
 def affinity(*terms: list[dict[str, Any]]) -> dict[str, Any]:
     selector_terms = [{"matchExpressions": term} for term in terms]
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": selector_terms}}}
@@ -251,6 +257,30 @@ WALKS = [
         pod(plain_container(), namespace="secure", annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}),
         "asks the container runtime for NVIDIA devices",
     ),
+    # The NVIDIA container toolkit's NRI plugin: a container's key, the pod's, and the bare key.
+    *(
+        (
+            f"an-nri-cdi-annotation-{which}",
+            with_annotations(pod(plain_container(), namespace="secure"), {key: "nvidia.com/gpu=all"}),
+            f"metadata.annotations.{key}",
+        )
+        for which, key in (
+            ("for-a-container", "nvidia.cdi.k8s.io/container.main"),
+            ("for-the-pod", "nvidia.cdi.k8s.io/pod"),
+            ("bare", "nvidia.cdi.k8s.io"),
+        )
+    ),
+    # Past the device plugin: the CDI specs the runtime injects from, the kubelet's device-plugin
+    # sockets (a pod can register as the GPU plugin), GPUs bound for passthrough; and /etc above.
+    *(
+        (
+            f"a-hostpath-on-{path.strip('/').replace('/', '-')}",
+            pod(plain_container(), namespace="secure", volumes=[{"name": "d", "hostPath": {"path": path}}]),
+            f"hostPath {path} reaches the node's GPU devices",
+        )
+        for path in ("/etc/cdi", "/var/run/cdi", "/var/lib/kubelet/device-plugins", "/dev/vfio/7", "/etc")
+    ),
+    ("the-passthrough-alias", gpu_pod("no-gpus", {"nvidia.com/pgpu": 1}), "pods 0 + 1 exceeds 0"),
     # A user-settable annotation switches nothing off.
     (
         "a-mirror-annotation-from-a-user",

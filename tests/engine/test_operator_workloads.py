@@ -148,3 +148,43 @@ def test_workload_kinds_load_with_resources_sites_and_lint_says_what_a_replaceme
     result = load_texts((("kinds.yaml", text),))
     assert [p.message for p in result.problems if problem in p.message] if problem else not result.problems
     assert any(advice in a.message for a in result.advice) if advice else not result.advice
+
+
+def leader_worker_set(leader_gpus: int | None, worker_gpus: int, replicas: int = 2, size: int = 4) -> dict[str, Any]:
+    def template(gpus: int) -> dict[str, Any]:
+        container = {"name": "main", "image": "vllm", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+        return {"spec": {"containers": [container]}}
+
+    lws: dict[str, Any] = {"size": size, "workerTemplate": template(worker_gpus)}
+    if leader_gpus is not None:
+        lws["leaderTemplate"] = template(leader_gpus)
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "vllm", "namespace": "team"},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": lws},
+    }
+
+
+@pytest.mark.parametrize(
+    "leader, pods",
+    [(1, {"spec.leaderWorkerTemplate.leaderTemplate": 2, "spec.leaderWorkerTemplate.workerTemplate": 6}), (None, {})],
+    ids=["a-leader-template-is-one-of-size", "no-leader-template-every-pod-a-worker"],
+)
+def test_a_leader_worker_set_makes_size_pods_a_group_leader_included(leader, pods):
+    """LWS: each of `replicas` groups is `size` pods, the leader one of them (from its own template
+    where there is one): 2 groups of 4 with a leader template are 2 leaders and 6 workers, not 8."""
+    engine = engine_from(policy("p", "match: {namespaces: [team]}"))
+    found = {
+        t.path: t.replicas for t in pod_templates(leader_worker_set(leader, 2), "team", engine.policy_set.workloads)
+    }
+    assert found == (pods or {"spec.leaderWorkerTemplate.workerTemplate": 8})
+
+
+def test_a_dynamo_deployment_at_a_version_whose_shape_is_not_read_is_skipped_and_said(api):
+    newer = dynamo("capped", gpu="16")
+    newer["apiVersion"] = "nvidia.com/v1beta1"
+    response = review(api, newer)
+    assert response["allowed"] is True
+    (warning,) = response["warnings"]
+    assert "DynamoGraphDeployment nvidia.com/v1beta1 is not judged: gpu-admission reads nvidia.com/v1alpha1" in warning

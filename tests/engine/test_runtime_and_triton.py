@@ -240,3 +240,18 @@ def test_the_sidecar_takes_its_cpu_and_memory_from_the_policy():
     )
     assert sidecar["resources"]["requests"] == {"cpu": "500m", "memory": "12Gi", "nvidia.com/mig-1g.10gb": "1"}
     assert sidecar["resources"]["limits"] == {"memory": "12Gi", "nvidia.com/mig-1g.10gb": "1"}
+
+
+def test_a_pod_with_pod_level_resources_keeps_them_and_the_sidecar_shares_them():
+    """Kubernetes 1.34+: a pod's `spec.resources` must cover its containers' CPU and memory, so a
+    sidecar with its own would make the pod invalid (a 422 at create)."""
+    asked = pod(plain_container("app"), annotations={"triton": "inject"})
+    asked["spec"]["resources"] = {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}
+    result = engine_from(TRITON).mutate(asked)
+    triton = result.object["spec"]["containers"][-1]
+    assert triton["resources"] == {
+        "limits": {"nvidia.com/mig-1g.10gb": "1"},
+        "requests": {"nvidia.com/mig-1g.10gb": "1"},
+    }
+    assert result.object["spec"]["resources"] == asked["spec"]["resources"]
+    assert any("shares the pod's spec.resources" in w for w in result.warnings)

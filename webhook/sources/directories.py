@@ -1,13 +1,14 @@
 """Policies from directories (a mounted ConfigMap volume), reloaded when their files change.
 
-Kubelet updates a mounted ConfigMap by swapping a `..data` symlink (its atomic writer: every file
-of the new version is whole before the swap), so the check compares the resolved files'
-identities, not directory mtimes, and a change made that way is loaded at once. In any other
-directory, a change is loaded only once it has held still for a whole interval (same size, inode
-and mtime at two checks in a row), so a file caught half-written is never loaded; written
-elsewhere and renamed in, it is whole when seen, and held still one interval all the same (a
-rename cannot be told from a new file being written). A file whose bytes are no UTF-8 is a
-problem of that file.
+A file is loaded when its writer is done with it. The kernel says so (inotify, through watchdog):
+a file written and closed, or renamed into place (how editors save, and how kubelet's atomic
+writer swaps a mounted ConfigMap's `..data` symlink), is loaded at once; a file still open for
+writing is never loaded, however long its writer holds it, so a policy caught half-written never
+takes the last good version out of force. The check compares the resolved files' identities, not
+directory mtimes. Where the kernel cannot tell (no inotify, or too many watches), a change is
+loaded once it has held still for a whole interval (same size, inode and mtime at two checks in a
+row), and a kubelet-written directory at once. A file whose bytes are no UTF-8 is a problem of
+that file.
 Nothing stops the watcher: a check that fails is logged with its traceback and tried again at the
 next interval, and `healthy` says whether the last check got through.
 """
@@ -17,6 +18,10 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
 
 from policies import PolicyProblem
 from webhook.sources.files import POLICY_SUFFIXES
@@ -32,6 +37,53 @@ def _atomically_written(directory: Path) -> bool:
     return (directory / "..data").is_symlink()
 
 
+class Writers(FileSystemEventHandler):
+    """What inotify says of a directory's files: which are open for writing now, and whether a
+    write was finished (a file closed after writing, or one renamed in) since the last load."""
+
+    def __init__(self, woken: threading.Event) -> None:
+        self._lock = threading.Lock()
+        self._open: set[str] = set()  # paths written to and not yet closed
+        self._done: set[str] = set()  # directories with a write finished since they were loaded
+        self._woken = woken
+
+    def open_in(self, directory: Path) -> bool:
+        prefix = str(directory).rstrip("/") + "/"
+        with self._lock:
+            return any(path.startswith(prefix) and "/" not in path[len(prefix) :] for path in self._open)
+
+    def take_done(self, directory: Path) -> bool:
+        with self._lock:
+            if str(directory) in self._done:
+                self._done.discard(str(directory))
+                return True
+            return False
+
+    def on_modified(self, event: FileSystemEvent) -> None:  # IN_MODIFY: written to (not attributes)
+        if not event.is_directory:
+            with self._lock:
+                self._open.add(str(event.src_path))
+
+    on_created = on_modified  # made (O_CREAT): being written until closed, or renamed away
+
+    def on_closed(self, event: FileSystemEvent) -> None:  # IN_CLOSE_WRITE: the writer is done
+        self._finished(str(event.src_path))
+
+    def on_moved(self, event: FileSystemEvent) -> None:  # renamed into place: whole when it lands
+        with self._lock:
+            self._open.discard(str(event.src_path))
+        self._finished(str(event.dest_path))
+
+    def on_deleted(self, event: FileSystemEvent) -> None:
+        self._finished(str(event.src_path))
+
+    def _finished(self, path: str) -> None:
+        with self._lock:
+            self._open.discard(path)
+            self._done.add(str(Path(path).parent))
+        self._woken.set()
+
+
 class DirectoryWatcher:
     def __init__(self, directories: list[Path], store: PolicyStore, interval: float = 2.0) -> None:
         self.directories = directories
@@ -42,7 +94,12 @@ class DirectoryWatcher:
         self._loaded: dict[Path, Signature] = {}
         self._settling: dict[Path, Signature] = {}
         self._stop = threading.Event()
+        self._woken = threading.Event()  # a writer finished: check now, not at the next interval
         self._thread: threading.Thread | None = None
+        self._writers: Writers | None = None  # None: the kernel is not asked (settle instead)
+        self._observer: Any = None
+        self._checks = threading.Condition()
+        self.checks = 0  # checks done since start (tests wait on them instead of sleeping)
 
     @property
     def alive(self) -> bool:
@@ -81,12 +138,23 @@ class DirectoryWatcher:
 
     def _check(self, directory: Path, settle: bool) -> bool:
         signature = self._signature(directory)
+        writers = self._writers
         if signature == self._loaded.get(directory):
             self._settling.pop(directory, None)
+            if writers is not None:
+                writers.take_done(directory)
             return False
+        if writers is not None and settle:
+            if writers.open_in(directory):
+                return False  # a writer holds a file open: it is not done, however long it takes
+            if writers.take_done(directory) or _atomically_written(directory):
+                return self._load(directory, signature)
         if settle and not _atomically_written(directory) and self._settling.get(directory) != signature:
             self._settling[directory] = signature  # changed since the last look: let it settle
             return False
+        return self._load(directory, signature)
+
+    def _load(self, directory: Path, signature: Signature) -> bool:
         texts: list[tuple[str, str]] = []
         unreadable: list[PolicyProblem] = []
         for name, *_ in signature:
@@ -105,19 +173,49 @@ class DirectoryWatcher:
         return True
 
     def start(self) -> None:
+        self._watch_writers()
         self.check_once(settle=False)
         self._thread = threading.Thread(target=self._run, name="policy-directories", daemon=True)
         self._thread.start()
 
+    def _watch_writers(self) -> None:
+        writers = Writers(self._woken)
+        observer = Observer()
+        try:
+            for directory in self.directories:
+                observer.schedule(writers, str(directory), recursive=False)
+            observer.start()
+        except OSError as error:  # no inotify here, or out of watches: settle instead
+            log.warning("policy directories polled, not watched", extra={"fields": {"error": str(error)}})
+            return
+        self._writers, self._observer = writers, observer
+
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._stop.is_set():
+            self._woken.wait(self.interval)
+            self._woken.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.check_once()
             except Exception as error:  # never: check_once catches per directory; kept as the last guard
                 self.error = f"{type(error).__name__}: {error}"
                 log.exception("policy directory check failed")
+            with self._checks:
+                self.checks += 1
+                self._checks.notify_all()
+
+    def wait_checks(self, count: int, timeout: float = 10.0) -> bool:
+        """Wait until `count` more checks are done (tests: instead of sleeping an interval)."""
+        with self._checks:
+            target = self.checks + count
+            return self._checks.wait_for(lambda: self.checks >= target, timeout)
 
     def stop(self) -> None:
         self._stop.set()
+        self._woken.set()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(5)
         if self._thread is not None:
             self._thread.join(5)
