@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policies.gpu.devices import DEVICE_ENV as DEVICE_VARIABLES
+from policies.gpu.devices import LEGACY_ENV
 from policies.model.workload_conditions import BOUND, custom_kinds, kind_condition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,8 +32,9 @@ EXCLUDED = [
     "nvidia-device-plugin",
 ]
 NAMESPACE = "gpu-admission"
-# The variables the NVIDIA runtime reads as a device list, as a CEL list (the engine's own set).
-DEVICE_ENV = "[" + ", ".join(f"'{name}'" for name in sorted(DEVICE_VARIABLES)) + "]"
+# The variables the NVIDIA runtime reads as a device list, and CUDA_VERSION (a legacy CUDA image
+# gets every GPU), as a CEL list (the engine's own set).
+DEVICE_ENV = "[" + ", ".join(f"'{name}'" for name in sorted({*DEVICE_VARIABLES, LEGACY_ENV})) + "]"
 # NVIDIA's resources, and DRA extended resources of a device class (KEP-5004)
 ASKS = "r.startsWith('nvidia.com/') || r.startsWith('deviceclass.resource.kubernetes.io/')"
 # For validation, any extended resource (a name with a domain): a DeviceClass may serve any name

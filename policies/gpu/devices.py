@@ -9,8 +9,12 @@ import posixpath
 
 # What the NVIDIA container runtime reads to hand a container devices (the device plugin sets it itself).
 DEVICE_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES"})
+# The NVIDIA container toolkit treats a container with CUDA_VERSION and no NVIDIA_REQUIRE_CUDA as a
+# legacy CUDA image and, with NVIDIA_VISIBLE_DEVICES unset, hands it every GPU.
+LEGACY_ENV = "CUDA_VERSION"
+LEGACY_CLEARED_BY = frozenset({"NVIDIA_REQUIRE_CUDA", "NVIDIA_VISIBLE_DEVICES"})
 # envFrom prefixes under which a ConfigMap's or Secret's keys could spell one of them.
-DEVICE_ENV_PREFIXES = frozenset(name[:i] for name in DEVICE_ENV for i in range(len(name) + 1))
+DEVICE_ENV_PREFIXES = frozenset(name[:i] for name in (*DEVICE_ENV, LEGACY_ENV) for i in range(len(name) + 1))
 CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"  # containerd and CRI-O inject CDI devices named in these
 # The NVIDIA container toolkit's NRI plugin injects the CDI devices named in
 # `nvidia.cdi.k8s.io/container.<name>`, `nvidia.cdi.k8s.io/pod` and the bare key: NVIDIA's own

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from policies.gpu.devices import grants_devices
+from policies.gpu.devices import LEGACY_ENV, grants_devices
 from policies.judge.verdict import Verdict
 from policies.model.policy import DEFAULT_SECURITY, Action, DeviceCheck, GPUPolicy, SecuritySpec
 from policies.review.pod import PodView
@@ -51,7 +51,14 @@ def settings(policies: tuple[GPUPolicy, ...]) -> tuple[SecuritySpec, str]:
 
 def _breaches(pod: PodView) -> Iterator[tuple[DeviceCheck, str, str]]:
     for found in pod.device_env:
-        if grants_devices(found.value):
+        if found.name == LEGACY_ENV:
+            yield (
+                DeviceCheck.DEVICE_ENV,
+                found.path,
+                "CUDA_VERSION without NVIDIA_REQUIRE_CUDA makes the NVIDIA runtime treat the container as a "
+                "legacy CUDA image and hand it every GPU: set NVIDIA_VISIBLE_DEVICES=void",
+            )
+        elif grants_devices(found.value):
             told = "from valueFrom, which cannot be checked" if found.value is None else f"= {found.value!r}"
             yield (
                 DeviceCheck.DEVICE_ENV,

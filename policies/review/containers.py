@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from policies.errors import InputError
 from policies.gpu.catalog import ResourceKind, resource_kind
-from policies.gpu.devices import DEVICE_ENV, DEVICE_ENV_PREFIXES, is_dra_gpu
+from policies.gpu.devices import DEVICE_ENV, DEVICE_ENV_PREFIXES, LEGACY_CLEARED_BY, LEGACY_ENV, is_dra_gpu
 from policies.gpu.models import WHOLE_GPU_RESOURCE
 from policies.json_fields import json_list, mapping
 from policies.quantity import parse_quantity
@@ -155,6 +155,8 @@ def _env(fields: Mapping[str, object], path: str, gpu: bool, found: list[DeviceE
     """The container's env (kept for GPU containers, where runtime settings go); DEVICE_ENV
     entries of every container are collected into `found`."""
     env: dict[str, str | None] = {}
+    legacy: DeviceEnv | None = None
+    cleared = False
     for i, item in enumerate(json_list(fields.get("env"), f"{path}.env")):
         entry = item if type(item) is dict else mapping(item, f"{path}.env[{i}]")  # the path only when wrong
         name = entry.get("name")
@@ -165,8 +167,13 @@ def _env(fields: Mapping[str, object], path: str, gpu: bool, found: list[DeviceE
         if name in DEVICE_ENV:  # a value from valueFrom cannot be known here: None
             set_to = "" if value is None and "valueFrom" not in entry else text
             found.append(DeviceEnv(f"{path}.env[{i}]", name, set_to))
+        if name == LEGACY_ENV:
+            legacy = DeviceEnv(f"{path}.env[{i}]", name, text)
+        cleared = cleared or name in LEGACY_CLEARED_BY
         if gpu:
             env[name] = text
+    if legacy is not None and not cleared and not gpu:  # a GPU container gets its devices named
+        found.append(legacy)
     return env
 
 

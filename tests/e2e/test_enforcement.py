@@ -122,6 +122,14 @@ def plain_pod(name: str, annotations: dict[str, str] | None = None, host_path: s
     return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
 
 
+def legacy_cuda_pod() -> str:
+    """A GPU-less pod whose container says CUDA_VERSION and no NVIDIA_REQUIRE_CUDA: the toolkit's
+    legacy image, handed every GPU where the NVIDIA runtime is the node's default."""
+    pod = json.loads(plain_pod("legacy"))
+    pod["spec"]["containers"][0]["env"] = [{"name": "CUDA_VERSION", "value": "11.0"}]
+    return json.dumps(pod)
+
+
 @pytest.mark.parametrize(
     "manifest, reason",
     [
@@ -136,6 +144,7 @@ def plain_pod(name: str, annotations: dict[str, str] | None = None, host_path: s
             id="the-nri-plugins-bare-key",
         ),
         pytest.param(plain_pod("cdi-specs", host_path="/etc/cdi"), "hostPath /etc/cdi", id="cdi-specs"),
+        pytest.param(legacy_cuda_pod(), "legacy CUDA image and hand it every GPU", id="a-legacy-cuda-container"),
         pytest.param(
             plain_pod("plugins", host_path="/var/lib/kubelet/device-plugins"),
             "hostPath /var/lib/kubelet/device-plugins",

@@ -176,6 +176,7 @@ RESOURCES = [
     "nvidia.com/mig-1g.18gb.shared",
     "nvidia.com/mig-2g.48gb",
     "nvidia.com/GA100_A100_PCIE_40GB",  # a VM's passed-through GPU
+    "nvidia.com/pgpu",  # the GPU Operator's passthrough alias (Kata, confidential containers)
     "nvidia.com/GRID_T4-1Q",  # a VM's vGPU: a time-sliced share
     HAMI,
 ]

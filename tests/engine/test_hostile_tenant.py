@@ -281,6 +281,24 @@ WALKS = [
         for path in ("/etc/cdi", "/var/run/cdi", "/var/lib/kubelet/device-plugins", "/dev/vfio/7", "/etc")
     ),
     ("the-passthrough-alias", gpu_pod("no-gpus", {"nvidia.com/pgpu": 1}), "pods 0 + 1 exceeds 0"),
+    # The toolkit's legacy images: CUDA_VERSION, no NVIDIA_REQUIRE_CUDA, no NVIDIA_VISIBLE_DEVICES.
+    (
+        "a-legacy-cuda-container-in-a-gpu-less-pod",
+        pod(dict(plain_container(), env=[{"name": "CUDA_VERSION", "value": "12.4.1"}]), namespace="secure"),
+        "legacy CUDA image and hand it every GPU",
+    ),
+    (
+        "a-legacy-cuda-second-container-of-a-gpu-pod",
+        pod(
+            gpu_container(), dict(plain_container(), env=[{"name": "CUDA_VERSION", "value": "9.0"}]), namespace="secure"
+        ),
+        "spec.containers[1].env[0]",
+    ),
+    (
+        "cuda-version-by-envfrom",
+        pod(dict(plain_container(), envFrom=[{"prefix": "CUDA_", "configMapRef": {"name": "v"}}]), namespace="secure"),
+        "envFrom prefix 'CUDA_'",
+    ),
     # A user-settable annotation switches nothing off.
     (
         "a-mirror-annotation-from-a-user",
@@ -304,6 +322,20 @@ ALLOWED = [
     (
         "visible-devices-void",
         pod(dict(gpu_container(), env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]), namespace="secure"),
+    ),
+    (
+        "cuda-version-with-its-requirement",
+        pod(
+            dict(
+                plain_container(),
+                env=[{"name": "CUDA_VERSION", "value": "12.4"}, {"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12.4"}],
+            ),
+            namespace="secure",
+        ),
+    ),
+    (
+        "cuda-version-in-a-gpu-container",
+        pod(dict(gpu_container(), env=[{"name": "CUDA_VERSION", "value": "12.4"}]), namespace="secure"),
     ),
     (
         "visible-devices-none",

@@ -39,7 +39,9 @@ CONDITIONS = _conditions("pods", 2)
 MOUNTS = st.sampled_from(
     ["/data", "/var/run/nvidia-container-devices/all", "/run/nvidia-container-devices/GPU-0", "/var/run/secrets/x"]
 )
-NAMES = st.sampled_from(["NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "HOME"])
+NAMES = st.sampled_from(
+    ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CUDA_VERSION", "HOME"]
+)
 PATHS = st.sampled_from(
     [
         "/",
@@ -57,6 +59,14 @@ PATHS = st.sampled_from(
         "/etc",
         "/./dev",
         "/var/../dev/dri",
+        "/etc/cdi",
+        "/etc/",
+        "/var/run/cdi/nvidia.yaml",
+        "/var/lib/kubelet/device-plugins",
+        "/var/lib/kubelet",
+        "/var/lib",
+        "/var",
+        "/dev/vfio/7",
         "/data",
         "/proc",
     ]
@@ -75,6 +85,7 @@ def pods(draw):
                         "nvidia.com/mig-1g.10gb",
                         "nvidia.com/gpumem",
                         "nvidia.com/hostdev",
+                        "nvidia.com/pgpu",
                         "deviceclass.resource.kubernetes.io/gpu.nvidia.com",
                         "cpu",
                     ]
@@ -90,7 +101,9 @@ def pods(draw):
         )
         if env:
             item["env"] = env
-        prefixes = draw(st.lists(st.sampled_from([None, "", "N", "NVIDIA_", "NVIDIA_MIG_", "APP_"]), max_size=2))
+        prefixes = draw(
+            st.lists(st.sampled_from([None, "", "N", "NVIDIA_", "NVIDIA_MIG_", "CUDA_", "APP_"]), max_size=2)
+        )
         if prefixes:
             sources = [{"configMapRef": {"name": "env"}} for _ in prefixes]
             item["envFrom"] = [s | ({} if p is None else {"prefix": p}) for s, p in zip(sources, prefixes, strict=True)]
@@ -110,7 +123,17 @@ def pods(draw):
         spec["volumes"] = [{"name": f"v{i}", "hostPath": {"path": path}} for i, path in enumerate(volumes)]
     annotations = draw(
         st.dictionaries(
-            st.sampled_from(["cdi.k8s.io/gpu", "kubernetes.io/config.mirror", "gpu-admission.io/triton", "other"]),
+            st.sampled_from(
+                [
+                    "cdi.k8s.io/gpu",
+                    "nvidia.cdi.k8s.io/container.c",
+                    "nvidia.cdi.k8s.io/pod",
+                    "nvidia.cdi.k8s.io",
+                    "kubernetes.io/config.mirror",
+                    "gpu-admission.io/triton",
+                    "other",
+                ]
+            ),
             st.sampled_from(["nvidia.com/gpu=all", "inject", "x"]),
             max_size=2,
         )
