@@ -149,6 +149,7 @@ class DraInventory:
         self._allocated: dict[object, tuple[DeviceKey, ...]] = {}  # claim -> devices
         self._free: dict[tuple[str, str | None], int] | None = None  # derived, dropped on change
         self._memory: dict[tuple[str, str], int] = {}
+        self._offered: frozenset[str | None] = frozenset()  # profiles devices are of (None: whole GPUs)
 
     # -- changes ---------------------------------------------------------------------------
     def set_slice(self, name: str, content: SliceContent | None) -> None:
@@ -183,17 +184,21 @@ class DraInventory:
 
     def offers(self, profile: str | None) -> bool:
         """Whether some device is a slice of `profile` (a whole GPU for None), free or not."""
-        return any(d.profile == profile for s in self._current() for d in s.devices)
+        self._counted()
+        return profile in self._offered
 
     def free(self, model: str, profile: str | None) -> int:
-        if self._free is None:
-            self._free, self._memory = self._count()
-        return self._free.get((model, profile), 0)
+        return self._counted().get((model, profile), 0)
 
     def memory_mib(self, model: str, profile: str) -> int | None:
-        if self._free is None:
-            self._free, self._memory = self._count()
+        self._counted()
         return self._memory.get((model, profile))
+
+    def _counted(self) -> dict[tuple[str, str | None], int]:
+        """What the slices and allocations say, worked out once per change (read on every review)."""
+        if self._free is None:
+            self._free, self._memory, self._offered = self._count()
+        return self._free
 
     def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
         """The most one device of NVIDIA's that `selection` may get takes of it when asked `asked`
@@ -220,7 +225,9 @@ class DraInventory:
             newest[content.pool] = max(newest.get(content.pool, 0), content.generation)
         return [s for s in self._slices.values() if s.generation == newest[s.pool]]
 
-    def _count(self) -> tuple[dict[tuple[str, str | None], int], dict[tuple[str, str], int]]:
+    def _count(
+        self,
+    ) -> tuple[dict[tuple[str, str | None], int], dict[tuple[str, str], int], frozenset[str | None]]:
         current = self._current()
         totals: dict[tuple[tuple[str, str], Counter], int] = {}
         for content in current:
@@ -239,8 +246,8 @@ class DraInventory:
         for pool, device in devices:
             key = (device.model, device.profile)
             if device.profile is not None and device.memory_mib is not None:
-                memory_key = (device.model, device.profile)
-                memory[memory_key] = min(memory.get(memory_key, device.memory_mib), device.memory_mib)
+                profiled = (device.model, device.profile)  # typed as a profile's, not None
+                memory[profiled] = min(memory.get(profiled, device.memory_mib), device.memory_mib)
             if device.key in taken:
                 continue
             # How many of this profile fit at once: each placement counted consumes its counters
@@ -255,7 +262,7 @@ class DraInventory:
                 for counter, amount in device.consumes:
                     tally[(pool, counter)] = tally.get((pool, counter), 0) + amount
                 free[key] = free.get(key, 0) + 1
-        return free, memory
+        return free, memory, frozenset(device.profile for _, device in devices)
 
 
 def _slice_of(resource: str) -> tuple[str, str | None] | None:

@@ -25,27 +25,21 @@ from policies.model.policy import Backend, MigSpec
 from policies.planning.choices import Choice
 from policies.planning.ladder import Ladder, ladder_of
 
-SAID = {
-    Backend.DEVICE_PLUGIN: "device plugin",
-    Backend.DRA_EXTENDED_RESOURCE: "DRA extended resource",
-    Backend.DRA_CLAIM: "DRA claim",
-}
-
 
 class Via:
-    """How a rewritten slice reaches its container: the back-end, what is said of it in the
-    `mutated` record ("" where DRA plays no part, as before DRA), and whether the GFD pin holds."""
+    """How a rewritten slice reaches its container: the back-end and why, as the `mutated` record
+    says it ("" where DRA plays no part, as before DRA), whether the GFD pin holds, and the claim's
+    ladder (None: the slice is asked for by name)."""
 
-    __slots__ = ("backend", "said", "pinnable", "ladder")
+    __slots__ = ("said", "pinnable", "ladder")
 
-    def __init__(self, backend: Backend, said: str = "", pinnable: bool = True, ladder: Ladder | None = None) -> None:
-        self.backend = backend
+    def __init__(self, said: str = "", pinnable: bool = True, ladder: Ladder | None = None) -> None:
         self.said = said
         self.pinnable = pinnable
         self.ladder = ladder
 
 
-PLUGIN = Via(Backend.DEVICE_PLUGIN)
+PLUGIN = Via()
 
 
 class Backends:
@@ -60,18 +54,18 @@ class Backends:
         if single:
             return PLUGIN
         if self.spec.backend is Backend.DRA_EXTENDED_RESOURCE:
-            return Via(Backend.DRA_EXTENDED_RESOURCE, "policy backend draExtendedResource", pinnable=False)
+            return Via("policy backend draExtendedResource", pinnable=False)
         if self.spec.backend is Backend.DEVICE_PLUGIN:
-            return Via(Backend.DEVICE_PLUGIN, "policy backend devicePlugin" if self.capacity.dra_known else "")
+            return Via("policy backend devicePlugin" if self.capacity.dra_known else "")
         dra = self.capacity.dra_serves(resource)
         if not dra:
-            return PLUGIN if not self.capacity.dra_known else Via(Backend.DEVICE_PLUGIN, "backend auto: device plugin")
+            return PLUGIN if not self.capacity.dra_known else Via("backend auto: device plugin")
         if self.capacity.plugin_serves(resource):
-            return Via(Backend.DEVICE_PLUGIN, "backend auto: device plugin or DRA extended resource", pinnable=False)
-        return Via(Backend.DRA_EXTENDED_RESOURCE, "backend auto: DRA extended resource", pinnable=False)
+            return Via("backend auto: device plugin or DRA extended resource", pinnable=False)
+        return Via("backend auto: DRA extended resource", pinnable=False)
 
     def claim(self, choice: Choice, why: str) -> Via:
-        return Via(Backend.DRA_CLAIM, why, pinnable=False, ladder=self.ladder(choice))
+        return Via(why, pinnable=False, ladder=self.ladder(choice))
 
     def ladder(self, choice: Choice) -> Ladder:
         options = tuple((o.profile, o.models) for o in choice.options)
@@ -90,10 +84,10 @@ class Backends:
         offered = any(self.capacity.dra_offers(r.profile.name if r.profile else None) for r in ladder.rungs)
         served = self.capacity.plugin_serves(best_resource) or self.capacity.dra_serves(best_resource)
         if offered and not served:
-            return Via(Backend.DRA_CLAIM, f"backend auto: no node serves {best_resource} by name", False, ladder)
+            return Via(f"backend auto: no node serves {best_resource} by name", False, ladder)
         for rung in ladder.rungs:
             profile = rung.profile.name if rung.profile is not None else None
             if any(self.capacity.dra_free(m.key, profile) for m in rung.models):
                 why = "backend auto: no free slice served by name; DRA devices free for the ladder"
-                return Via(Backend.DRA_CLAIM, why, False, ladder)
+                return Via(why, False, ladder)
         return None

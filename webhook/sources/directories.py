@@ -48,9 +48,9 @@ class Writers(FileSystemEventHandler):
         self._woken = woken
 
     def open_in(self, directory: Path) -> bool:
-        prefix = str(directory).rstrip("/") + "/"
+        key = str(directory)
         with self._lock:
-            return any(path.startswith(prefix) and "/" not in path[len(prefix) :] for path in self._open)
+            return any(str(Path(path).parent) == key for path in self._open)
 
     def take_done(self, directory: Path) -> bool:
         with self._lock:
@@ -93,6 +93,7 @@ class DirectoryWatcher:
         self.error = ""  # why the last check failed; empty when it got through
         self._loaded: dict[Path, Signature] = {}
         self._settling: dict[Path, Signature] = {}
+        self._held: set[Path] = set()  # directories whose change waits for a writer to close a file
         self._stop = threading.Event()
         self._woken = threading.Event()  # a writer finished: check now, not at the next interval
         self._thread: threading.Thread | None = None
@@ -145,8 +146,14 @@ class DirectoryWatcher:
                 writers.take_done(directory)
             return False
         if writers is not None and settle:
-            if writers.open_in(directory):
-                return False  # a writer holds a file open: it is not done, however long it takes
+            if writers.open_in(directory):  # a writer holds a file open: not done, however long it takes
+                if directory not in self._held:  # said once until it loads: never silent
+                    self._held.add(directory)
+                    log.warning(
+                        "policy directory changed; loaded once its writer closes the file",
+                        extra={"fields": {"directory": str(directory)}},
+                    )
+                return False
             if writers.take_done(directory) or _atomically_written(directory):
                 return self._load(directory, signature)
         if settle and not _atomically_written(directory) and self._settling.get(directory) != signature:
@@ -155,6 +162,7 @@ class DirectoryWatcher:
         return self._load(directory, signature)
 
     def _load(self, directory: Path, signature: Signature) -> bool:
+        self._held.discard(directory)
         texts: list[tuple[str, str]] = []
         unreadable: list[PolicyProblem] = []
         for name, *_ in signature:
