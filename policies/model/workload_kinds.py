@@ -14,7 +14,9 @@ generated from), at the version named:
 - NVIDIA Dynamo, nvidia.com/v1alpha1 (ai-dynamo/dynamo, deploy/cloud/operator/api/v1alpha1):
   each of a DynamoGraphDeployment's `spec.services` asks `resources` (`gpu` a count of `gpuType`,
   default nvidia.com/gpu; `custom` more) for each of `replicas` x `multinode.nodeCount` pods,
-  beside `extraPodSpec`.
+  beside `extraPodSpec`. At nvidia.com/v1beta1 (deploy/operator/api/v1beta1, the storage version
+  its examples ship now) each of `spec.components` holds a native `podTemplate` for each of
+  `replicas` x `multinode.nodeCount` pods (a leader and nodeCount - 1 workers per replica).
 - vLLM production stack, production-stack.vllm.ai/v1alpha1 (vllm-project/production-stack,
   operator/api/v1alpha1): a VLLMRuntime's `spec.deploymentConfig.resources` (`gpu`, `gpuType`)
   for each of `spec.deploymentConfig.replicas` pods.
@@ -69,18 +71,31 @@ OPERATOR_KINDS: tuple[WorkloadKind, ...] = (
         "nvidia.com",
         "DynamoGraphDeployment",
         (
-            _site(
-                "spec.services.*.resources",
-                Form.RESOURCES,
-                "spec.services.*.replicas",
-                "spec.services.*.multinode.nodeCount",
-                over=Over.MAP,
-                pod="spec.services.*.extraPodSpec",
+            replace(
+                _site(
+                    "spec.services.*.resources",
+                    Form.RESOURCES,
+                    "spec.services.*.replicas",
+                    "spec.services.*.multinode.nodeCount",
+                    over=Over.MAP,
+                    pod="spec.services.*.extraPodSpec",
+                ),
+                versions=("v1alpha1",),
+            ),
+            replace(
+                _site(
+                    "spec.components.*.podTemplate",
+                    Form.TEMPLATE,
+                    "spec.components.*.replicas",
+                    "spec.components.*.multinode.nodeCount",
+                    over=Over.LIST,
+                ),
+                versions=("v1beta1",),
             ),
         ),
         "dynamographdeployments",
-        made_by="the Dynamo operator makes each service's pods (through Grove or a LeaderWorkerSet)",
-        versions=("v1alpha1",),
+        made_by="the Dynamo operator makes each component's pods (through Grove or a LeaderWorkerSet)",
+        versions=("v1alpha1", "v1beta1"),
     ),
     WorkloadKind(
         "production-stack.vllm.ai",

@@ -73,6 +73,9 @@ class Site:
     # Where this field is present, the last replica count is one less (absent, it is 1): a
     # LeaderWorkerSet's leader with a template of its own is one of `size`, not one more.
     one_less_with: tuple[str, ...] = ()
+    # The API versions of the kind this site is a shape of (none: every version): Dynamo's
+    # v1alpha1 `spec.services` map became v1beta1's `spec.components` list of pod templates.
+    versions: tuple[str, ...] = ()
 
     @property
     def dotted(self) -> str:
@@ -238,8 +241,12 @@ def unread_version(api_version: object, entry: WorkloadKind) -> bool:
 
 def templates(raw: Mapping[str, object], entry: WorkloadKind) -> Iterator[Found]:
     """Every pod template of `raw` that `entry` names, in order; absent sites are skipped, except
-    a required one, found as None (the caller says what is missing)."""
+    a required one, found as None (the caller says what is missing). Sites of another API
+    version than the object's are not read."""
+    version = str(raw.get("apiVersion")).rpartition("/")[2]
     for site in entry.sites:
+        if site.versions and version not in site.versions:
+            continue
         expanded = list(_expand(raw, site.path))
         if not expanded and site.required:
             yield Found(site.path, site.form, None, 1, required=True)

@@ -44,15 +44,30 @@ def crd(kind: str) -> dict[str, Any]:
             "group": group,
             "scope": "Namespaced",
             "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-            "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": schema}],
+            "versions": [
+                {"name": version, "served": True, "storage": version == "v1alpha1", "schema": schema}
+                for version in (("v1alpha1", "v1beta1") if kind == "DynamoGraphDeployment" else ("v1alpha1",))
+            ],
         },
     }
 
 
-def workload(kind: str, spec: dict[str, Any]) -> str:
+def workload(kind: str, spec: dict[str, Any], version: str = "v1alpha1") -> str:
     group = KINDS[kind][0]
     metadata = {"name": kind.lower(), "namespace": NAMESPACE}
-    return json.dumps({"apiVersion": f"{group}/v1alpha1", "kind": kind, "metadata": metadata, "spec": spec})
+    return json.dumps({"apiVersion": f"{group}/{version}", "kind": kind, "metadata": metadata, "spec": spec})
+
+
+# Dynamo's v1beta1 (its storage version, what its examples ship now): components hold pod templates.
+DYNAMO_V1BETA1 = {
+    "components": [
+        {
+            "name": "VllmDecodeWorker",
+            "replicas": 2,
+            "podTemplate": {"spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}},
+        }
+    ]
+}
 
 
 def trainjob(gpus: int) -> str:
@@ -85,8 +100,9 @@ def operators(installation: Installation) -> Kubectl:
             workload("DynamoGraphDeployment", {"services": {"Worker": {"resources": {"limits": {"gpu": "4"}}}}}),
             "spec.services.Worker.resources",
         ),
+        (workload("DynamoGraphDeployment", DYNAMO_V1BETA1, "v1beta1"), "spec.components[0].podTemplate"),
     ],
-    ids=["trainjob", "nimservice", "dynamographdeployment"],
+    ids=["trainjob", "nimservice", "dynamographdeployment", "dynamographdeployment-v1beta1"],
 )
 def test_a_workload_whose_operator_would_make_pods_over_a_cap_is_refused_at_apply(operators: Kubectl, manifest, where):
     result = operators.apply(manifest, "--dry-run=server", check=False)

@@ -181,10 +181,51 @@ def test_a_leader_worker_set_makes_size_pods_a_group_leader_included(leader, pod
     assert found == (pods or {"spec.leaderWorkerTemplate.workerTemplate": 8})
 
 
+def dynamo_v1beta1(namespace: str, gpus: int, replicas: int = 2, nodes: int = 1) -> dict[str, Any]:
+    """The shape Dynamo's examples ship now: each component a native pod template."""
+    main = {"name": "main", "image": "vllm", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+    worker: dict[str, Any] = {
+        "name": "VllmDecodeWorker",
+        "type": "decode",
+        "replicas": replicas,
+        "podTemplate": {"spec": {"containers": [main]}},
+    }
+    if nodes > 1:
+        worker["multinode"] = {"nodeCount": nodes}
+    frontend = {"name": "Frontend", "type": "frontend", "podTemplate": {"spec": {"containers": [{"name": "main"}]}}}
+    return {
+        "apiVersion": "nvidia.com/v1beta1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": "disagg", "namespace": namespace},
+        "spec": {"backendFramework": "vllm", "components": [frontend, worker]},
+    }
+
+
+def test_a_dynamo_v1beta1_deployment_is_judged_by_its_components_pod_templates(api):
+    """v1beta1 (Dynamo's storage version) holds `spec.components[*].podTemplate`: its 16 GPUs are
+    seen, not judged as empty (before, it was allowed and charged 0)."""
+    response = review(api, dynamo_v1beta1("capped", 8, replicas=2))
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert "DynamoGraphDeployment capped/disagg spec.components[1].podTemplate" in message
+    assert "per-pod cap" in message
+    assert review(api, dynamo_v1beta1("capped", 1))["allowed"]
+
+
+def test_a_dynamo_v1beta1_component_makes_replicas_times_node_count_pods():
+    engine = engine_from(policy("p", "match: {namespaces: [ml]}"))
+    found = pod_templates(dynamo_v1beta1("ml", 8, replicas=2, nodes=4), "ml", engine.policy_set.workloads)
+    # v1alpha1's `spec.services` is not read at v1beta1: only the components' templates are found.
+    assert {t.path: t.replicas for t in found} == {
+        "spec.components[0].podTemplate": 1,
+        "spec.components[1].podTemplate": 8,
+    }
+
+
 def test_a_dynamo_deployment_at_a_version_whose_shape_is_not_read_is_skipped_and_said(api):
     newer = dynamo("capped", gpu="16")
-    newer["apiVersion"] = "nvidia.com/v1beta1"
+    newer["apiVersion"] = "nvidia.com/v2"
     response = review(api, newer)
     assert response["allowed"] is True
     (warning,) = response["warnings"]
-    assert "DynamoGraphDeployment nvidia.com/v1beta1 is not judged: gpu-admission reads nvidia.com/v1alpha1" in warning
+    assert "DynamoGraphDeployment nvidia.com/v2 is not judged: gpu-admission reads nvidia.com/v1alpha1" in warning
