@@ -20,6 +20,8 @@ from policies.judge.controllers import (
     pod_templates,
     put_back,
     replica_warnings,
+    scale_verdicts,
+    scaled_to,
     workload_kind,
 )
 from policies.judge.env_sources import ENV_SOURCE_KINDS, judge_env_source
@@ -202,14 +204,52 @@ class Engine:
         allowed = not any(v.action is Action.DENY for v in verdicts)
         return Decision(allowed, tuple(verdicts), total, tuple(policies), notes=tuple(notes))
 
+    def validate_scale(
+        self,
+        raw: JSON,
+        was: int,
+        now: int,
+        usage: UsageSource,
+        request: RequestInfo | None = None,
+        cluster: ClusterState = NO_CLUSTER,
+    ) -> Decision:
+        """The verdict on scaling workload `raw` (`kubectl scale`, an autoscaler: its Scale
+        subresource) from `was` to `now` replicas. A scale-up only: each template whose pods it
+        adds is judged as at apply, but the budgets by the pods added, at the policy's action,
+        since they are made now (a scale-down or a workload that is not judged passes)."""
+        if now <= was or not self.judges(raw.get("apiVersion"), raw.get("kind")):
+            return Decision(True)
+        request = request or RequestInfo()
+        workloads = self.policy_set.workloads
+        before = {t.path: t.replicas for t in pod_templates(scaled_to(raw, was), request.namespace, workloads)}
+        verdicts: list[Verdict] = []
+        total, policies = EMPTY, []
+        for template in pod_templates(scaled_to(raw, now), request.namespace, workloads):
+            counted = before.get(template.path, 0)
+            if template.replicas <= counted:
+                continue
+            decision, _ = self._judge_template(raw, template, usage, request, cluster, scaled=counted)
+            verdicts += decision.verdicts
+            total = total + decision.usage
+            policies += [p for p in decision.policies if p not in policies]
+        allowed = not any(v.action is Action.DENY for v in verdicts)
+        return Decision(allowed, tuple(verdicts), total, tuple(policies))
+
     def _judge_template(
-        self, raw: JSON, template: Template, usage: UsageSource, request: RequestInfo, cluster: ClusterState
+        self,
+        raw: JSON,
+        template: Template,
+        usage: UsageSource,
+        request: RequestInfo,
+        cluster: ClusterState,
+        scaled: int | None = None,
     ) -> tuple[Decision, tuple[Change, ...]]:
         """The template's verdict, and what the mutating webhook will change in its pods.
 
         A budget its pods would overrun is a warning (pods are admitted one by one later, and
         others may leave), unless one pod alone holds more than the limit: then every pod it
-        makes will be denied, and the workload is, at apply time, like a per-pod cap."""
+        makes will be denied, and the workload is, at apply time, like a per-pod cap. `scaled`:
+        the template is scaled up from this many pods (validate_scale)."""
         namespace = template.pod["metadata"]["namespace"]
         creating = request._replace(namespace=namespace, operation=Operation.CREATE, old_object=None)
         subject = f"{subject_of(raw, namespace)} {template.path}"
@@ -220,6 +260,14 @@ class Engine:
         except InputError as error:
             raise InputError(f"{template.path}.{error.path}", error.message) from None
         matched = tuple(p for p in self.policy_set.policies if p.name in decision.policies)
+        if scaled is not None:
+            kept = [v for v in decision.verdicts if not _budget(v)]
+            kept += [
+                v.about(subject)
+                for v in scale_verdicts(matched, namespace, decision.usage, scaled, template.replicas, usage)
+            ]
+            allowed = not any(v.action is Action.DENY for v in kept)
+            return decision._replace(allowed=allowed, verdicts=tuple(kept)), ()
         certain = over_alone(matched, decision.usage)
         verdicts = [_at_apply(v, certain) for v in decision.verdicts]
         verdicts += [
@@ -240,9 +288,14 @@ def unread(raw: JSON, entry: WorkloadKind) -> Verdict:
     return Verdict("gpu-admission", "workloads.version", "apiVersion", message, Action.WARN)
 
 
+def _budget(verdict: Verdict) -> bool:
+    """A verdict on a budget (what other pods hold counts), not a per-pod cap or a claim's."""
+    return verdict.rule.startswith("quota.") and ".perPod." not in verdict.rule and verdict.rule != "quota.claims"
+
+
 def _at_apply(verdict: Verdict, certain: frozenset[tuple[str, str]]) -> Verdict:
     """A template's quota verdict at apply time: a warning, unless one pod alone overruns."""
-    if not verdict.rule.startswith("quota.") or ".perPod." in verdict.rule or verdict.rule == "quota.claims":
+    if not _budget(verdict):
         return verdict
     if (verdict.policy, verdict.rule) in certain and verdict.action is Action.DENY:
         return replace(verdict, message=f"every pod of this template would be denied: {verdict.message}")

@@ -99,6 +99,32 @@ def admission_review(
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
+def scale_review(
+    plural: str, namespace: str, name: str, was: int, now: int, group: str = "apps", version: str = "v1"
+) -> dict[str, Any]:
+    """An AdmissionReview of a workload's Scale subresource as the API server sends it for
+    `kubectl scale`: kind autoscaling/v1 Scale, resource the workload's, subResource scale."""
+
+    def scale(replicas: int) -> dict[str, Any]:
+        metadata = {"name": name, "namespace": namespace}
+        return {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": metadata, "spec": {"replicas": replicas}}
+
+    request: dict[str, Any] = {
+        "uid": f"scale-{name}-{was}-{now}",
+        "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+        "resource": {"group": group, "version": version, "resource": plural},
+        "subResource": "scale",
+        "operation": "UPDATE",
+        "namespace": namespace,
+        "name": name,
+        "dryRun": False,
+        "userInfo": {"username": "alice", "groups": ["dev"]},
+        "object": scale(now),
+        "oldObject": scale(was),
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
 @contextmanager
 def api_server(holder: EngineHolder, cert_dir: Path) -> Iterator[ApiServer]:
     """The API server's side of admission against `holder` served over HTTPS."""

@@ -42,6 +42,11 @@ ASKS = "r.startsWith('nvidia.com/') || r.startsWith('deviceclass.resource.kubern
 ANY_EXTENDED = "r.contains('/')"
 # A ConfigMap's or Secret's keys that envFrom would hand over as those variables: a map lookup each.
 NAMED_DEVICE_KEYS = f"has(object.data) && {DEVICE_ENV}.exists(k, k in object.data)"
+# A Scale that asks for more replicas than it had (absent, a count is 0).
+SCALE_UP = (
+    "has(object.spec) && has(object.spec.replicas) && object.spec.replicas > "
+    "(has(oldObject.spec) && has(oldObject.spec.replicas) ? oldObject.spec.replicas : 0)"
+)
 ADMIN_ACCESS_LABELLED = (
     "has(object.metadata.labels) && 'resource.kubernetes.io/admin-access' in object.metadata.labels && "
     "object.metadata.labels['resource.kubernetes.io/admin-access'] == 'true'"
@@ -218,8 +223,9 @@ def validating(target: Target) -> list[str]:
         "validate-pods.gpu-admission.io",
         "/validate",
         [
-            "# pods/ephemeralcontainers: a debug container is judged for its device access like any other.",
-            POD_RULE % ("CREATE, UPDATE", "pods, pods/ephemeralcontainers"),
+            "# pods/ephemeralcontainers: a debug container is judged for its device access like any other;",
+            "# pods/resize: a pod's CPU and memory resized in place, judged as it is left (rules, caps).",
+            POD_RULE % ("CREATE, UPDATE", "pods, pods/ephemeralcontainers, pods/resize"),
         ],
         failure=target.failure_policy(),
         side_effects="NoneOnDryRun  # strict quotas write a Lease per admission, never on a dry run",
@@ -283,6 +289,23 @@ def validating(target: Target) -> list[str]:
             conditions=[("templates-that-ask-for-a-gpu", [kind_condition(entry)])],
             comment=comment,
         )
+    lines += _webhook(
+        target,
+        "validate-scale.gpu-admission.io",
+        "/validate",
+        [
+            "{apiGroups: [apps], apiVersions: [v1], operations: [UPDATE], "
+            "resources: [deployments/scale, statefulsets/scale, replicasets/scale], scope: Namespaced}",
+            "{apiGroups: [leaderworkerset.x-k8s.io], apiVersions: ['*'], operations: [UPDATE], "
+            "resources: [leaderworkersets/scale], scope: Namespaced}",
+        ],
+        conditions=[("scale-ups", [SCALE_UP])],
+        comment=[
+            "Scale subresources (`kubectl scale`, autoscalers): a scale-up is judged by the workload's",
+            "templates for the pods it adds, the budgets at the policy's action. Only scale-ups are",
+            "sent; Ignore, since the pods it adds are still judged one by one as they are made.",
+        ],
+    )
     lines += _webhook(
         target,
         "validate-claims.gpu-admission.io",

@@ -9,16 +9,16 @@ feedback at apply time. Where templates live in each kind is the workload table
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from policies.errors import InputError
 from policies.gpu.models import WHOLE_GPU_RESOURCE
 from policies.json_fields import mapping
-from policies.judge.quota import UsageSource, dimensions, scope_label, scope_of
+from policies.judge.quota import Amount, UsageSource, dimensions, scope_label, scope_of
 from policies.judge.usage import Usage
 from policies.judge.verdict import Verdict
-from policies.model.policy import Action, GPUPolicy
+from policies.model.policy import Action, GPUPolicy, Quota
 from policies.model.workloads import KSERVE_MODEL_FIELDS, Form, Found, WorkloadKind, WorkloadTable, templates
 from policies.review.document import JSON, Change
 
@@ -194,35 +194,73 @@ def put_back(raw: JSON, template: Template, pod: JSON) -> JSON:
     return result
 
 
-def replica_warnings(
-    policies: tuple[GPUPolicy, ...], namespace: str, usage: Usage, replicas: int, usage_source: UsageSource
-) -> list[Verdict]:
-    """Where `replicas` pods of this template would exceed a quota, say so with the numbers."""
-    verdicts: list[Verdict] = []
-    if replicas <= 1 or usage.empty:
-        return verdicts
+def _overruns(
+    policies: tuple[GPUPolicy, ...], namespace: str, usage: Usage, count: int, usage_source: UsageSource
+) -> Iterator[tuple[GPUPolicy, Quota, str, str, Amount, Amount, Amount, Amount]]:
+    """(policy, quota, dimension, limit path, held, asked a pod, total, limit) of every budget
+    that `count` more pods holding `usage` each would overrun."""
     for policy in policies:
         quota = policy.quota
         if quota is None:
             continue
-        scope = scope_of(quota, namespace)
-        label = scope_label(policy, quota, namespace)
-        current = usage_source.usage(policy, scope)
+        current = usage_source.usage(policy, scope_of(quota, namespace))
         held = {name: amount for name, _, amount, _ in dimensions(quota.limits, current, quota.shared_weight)}
         for name, path, asked, limit in dimensions(quota.limits, usage, quota.shared_weight):
-            total = held[name] + asked * replicas
+            total = held[name] + asked * count
             if asked > 0 and total > limit:
-                verdicts.append(
-                    Verdict(
-                        policy.name,
-                        f"quota.{name.split()[0]}",
-                        f"spec.quota.limits.{path}",
-                        f"{label}: {replicas} replicas would hold {name} {held[name]} + {replicas}x{asked} = "
-                        f"{total}, over {limit} (policy {policy.name})",
-                        Action.WARN,
-                    )
-                )
-    return verdicts
+                yield policy, quota, name, path, held[name], asked, total, limit
+
+
+def replica_warnings(
+    policies: tuple[GPUPolicy, ...], namespace: str, usage: Usage, replicas: int, usage_source: UsageSource
+) -> list[Verdict]:
+    """Where `replicas` pods of this template would exceed a quota, say so with the numbers."""
+    if replicas <= 1 or usage.empty:
+        return []
+    return [
+        Verdict(
+            policy.name,
+            f"quota.{name.split()[0]}",
+            f"spec.quota.limits.{path}",
+            f"{scope_label(policy, quota, namespace)}: {replicas} replicas would hold {name} {held} + "
+            f"{replicas}x{asked} = {total}, over {limit} (policy {policy.name})",
+            Action.WARN,
+        )
+        for policy, quota, name, path, held, asked, total, limit in _overruns(
+            policies, namespace, usage, replicas, usage_source
+        )
+    ]
+
+
+def scale_verdicts(
+    policies: tuple[GPUPolicy, ...], namespace: str, usage: Usage, was: int, now: int, usage_source: UsageSource
+) -> list[Verdict]:
+    """Scaling from `was` to `now` replicas adds `now - was` pods holding `usage` each, made at
+    once: a budget they overrun is the policy's own action (deny, or warn), as their pods will be.
+    What the running replicas hold is in `usage_source` already, so only the pods added count."""
+    added = now - was
+    if added <= 0 or usage.empty:
+        return []
+    return [
+        Verdict(
+            policy.name,
+            f"quota.{name.split()[0]}",
+            f"spec.quota.limits.{path}",
+            f"{scope_label(policy, quota, namespace)}: scaling from {was} to {now} adds {added} pods, "
+            f"{name} {held} + {added}x{asked} = {total}, over {limit} (policy {policy.name})",
+            Action.DENY if quota.action is Action.DENY else Action.WARN,
+        )
+        for policy, quota, name, path, held, asked, total, limit in _overruns(
+            policies, namespace, usage, added, usage_source
+        )
+    ]
+
+
+def scaled_to(raw: JSON, replicas: int) -> JSON:
+    """A workload as its Scale subresource leaves it: `spec.replicas` (the path of every kind
+    whose scale the webhook judges: apps' controllers and LeaderWorkerSet) set to `replicas`."""
+    spec = mapping(raw.get("spec"), "spec")
+    return {**raw, "spec": {**spec, "replicas": replicas}}
 
 
 def over_alone(policies: tuple[GPUPolicy, ...], usage: Usage) -> frozenset[tuple[str, str]]:

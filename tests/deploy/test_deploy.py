@@ -97,6 +97,7 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
     assert resources == {
         "pods",
         "pods/ephemeralcontainers",
+        "pods/resize",
         "deployments",
         "statefulsets",
         "daemonsets",
@@ -108,7 +109,14 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
         "resourceclaims",
         "resourceclaimtemplates",
         "namespaces",
+        # a scale-up, judged by the workload's templates
+        "deployments/scale",
+        "statefulsets/scale",
+        "replicasets/scale",
+        "leaderworkersets/scale",
     } | {kind.resource for kind in custom_kinds()}
+    (scale,) = [h for h in validating if h["name"].startswith("validate-scale")]
+    assert all(rule["operations"] == ["UPDATE"] for rule in scale["rules"]) and scale["failurePolicy"] == "Ignore"
     # DRA claims and templates are judged at their own creation, by every API version served.
     (claims,) = [h for h in validating if "resourceclaims" in h["rules"][0]["resources"]]
     assert claims["rules"][0]["apiGroups"] == ["resource.k8s.io"] and claims["rules"][0]["apiVersions"] == ["*"]
@@ -212,7 +220,8 @@ def test_rbac_is_least_privilege(overlay):
     annotation on policy ConfigMaps (patch only), strict quota Leases (in its namespace only,
     named per quota as quotas appear), the audit's PolicyReports and the DRA claim back-end's
     ResourceClaimTemplates (create only: never changed or deleted). Nothing is deleted but
-    expired strict quota Leases of its own namespace; pods are only read."""
+    expired strict quota Leases of its own namespace; pods are only read, and workloads only got
+    one by one (a scale-up's templates), never listed."""
     objects = render(overlay)
     for role in by_kind(objects, "Role") + by_kind(objects, "ClusterRole"):
         for rule in role["rules"]:
@@ -239,6 +248,8 @@ def test_rbac_is_least_privilege(overlay):
                     assert role["kind"] == "Role"
             if "pods" in rule["resources"]:
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}
+            if {"deployments", "leaderworkersets"} & set(rule["resources"]):
+                assert rule["verbs"] == ["get"], rule
             if "secrets" in rule["resources"]:
                 assert rule.get("resourceNames")
 

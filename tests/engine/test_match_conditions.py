@@ -179,3 +179,20 @@ def test_every_configmap_and_secret_the_engine_would_deny_reaches_the_webhook(ki
     decision = ENGINE.validate(raw, NoUsage(), RequestInfo(namespace="ml"))
     reaches = all(c.evaluate_bool(CelInput({"object": raw})) for c in ENV_SOURCE_CONDITIONS)
     assert reaches or decision.allowed, raw
+
+
+(SCALE_CONDITIONS,) = _conditions("deployments/scale", 1)
+COUNTS = st.none() | st.integers(min_value=0, max_value=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(COUNTS, COUNTS)
+def test_every_scale_up_reaches_the_webhook_and_nothing_else(was, now):
+    """A Scale's spec.replicas is omitted at 0 (omitempty): absent reads as 0."""
+
+    def scale(replicas: int | None) -> dict[str, Any]:
+        spec = {} if replicas is None else {"replicas": replicas}
+        return {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "s"}, "spec": spec}
+
+    reaches = all(c.evaluate_bool(CelInput({"object": scale(now), "oldObject": scale(was)})) for c in SCALE_CONDITIONS)
+    assert reaches == ((now or 0) > (was or 0))

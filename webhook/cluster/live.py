@@ -29,6 +29,13 @@ from webhook.cluster.watches.namespaces import GpuQuotaCache, NamespaceCache
 from webhook.cluster.watches.nodes import NodeCapacity
 from webhook.cluster.watches.slices import DraCapacity
 
+# (group, version, plural, namespace, name) -> the object, or None where there is none
+ReadWorkload = Callable[[str, str, str, str, str], "dict[str, Any] | None"]
+
+
+def _no_workload(group: str, version: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+    return None
+
 
 class ClusterView:
     def __init__(self, policy_set: Callable[[], PolicySet | None]) -> None:
@@ -47,6 +54,9 @@ class ClusterView:
         self.watches: list[Any] = []  # webhook.cluster.watches.listwatch.ListWatch, one per resource watched
         self.background: list[Any] = []  # other threads with a stop() (leadership)
         self._policy_set_listeners: list[Callable[[], None]] = []
+        # A workload as the API server holds it, for a review of its Scale subresource (which
+        # carries a count, no template): webhook.cluster.wiring reads it; none without a cluster.
+        self.read_workload: ReadWorkload = _no_workload
 
     # -- policies.review.cluster.ClusterState ------------------------------------------------------------
     @property

@@ -117,6 +117,7 @@ def connect(
         view.background.append(auditor)
         auditor.start()
     view.namespaces.set_fetch(lambda name: _read_namespace(core, name))
+    view.read_workload = _workload_reader(client.CustomObjectsApi(api_client))
     usage, namespaces, quotas = view.usage, view.namespaces, view.quotas
     namespaces_listed: Callable[[Any], None] = namespaces.replace_all
     namespace_seen: Callable[[str, JSON], None] = namespaces.observe
@@ -270,6 +271,24 @@ def _read_namespace(api: client.CoreV1Api, name: str) -> dict[str, Any] | None:
             return None
         raise
     return dict(orjson.loads(response.data))  # type: ignore[attr-defined]
+
+
+def _workload_reader(api: client.CustomObjectsApi) -> Callable[[str, str, str, str, str], dict[str, Any] | None]:
+    """GET one workload by its group, version and plural (a Deployment's path is a custom
+    object's: /apis/apps/v1/namespaces/NS/deployments/NAME); None where it is gone."""
+
+    def read(group: str, version: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response = api.get_namespaced_custom_object(
+                group, version, namespace, plural, name, _preload_content=False, _request_timeout=NAMESPACE_TIMEOUT
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return dict(orjson.loads(response.data))  # type: ignore[attr-defined]
+
+    return read
 
 
 def configmap_watch(

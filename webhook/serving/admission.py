@@ -19,8 +19,9 @@ from webhook.state import EngineHolder
 
 log = logging.getLogger("gpu_admission.admission")
 JUDGED_OPERATIONS = (Operation.CREATE, Operation.UPDATE)
-# The object itself, and the Pod as pods/ephemeralcontainers would leave it (its device access).
-JUDGED_SUBRESOURCES = ("", "ephemeralcontainers")
+# The object itself, the Pod as pods/ephemeralcontainers would leave it (its device access), and
+# as pods/resize would (its CPU and memory changed in place: rules and caps read them).
+JUDGED_SUBRESOURCES = ("", "ephemeralcontainers", "resize")
 
 
 def _require_object(request: AdmissionRequest) -> dict[str, object]:
@@ -113,7 +114,39 @@ def _env_source(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRes
     return AdmissionResponse(request.uid, decision.allowed, warnings=decision.warnings, message=decision.message)
 
 
+def _replicas(raw: object, path: str) -> int:
+    spec = raw.get("spec") if isinstance(raw, dict) else None
+    count = spec.get("replicas", 0) if isinstance(spec, dict) else 0
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise InputError(f"{path}.spec.replicas", "must be a whole number, 0 or more")
+    return count
+
+
+def _scale(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    """A workload's Scale subresource (`kubectl scale`, an autoscaler): a scale-up gets its
+    templates' verdict for the pods it adds. The Scale holds a count only, so the workload is
+    read from the API server; one that cannot be read passes with a warning (its pods are still
+    judged one by one as they are made)."""
+    engine = holder.engine
+    now, was = _replicas(_require_object(request), "object"), _replicas(request.old_object, "oldObject")
+    if engine is None or now <= was:
+        return AdmissionResponse(request.uid, True)
+    group, version, plural = request.resource
+    try:
+        workload = holder.view.read_workload(group, version, plural, request.namespace, request.name)
+    except Exception:
+        log.exception("could not read a scaled workload", extra={"fields": {"uid": request.uid}})
+        workload = None
+    if workload is None:
+        warning = f"gpu-admission: {plural} {request.namespace}/{request.name} could not be read; scale not judged"
+        return AdmissionResponse(request.uid, True, warnings=(warning,))
+    decision = engine.validate_scale(workload, was, now, holder.usage, request.info(), holder.cluster)
+    return AdmissionResponse(request.uid, decision.allowed, warnings=decision.warnings, message=decision.message)
+
+
 def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    if request.sub_resource == "scale" and request.operation is Operation.UPDATE:
+        return _guarded("validate", holder, request, lambda: _scale(holder, request))
     if request.kind.group == "" and request.kind.kind in ENV_SOURCE_KINDS and request.operation in JUDGED_OPERATIONS:
         policies = request.kind.kind == "ConfigMap" and is_policy_configmap(_dict(request.object))
         judge = _policy_configmap if policies else _env_source

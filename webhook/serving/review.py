@@ -36,6 +36,18 @@ class GroupVersionKind(NamedTuple):
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
+class GroupVersionResource(NamedTuple):
+    """The resource asked for (`request.resource`): for a subresource, its parent's
+    (`apps/v1 deployments` for `deployments/scale`, whose kind is autoscaling/v1 Scale)."""
+
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+
+
+NO_RESOURCE = GroupVersionResource()
+
+
 class AdmissionRequest(NamedTuple):
     api_version: str
     uid: str
@@ -49,6 +61,7 @@ class AdmissionRequest(NamedTuple):
     old_object: Any = None
     username: str = ""
     groups: tuple[str, ...] = ()
+    resource: GroupVersionResource = NO_RESOURCE
 
     @property
     def display_name(self) -> str:
@@ -197,4 +210,11 @@ def parse_review(body: Any) -> AdmissionRequest:
         sub_resource=_string(request, "subResource"),
         username=str(user.get("username") or ""),
         groups=tuple(str(g) for g in groups),
+        resource=_resource(request.get("resource")),
     )
+
+
+def _resource(raw: Any) -> GroupVersionResource:
+    if not isinstance(raw, dict):
+        return NO_RESOURCE
+    return GroupVersionResource(*(str(raw.get(key) or "") for key in ("group", "version", "resource")))
