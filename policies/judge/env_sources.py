@@ -4,8 +4,10 @@ An `envFrom` without a prefix hands a container every key of its ConfigMap or Se
 variable, and which keys those are is unknown when the pod is admitted: the object may not exist
 yet, and may be edited after. So the keys are judged where they are written: a ConfigMap (its
 `data`, all that kubelet reads for envFrom) or Secret whose key is NVIDIA_VISIBLE_DEVICES (or
-another DEVICE_ENV name) with a value that grants devices is a breach of `security.envFrom`, as
-the pod would have been. A prefix that could spell those names is judged on the pod (in any pod:
+another DEVICE_ENV name) with a value that grants devices, or CUDA_VERSION with neither
+NVIDIA_REQUIRE_CUDA nor NVIDIA_VISIBLE_DEVICES beside it (a GPU-less container taking it is a
+legacy CUDA image to the toolkit, handed every GPU), is a breach of `security.envFrom`, as the
+pod would have been. A prefix that could spell those names is judged on the pod (in any pod:
 policies.judge.security), so only the names themselves need keeping out here.
 
 Which settings hold: those of the policies that apply to every pod of the namespace (no pod
@@ -21,7 +23,7 @@ from base64 import b64decode
 from collections.abc import Mapping
 
 from policies.errors import InputError
-from policies.gpu.devices import DEVICE_ENV, grants_devices
+from policies.gpu.devices import DEVICE_ENV, LEGACY_CLEARED_BY, LEGACY_ENV, grants_devices
 from policies.judge.security import applying_to_every_pod, settings
 from policies.judge.validation import Decision, subject_of
 from policies.judge.verdict import Verdict
@@ -45,6 +47,19 @@ def _value(kind: str, raw: object) -> str | None:
         return None
 
 
+def _why(kind: str, key: str) -> str:
+    if key == LEGACY_ENV:
+        return (
+            f"{kind} key CUDA_VERSION without NVIDIA_REQUIRE_CUDA makes the NVIDIA runtime take any GPU-less "
+            "container of the namespace that takes it by envFrom for a legacy CUDA image and hand it every GPU: "
+            "add NVIDIA_REQUIRE_CUDA (e.g. cuda>=12.0)"
+        )
+    return (
+        f"{kind} key {key} grants GPU devices to any container of the namespace that takes it by envFrom, "
+        "past the device plugin (only empty, void and none may be set)"
+    )
+
+
 def judge_env_source(
     raw: JSON, kind: str, namespace: str | None, policy_set: PolicySet, cluster: ClusterState
 ) -> Decision:
@@ -62,6 +77,9 @@ def judge_env_source(
     if not isinstance(data, Mapping):
         raise InputError("data", "must be a map of keys to values")
     named = [key for key in DEVICE_ENV if key in data and grants_devices(_value(kind, data[key]))]
+    legacy = LEGACY_ENV in data and not any(key in data for key in LEGACY_CLEARED_BY)
+    if legacy:
+        named.append(LEGACY_ENV)
     if not named:
         return Decision(True)
     reached = policy_set.in_namespace(namespace, cluster.namespace_labels(namespace))
@@ -80,8 +98,7 @@ def judge_env_source(
             policy,
             f"security.{DeviceCheck.ENV_FROM.value}",
             f"data.{key}",
-            f"{kind} key {key} grants GPU devices to any container of the namespace that takes it by envFrom, "
-            f"past the device plugin (only empty, void and none may be set) (policy {owner})",
+            f"{_why(kind, key)} (policy {owner})",
             spec.action,
         ).about(subject)
         for key in sorted(named)

@@ -85,6 +85,15 @@ def test_a_tenants_configmap_or_secret_naming_the_devices_is_refused_where_envfr
         assert result.code != 0, result.stdout
         assert "validate-env-sources.gpu-admission.io" in result.stderr
         assert "key NVIDIA_VISIBLE_DEVICES grants GPU devices" in result.stderr
+    # A legacy CUDA image's variable: a GPU-less container taking it by envFrom gets every GPU.
+    legacy = operator.run(
+        "create", "configmap", "cuda", "-n", "tenant-env", "--from-literal=CUDA_VERSION=12.4.1", check=False
+    )
+    assert legacy.code != 0 and "key CUDA_VERSION without NVIDIA_REQUIRE_CUDA" in legacy.stderr
+    operator.run(
+        "create", "configmap", "cuda", "-n", "tenant-env", "--from-literal=CUDA_VERSION=12.4.1",
+        "--from-literal=NVIDIA_REQUIRE_CUDA=cuda>=12.4",
+    )  # fmt: skip
     operator.run("create", "configmap", "app", "-n", "tenant-env", "--from-literal=NVIDIA_VISIBLE_DEVICES=void")
     operator.run("create", "secret", "generic", "app", "-n", "tenant-env", "--from-literal=TOKEN=all")
 

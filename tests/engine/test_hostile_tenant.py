@@ -208,6 +208,17 @@ WALKS = [
         env_source("Secret", "secure", NVIDIA_MIG_CONFIG_DEVICES="0"),
         "Secret key NVIDIA_MIG_CONFIG_DEVICES grants GPU devices",
     ),
+    # A legacy CUDA image's variable, which envFrom hands to a GPU-less container: every GPU.
+    (
+        "a-configmap-with-cuda-version-and-no-requirement",
+        env_source("ConfigMap", "secure", CUDA_VERSION="12.4.1"),
+        "ConfigMap key CUDA_VERSION without NVIDIA_REQUIRE_CUDA",
+    ),
+    (
+        "a-secret-with-cuda-version-and-no-requirement",
+        env_source("Secret", "secure", CUDA_VERSION="12.4"),
+        "Secret key CUDA_VERSION without NVIDIA_REQUIRE_CUDA",
+    ),
     (
         "a-secret-whose-value-is-no-base64",
         {**env_source("Secret", "secure"), "data": {"NVIDIA_VISIBLE_DEVICES": "!!"}},
@@ -351,6 +362,10 @@ ALLOWED = [
     ),
     ("a-configmap-that-sets-visible-devices-void", env_source("ConfigMap", "secure", NVIDIA_VISIBLE_DEVICES="void")),
     ("a-secret-with-ordinary-keys", env_source("Secret", "secure", VISIBLE_DEVICES="all", TOKEN="x")),
+    (
+        "a-configmap-with-cuda-version-and-its-requirement",
+        env_source("ConfigMap", "secure", CUDA_VERSION="12.4", NVIDIA_REQUIRE_CUDA="cuda>=12.4"),
+    ),
     ("a-configmap-where-no-policy-reaches", env_source("ConfigMap", "elsewhere", NVIDIA_VISIBLE_DEVICES="all")),
     (
         "an-ordinary-hostpath",

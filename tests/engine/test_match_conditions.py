@@ -166,7 +166,16 @@ def test_every_pod_the_engine_would_act_on_reaches_the_webhook(raw, user):
         assert reaches or not acts, (raw, user)
 
 
-ENV_KEYS = st.sampled_from(["NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "VISIBLE_DEVICES", "HOME", "A"])
+ENV_KEYS = st.sampled_from(
+    [
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_MIG_MONITOR_DEVICES",
+        "CUDA_VERSION",
+        "NVIDIA_REQUIRE_CUDA",
+        "VISIBLE_DEVICES",
+        "A",
+    ]
+)
 ENV_VALUES = st.sampled_from(["all", "void", "", "0", "YWxs", "!!"])
 
 
