@@ -31,7 +31,7 @@ run time outside model/yamldoc.py, and value classes made on every review are pl
 with __slots__ (native, one C call, when compiled) rather than NamedTuples or frozen dataclasses.
 """
 
-from policies.audit.judging import AuditReport, Finding, audit_pods
+from policies.audit.judging import AuditReport, Finding, audit_env_sources, audit_pods
 from policies.audit.policyreport import REPORT_API_VERSION, REPORT_LABELS, REPORT_NAME, policy_reports
 from policies.engine import COMPILED, Engine
 from policies.errors import InputError, PolicyProblem
@@ -104,6 +104,7 @@ __all__ = [
     "ENV_SOURCE_KINDS",
     "AuditReport",
     "Finding",
+    "audit_env_sources",
     "audit_pods",
     "REPORT_API_VERSION",
     "REPORT_LABELS",

@@ -10,7 +10,10 @@ at again. The audit looks, as Kyverno's background scan and Gatekeeper's audit d
   admitted under `local` consistency) fails, once per scope;
 - servable requests: a pod bound to a node whose allocatable no longer offers a GPU resource it
   asks for (re-split into other profiles) fails; one on a node being re-split
-  (`nvidia.com/mig.config.state` not `success`) warns.
+  (`nvidia.com/mig.config.state` not `success`) warns;
+- env sources (audit_env_sources, when the caller can list them): ConfigMaps and Secrets whose
+  keys envFrom would hand over as NVIDIA's device variables, written before the webhook (or a
+  policy of their namespace) was there to refuse them.
 
 Pure: the caller lists the pods and nodes, and turns findings into PolicyReports and Events.
 """
@@ -26,6 +29,7 @@ from policies.engine import Engine
 from policies.errors import InputError
 from policies.gpu.capacity import SETTLED, NodeGpus
 from policies.gpu.models import CONFIG_STATE_LABEL, MIG_RESOURCE_PREFIX, SHARED_RESOURCE_SUFFIX, WHOLE_GPU_RESOURCE
+from policies.judge.env_sources import ENV_SOURCE_KINDS
 from policies.judge.ledger import Ledger
 from policies.judge.pod_facts import PodFacts, charged
 from policies.judge.quota import NoUsage, dimensions
@@ -46,6 +50,7 @@ class Finding:
     rule: str
     result: str  # fail | warn
     message: str
+    kind: str = "Pod"  # of the object named `pod`: a Pod, or a ConfigMap or Secret (env sources)
 
 
 @dataclass
@@ -53,6 +58,7 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     judged: Counter[str] = field(default_factory=Counter)  # GPU pods judged, per namespace
     unreadable: int = 0  # pods whose objects the engine could not read (malformed)
+    env_sources: Counter[str] = field(default_factory=Counter)  # ConfigMaps and Secrets judged, per namespace
 
     def violations(self) -> Counter[tuple[str, str]]:
         """(policy, rule) -> findings, for the metric."""
@@ -89,6 +95,31 @@ def audit_pods(
         report.findings.extend(_servable(namespace, name, uid, facts, nodes))
     report.findings.extend(_over_budget(engine, ledger))
     return report
+
+
+def audit_env_sources(
+    engine: Engine, objects: Iterable[Mapping[str, Any]], report: AuditReport, cluster: ClusterState
+) -> None:
+    """Judges ConfigMaps and Secrets (a stream of list pages) as validate-env-sources would now,
+    into `report`; values are read, never kept or quoted."""
+    for raw in objects:
+        kind = raw.get("kind")
+        if kind not in ENV_SOURCE_KINDS:
+            continue
+        metadata = raw.get("metadata")
+        fields = metadata if isinstance(metadata, Mapping) else {}
+        namespace, name, uid = (str(fields.get(key) or "") for key in ("namespace", "name", "uid"))
+        try:
+            decision = engine.validate(dict(raw), NoUsage(), RequestInfo(namespace=namespace), cluster)
+        except InputError:
+            report.unreadable += 1
+            continue
+        report.env_sources[namespace] += 1
+        for verdict in decision.verdicts:
+            result = _RESULTS[verdict.action]
+            report.findings.append(
+                Finding(namespace, name, uid, verdict.policy, verdict.rule, result, verdict.message, kind)
+            )
 
 
 def _servable(namespace: str, name: str, uid: str, facts: PodFacts, nodes: Mapping[str, NodeGpus]) -> list[Finding]:

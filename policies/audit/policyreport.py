@@ -24,7 +24,7 @@ def _resource(finding: Finding) -> dict[str, str]:
     if finding.pod:
         return {
             "apiVersion": "v1",
-            "kind": "Pod",
+            "kind": finding.kind,
             "namespace": finding.namespace,
             "name": finding.pod,
             "uid": finding.uid,
@@ -56,7 +56,7 @@ def _report(kind: str, namespace: str, findings: list[Finding], judged: int, sec
     results = sorted(findings, key=lambda f: (f.result != "fail", f.pod, f.policy, f.rule))
     if len(results) > MAX_RESULTS:
         metadata["annotations"] = {TRUNCATED: str(len(results) - MAX_RESULTS)}
-    flagged = {f.pod for f in findings if f.pod}
+    flagged = {(f.kind, f.pod) for f in findings if f.pod}
     summary = {
         "pass": max(judged - len(flagged), 0),
         "fail": sum(f.result == "fail" for f in findings),
@@ -78,10 +78,16 @@ def policy_reports(
     for finding in audit.findings:
         by_namespace[finding.namespace].append(finding)
     reports = []
-    for namespace in sorted(set(audit.judged) | set(by_namespace) | set(namespaces) - {""}):
+    for namespace in sorted(set(audit.judged) | set(audit.env_sources) | set(by_namespace) | set(namespaces) - {""}):
         if namespace:
             reports.append(
-                _report("PolicyReport", namespace, by_namespace[namespace], audit.judged[namespace], seconds)
+                _report(
+                    "PolicyReport",
+                    namespace,
+                    by_namespace[namespace],
+                    audit.judged[namespace] + audit.env_sources[namespace],
+                    seconds,
+                )
             )
     reports.append(_report("ClusterPolicyReport", "", by_namespace[""], 0, seconds))
     return reports

@@ -65,3 +65,22 @@ def test_kubectl_gpu_admission_audit_reads_the_live_cluster(installation: Instal
 def test_audit_live_with_no_cluster_is_bad_input_not_a_traceback(teams: Kubectl, tmp_path):
     result = teams.run("gpu-admission", "audit", "--live", "--kubeconfig", str(tmp_path / "none"), check=False)
     assert result.code == 2 and result.stderr.startswith("error:") and "Traceback" not in result.stderr
+
+
+def test_audit_live_finds_a_configmap_the_webhook_never_saw(installation: Installation, teams: Kubectl, tmp_path):
+    """Written where no webhook judges (an excluded namespace, or before the install), a ConfigMap
+    that hands every GPU to a GPU-less pod by envFrom is found by `audit --live --env-sources`,
+    read with the caller's rights."""
+    teams.run("create", "namespace", "nvidia-device-plugin", check=False)  # excluded by the webhooks
+    teams.run(
+        "create", "configmap", "devices", "-n", "nvidia-device-plugin", "--from-literal=NVIDIA_VISIBLE_DEVICES=all"
+    )
+    (tmp_path / "late.yaml").write_text(
+        "apiVersion: gpu-admission.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: late}\n"
+        "spec: {match: {namespaces: [nvidia-device-plugin]}}\n"
+    )
+    kubeconfig = str(installation.control_plane.kubeconfig)
+    flags = ("--kubeconfig", kubeconfig, "--context", "e2e", "--policies", str(tmp_path), "--env-sources")
+    result = teams.run("gpu-admission", "audit", "--live", *flags, check=False, KUBECONFIG="/nonexistent")
+    assert result.code == 1, result.stderr
+    assert "FAIL ConfigMap nvidia-device-plugin/devices: ConfigMap key NVIDIA_VISIBLE_DEVICES grants" in result.stdout

@@ -144,6 +144,33 @@ def test_offline_audit_prints_findings_and_exits_1_on_violations(state, capsys):
     assert main(["audit"]) == 2
 
 
+def test_offline_audit_finds_env_sources_written_before_the_webhook_was_there(state, capsys):
+    """A ConfigMap or Secret whose key envFrom would hand over as NVIDIA_VISIBLE_DEVICES is refused
+    when written; one written before (no webhook, no policy then) is found by the audit, its value
+    never printed."""
+    path, policies = state
+    document = yaml.safe_load(path.read_text())
+    document["items"] += [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "devices", "namespace": "team-a"},
+         "data": {"NVIDIA_VISIBLE_DEVICES": "all"}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token", "namespace": "team-a"},
+         "data": {"TOKEN": "c2VjcmV0"}},
+    ]  # fmt: skip
+    path.write_text(yaml.safe_dump(document))
+    args = ["audit", "--cluster-state", str(path), "--policies", str(policies)]
+    assert main([*args, "--env-sources"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL ConfigMap team-a/devices: ConfigMap key NVIDIA_VISIBLE_DEVICES grants GPU devices" in out
+    assert "2 GPU pods, 2 ConfigMaps and Secrets judged, 2 findings" in out and "c2VjcmV0" not in out
+    assert main([*args, "--env-sources", "-o", "policyreport"]) == 1
+    (report, _) = yaml.safe_load_all(capsys.readouterr().out)
+    flagged = [r["resources"][0] for r in report["results"] if r["rule"] == "security.envFrom"]
+    assert flagged == [{"apiVersion": "v1", "kind": "ConfigMap", "namespace": "team-a", "name": "devices", "uid": ""}]
+    assert report["summary"]["pass"] == 2  # the clean pod and the Secret
+    main(args)  # without the flag, env sources are not judged
+    assert "ConfigMap" not in capsys.readouterr().out
+
+
 @pytest.fixture
 def kube(kube_on_path):
     fake = kube_on_path

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from policies import AuditReport, Engine, Finding, KnownCluster, audit_pods, policy_reports
+from policies import AuditReport, Engine, Finding, KnownCluster, audit_env_sources, audit_pods, policy_reports
 from webhook.cli.offline import cluster_state_with_nodes
 from webhook.sources.files import load_policies, policy_set_of
 
@@ -39,10 +39,13 @@ def _engine(args: argparse.Namespace) -> Engine:
 
 def _text(report: AuditReport) -> str:
     lines = []
-    for f in sorted(report.findings, key=lambda f: (f.namespace, f.pod, f.policy, f.rule)):
-        subject = f"Pod {f.namespace}/{f.pod}" if f.pod else f"scope {f.namespace or '(policy-wide)'}"
+    for f in sorted(report.findings, key=lambda f: (f.namespace, f.kind, f.pod, f.policy, f.rule)):
+        subject = f"{f.kind} {f.namespace}/{f.pod}" if f.pod else f"scope {f.namespace or '(policy-wide)'}"
         lines.append(f"{f.result.upper()} {subject}: {f.message} [policy {f.policy}, rule {f.rule}]")
-    lines.append(f"{sum(report.judged.values())} GPU pods judged, {len(report.findings)} findings")
+    judged = f"{sum(report.judged.values())} GPU pods"
+    if report.env_sources:
+        judged += f", {sum(report.env_sources.values())} ConfigMaps and Secrets"
+    lines.append(f"{judged} judged, {len(report.findings)} findings")
     return "\n".join(lines)
 
 
@@ -68,24 +71,30 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     engine = _engine(args)
     pods: Iterable[Any]
+    env_sources: Iterable[Any] = ()
     if args.live:
         from webhook.cluster.api.identity import api_client, load_config
-        from webhook.cluster.audit.audit_io import read_cluster  # the kubernetes client only when used
+        from webhook.cluster.audit.audit_io import read_cluster, read_env_sources  # the client only when used
 
         load_config(args.kubeconfig, args.context)
         api = api_client()
         read = read_cluster(api)
         pods, cluster, nodes = read.pods, KnownCluster(read.namespaces), read.nodes
+        if args.env_sources:
+            env_sources = read_env_sources(api, lambda note: print(f"note: {note}", file=sys.stderr))
     elif args.cluster_state:
-        pods, cluster, nodes = cluster_state_with_nodes(args.cluster_state)
+        pods, cluster, nodes, held = cluster_state_with_nodes(args.cluster_state)
+        env_sources = held if args.env_sources else ()
         api = None
     else:
         print("error: give --cluster-state FILE, or --live to read the cluster", file=sys.stderr)
         return EXIT_BAD_INPUT
     started = time.monotonic()
     report = audit_pods(engine, pods, cluster, nodes)
+    audit_env_sources(engine, env_sources, report, cluster)
     summary: dict[str, Any] = {
         "judged": sum(report.judged.values()),
+        "env_sources_judged": sum(report.env_sources.values()),
         "findings": len(report.findings),
         "violations": [{"policy": p, "rule": r, "count": n} for (p, r), n in sorted(report.violations().items())],
         "seconds": round(time.monotonic() - started, 3),

@@ -215,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--live", action="store_true", help="read the cluster (--kubeconfig/--context, in-cluster config, KUBECONFIG)"
     )
     _cluster_options(audit)
+    audit.add_argument(
+        "--env-sources",
+        action="store_true",
+        help="judge ConfigMaps and Secrets too (what envFrom would hand over as NVIDIA's device variables); "
+        "with --live, those the caller may list",
+    )
     audit.add_argument("--write-reports", action="store_true", help="with --live: write PolicyReports and Events")
     audit.add_argument("--events", type=int, default=EVENTS_PER_RUN, help="Events at most a run (default 20)")
     audit.add_argument("--policy-snapshot", help=argparse.SUPPRESS)  # the leader's policies, for its audit process

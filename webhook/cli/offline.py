@@ -45,7 +45,7 @@ from webhook.sources.files import directory_texts, read_manifests
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 CLUSTER_KINDS = (
     "cluster state holds Pods, Namespaces, Nodes, ResourceQuotas, ResourceClaims, ResourceClaimTemplates, "
-    "DeviceClasses and ResourceSlices only"
+    "DeviceClasses, ResourceSlices, ConfigMaps and Secrets only"
 )
 
 
@@ -105,12 +105,13 @@ def cluster_state(path: str) -> tuple[list[Any], KnownCluster]:
     """The pods of a `kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml` dump, and what the
     engine may know of the cluster from it: namespace labels, free GPU capacity per model and
     profile, ResourceQuotas on whole GPUs."""
-    pods, cluster, _ = cluster_state_with_nodes(path)
+    pods, cluster, _, _ = cluster_state_with_nodes(path)
     return pods, cluster
 
 
-def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[str, NodeGpus]]:
-    """cluster_state, and what each Node says of its GPUs (the audit's servable check), in one read."""
+def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[str, NodeGpus], list[Any]]:
+    """cluster_state, what each Node says of its GPUs (the audit's servable check), and the
+    ConfigMaps and Secrets it holds (the audit's env sources), in one read."""
     nodes: dict[str, NodeGpus] = {}
     pods: list[Any] = []
     views: list[PodView] = []
@@ -119,6 +120,7 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     claims: list[dict[str, Any]] = []
     device_classes: list[dict[str, Any]] = []
     slices: list[dict[str, Any]] = []
+    env_sources: list[dict[str, Any]] = []
     capacity = CapacityLedger(CATALOG)
     for label, item in read_manifests(path):
         if not isinstance(item, dict):
@@ -146,6 +148,8 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
             device_classes.append(item)
         elif kind == "ResourceSlice":
             slices.append(item)
+        elif kind in ("ConfigMap", "Secret"):
+            env_sources.append(item)
         else:
             raise InputError("kind", CLUSTER_KINDS, label)
     capacity.replace_uses(node_uses((v.node_name, gpus_held(v)) for v in views if counts_against_quota(v)))
@@ -165,7 +169,7 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     cluster = KnownCluster(
         namespaces, with_dra, quotas.by_namespace(), known.demands(), device_classes=classes.classes, shares=inventory
     )
-    return pods, cluster, nodes
+    return pods, cluster, nodes, env_sources
 
 
 def judge_all(engine: Engine, files: list[str], namespace: str, state: str | None) -> tuple[Inputs, list[Judged]]:

@@ -5,7 +5,7 @@ leader replica starts (webhook.cluster.audit.background_audit), or by `gpu-admis
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,22 @@ def read_cluster(api: client.ApiClient) -> ClusterRead:
         gpus = node_gpus(raw)
         nodes[gpus.name] = gpus
     return ClusterRead(pods, namespaces, nodes)
+
+
+def read_env_sources(api: client.ApiClient, note: Callable[[str], None]) -> Iterator[dict[str, Any]]:
+    """Every ConfigMap, then every Secret, page by page, with the caller's rights: a kind they
+    may not list is said through `note` and skipped (the webhook's own account lists neither)."""
+    core = client.CoreV1Api(api)
+    for kind, call in (
+        ("ConfigMaps", core.list_config_map_for_all_namespaces),
+        ("Secrets", core.list_secret_for_all_namespaces),
+    ):
+        try:
+            yield from _pages(call)
+        except ApiException as error:
+            if error.status not in (401, 403):
+                raise
+            note(f"{kind} could not be listed ({error.status} {error.reason}): not judged")
 
 
 def existing_reports(api: client.ApiClient) -> dict[str, dict[str, Any]] | None:
