@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from policies.judge.quota import check_quota
 from policies.judge.usage import Usage
 from policies.model.policy import GPUPolicy, Limits, Quota, Source
+from policies.review.request import RequestInfo
 from tests.conftest import as_v1pod_and_back, engine_from, policy
 
 ENGINE = engine_from(
@@ -210,3 +211,46 @@ def test_a_quota_denies_exactly_what_fraction_arithmetic_puts_over_the_limit_and
         elif bound > 0 and after >= bound * Fraction(4, 5):
             expected.add((rule, "warn"))
     assert rules == expected
+
+
+class _Held:
+    """What a scope holds now: `gpus` whole GPUs over `pods` pods, for every policy."""
+
+    def __init__(self, gpus: int, pods: int) -> None:
+        self.held = Usage(Fraction(gpus), {}, gpus, pods)
+
+    def usage(self, policy, scope):
+        return self.held
+
+    def shared_claims(self, policy, scope):
+        return ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    held=st.integers(0, 12),
+    each=st.integers(0, 3),
+    limit=st.integers(0, 16),
+    was=st.integers(0, 8),
+    now=st.integers(0, 12),
+    replicas_field=st.sampled_from(["Deployment", "LeaderWorkerSet"]),
+)
+def test_a_scale_the_webhook_allows_never_takes_a_budget_past_its_limit(held, each, limit, was, now, replicas_field):
+    """The law at `kubectl scale`: what is held plus every pod the scale-up adds stays within the
+    budget whenever the scale is allowed, and a scale-down or no change is always allowed."""
+    engine = engine_from(policy("budget", f"match: {{namespaces: [ml]}}\nquota: {{limits: {{gpus: {limit}}}}}"))
+    container = {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": each}}}
+    template = {"spec": {"containers": [container]}}
+    if replicas_field == "Deployment":
+        workload = {"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": was, "template": template}}
+        per_replica = 1
+    else:
+        group = {"size": 2, "workerTemplate": template}
+        workload = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                    "spec": {"replicas": was, "leaderWorkerTemplate": group}}  # fmt: skip
+        per_replica = 2
+    workload["metadata"] = {"name": "w", "namespace": "ml"}
+    decision = engine.validate_scale(workload, was, now, _Held(held, held), RequestInfo(namespace="ml"))
+    added = max(now - was, 0) * per_replica
+    overrun = added > 0 and each > 0 and held + added * each > limit
+    assert decision.allowed is not overrun  # what runs already is never counted twice
