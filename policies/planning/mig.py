@@ -152,9 +152,16 @@ class MigPlanner:
         devices.extend(Device(r.container, r.profile.name, r.models) for r in rewrites if r.via.pinnable)
         served = frozenset(self.dra_served(pod))
         devices = [d for d in devices if d.container is None or mixed_resource(d.profile) not in served]
-        for profile in added:
+        for profile in added:  # the sidecar's slice: gated as it will be once it is there (a second pass)
             offering = self.catalog.models_with(profile)
-            devices.append(Device(None, profile, tuple(m for m in self.spec.gpu_models if m in offering) or offering))
+            models = tuple(m for m in (picked or self.spec.gpu_models) if m in offering) or (() if picked else offering)
+            if models:
+                devices.append(Device(None, profile, models))
+            else:
+                told = ", ".join(m.key for m in picked)
+                problems.append(
+                    ("metadata.annotations", f"triton sidecar: profile {profile} is not a profile of {told}")
+                )
         pinned = pin_for(devices, pod.placement, self.catalog)
         return Gated((*problems, *pinned.problems), pinned.pin, pinned.pin_models)
 

@@ -5,7 +5,7 @@ import copy
 from fractions import Fraction
 
 import jsonpatch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from policies.judge.quota import check_quota
@@ -159,8 +159,27 @@ def test_mig_requests_always_equal_limits(raw):
             assert "nvidia.com/gpu ->" in change.what
 
 
+# Found by this law: a Triton sidecar's slice, the pod's only GPU, was pinned to the policy's
+# models on the first pass and to the gpu-model annotation's only on the second.
+SIDECAR_ONLY_GPU = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "p",
+        "namespace": "ml-a",
+        "annotations": {
+            "gpu-admission.io/triton": "inject",
+            "gpu-admission.io/mig-profile": "1g.10gb",
+            "gpu-admission.io/gpu-model": "H100-80GB",
+        },
+    },
+    "spec": {"containers": [{"name": "main0", "image": "cuda:12"}]},
+}
+
+
 @SETTINGS
 @given(pods())
+@example(SIDECAR_ONLY_GPU)
 def test_a_second_pass_over_its_own_output_returns_no_patch(raw):
     first = ENGINE.mutate(raw)
     second = ENGINE.mutate(first.object)
