@@ -2,36 +2,35 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from mypy_extensions import mypyc_attr
 
 from policies.errors import InputError
+from policies.judge.apply_time import (
+    at_apply,
+    is_budget,
+    made_by_note,
+    over_alone,
+    replica_warnings,
+    scale_verdicts,
+    unread,
+)
 from policies.judge.claim_objects import (
     is_claim_object,
     is_namespace,
     judge_admin_access_label,
     judge_claim_object,
 )
-from policies.judge.controllers import (
-    Template,
-    made_by_note,
-    over_alone,
-    pod_templates,
-    put_back,
-    replica_warnings,
-    scale_verdicts,
-    scaled_to,
-    workload_kind,
-)
+from policies.judge.controllers import Template, pod_templates, put_back, scaled_to, workload_kind
 from policies.judge.env_sources import ENV_SOURCE_KINDS, judge_env_source
 from policies.judge.quota import NoUsage, UsageSource
-from policies.judge.usage import EMPTY
+from policies.judge.usage import EMPTY, Usage
 from policies.judge.validation import Decision, ratchet, subject_of, validate_ephemeral, validate_pod
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action
 from policies.model.policyset import PolicySet
-from policies.model.workloads import Form, WorkloadKind, unread_version
+from policies.model.workloads import Form, unread_version
 from policies.mutate.mutation import MutationResult, mutate_pod
 from policies.planning.plan import Problem
 from policies.review.cluster import NO_CLUSTER, ClusterState
@@ -190,12 +189,14 @@ class Engine:
         if unread_version(raw.get("apiVersion"), entry):
             return Decision(True, (unread(raw, entry),))
         found = pod_templates(raw, request.namespace, self.policy_set.workloads)
+        running = self._running(kind, request, cluster)
         made_by = entry.made_by
         verdicts: list[Verdict] = []
         notes: list[str] = []
         total, policies = EMPTY, []
         for template in found:
-            decision, changes = self._judge_template(raw, template, usage, request, cluster)
+            was = running.get(template.path)
+            decision, changes = self._judge_template(raw, template, usage, request, cluster, running=was)
             verdicts += decision.verdicts
             total = total + decision.usage
             policies += [p for p in decision.policies if p not in policies]
@@ -203,6 +204,23 @@ class Engine:
                 notes.append(made_by_note(template.path, made_by, changes))
         allowed = not any(v.action is Action.DENY for v in verdicts)
         return Decision(allowed, tuple(verdicts), total, tuple(policies), notes=tuple(notes))
+
+    def _running(self, kind: str, request: RequestInfo, cluster: ClusterState) -> dict[str, tuple[int, Usage]]:
+        """On an UPDATE, each template of the workload as it was: its replicas, and what a pod of
+        it holds (those pods are counted already, and are not counted again)."""
+        old = request.old_object
+        if request.operation is not Operation.UPDATE or not isinstance(old, dict) or old.get("kind") != kind:
+            return {}
+        try:
+            found = pod_templates(old, request.namespace, self.policy_set.workloads)
+            return {t.path: (t.replicas, self._pod_usage(t, request, cluster)) for t in found}
+        except InputError:
+            return {}  # an old version this engine cannot read: every replica counts
+
+    def _pod_usage(self, template: Template, request: RequestInfo, cluster: ClusterState) -> Usage:
+        creating = request._replace(namespace=template.pod["metadata"]["namespace"], operation=Operation.CREATE)
+        mutated = mutate_pod(template.pod, self.policy_set, creating, cluster).object
+        return validate_pod(mutated, self.policy_set, NoUsage(), creating, cluster=cluster).usage
 
     def validate_scale(
         self,
@@ -243,13 +261,15 @@ class Engine:
         request: RequestInfo,
         cluster: ClusterState,
         scaled: int | None = None,
+        running: tuple[int, Usage] | None = None,
     ) -> tuple[Decision, tuple[Change, ...]]:
         """The template's verdict, and what the mutating webhook will change in its pods.
 
         A budget its pods would overrun is a warning (pods are admitted one by one later, and
         others may leave), unless one pod alone holds more than the limit: then every pod it
         makes will be denied, and the workload is, at apply time, like a per-pod cap. `scaled`:
-        the template is scaled up from this many pods (validate_scale)."""
+        the template is scaled up from this many pods (validate_scale); `running`: an UPDATE's
+        replicas and pod usage of the template as it was (replica_warnings)."""
         namespace = template.pod["metadata"]["namespace"]
         creating = request._replace(namespace=namespace, operation=Operation.CREATE, old_object=None)
         subject = f"{subject_of(raw, namespace)} {template.path}"
@@ -261,7 +281,7 @@ class Engine:
             raise InputError(f"{template.path}.{error.path}", error.message) from None
         matched = tuple(p for p in self.policy_set.policies if p.name in decision.policies)
         if scaled is not None:
-            kept = [v for v in decision.verdicts if not _budget(v)]
+            kept = [v for v in decision.verdicts if not is_budget(v)]
             kept += [
                 v.about(subject)
                 for v in scale_verdicts(matched, namespace, decision.usage, scaled, template.replicas, usage)
@@ -269,34 +289,12 @@ class Engine:
             allowed = not any(v.action is Action.DENY for v in kept)
             return decision._replace(allowed=allowed, verdicts=tuple(kept)), ()
         certain = over_alone(matched, decision.usage)
-        verdicts = [_at_apply(v, certain) for v in decision.verdicts]
+        verdicts = [at_apply(v, certain) for v in decision.verdicts]
+        if running is not None:  # one pod more on top of those running counts them twice: replica_warnings says
+            verdicts = [v for v in verdicts if not is_budget(v) or (v.policy, v.rule) in certain]
         verdicts += [
-            v.about(subject) for v in replica_warnings(matched, namespace, decision.usage, template.replicas, usage)
+            v.about(subject)
+            for v in replica_warnings(matched, namespace, decision.usage, template.replicas, usage, running)
         ]
         allowed = not any(v.action is Action.DENY for v in verdicts)
         return Decision(allowed, tuple(verdicts), decision.usage, decision.policies), mutation.changes
-
-
-def unread(raw: JSON, entry: WorkloadKind) -> Verdict:
-    """A workload at a version whose shape gpu-admission does not read: skipped, and said so (never
-    "allowed, charged 0"); its pods are judged when its operator makes them."""
-    versions = ", ".join(f"{entry.group}/{v}" for v in entry.versions)
-    message = (
-        f"{entry.kind} {raw.get('apiVersion')} is not judged: gpu-admission reads {versions} only; "
-        "its pods are judged as they are made"
-    )
-    return Verdict("gpu-admission", "workloads.version", "apiVersion", message, Action.WARN)
-
-
-def _budget(verdict: Verdict) -> bool:
-    """A verdict on a budget (what other pods hold counts), not a per-pod cap or a claim's."""
-    return verdict.rule.startswith("quota.") and ".perPod." not in verdict.rule and verdict.rule != "quota.claims"
-
-
-def _at_apply(verdict: Verdict, certain: frozenset[tuple[str, str]]) -> Verdict:
-    """A template's quota verdict at apply time: a warning, unless one pod alone overruns."""
-    if not _budget(verdict):
-        return verdict
-    if (verdict.policy, verdict.rule) in certain and verdict.action is Action.DENY:
-        return replace(verdict, message=f"every pod of this template would be denied: {verdict.message}")
-    return replace(verdict, action=Action.WARN)

@@ -9,18 +9,14 @@ feedback at apply time. Where templates live in each kind is the workload table
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policies.errors import InputError
 from policies.gpu.models import WHOLE_GPU_RESOURCE
 from policies.json_fields import mapping
-from policies.judge.quota import Amount, UsageSource, dimensions, scope_label, scope_of
-from policies.judge.usage import Usage
-from policies.judge.verdict import Verdict
-from policies.model.policy import Action, GPUPolicy, Quota
 from policies.model.workloads import KSERVE_MODEL_FIELDS, Form, Found, WorkloadKind, WorkloadTable, templates
-from policies.review.document import JSON, Change
+from policies.review.document import JSON
 
 # The fields of a v1 PodSpec: what a `podspec` site keeps (a KServe component carries its own
 # fields beside them: minReplicas, canaryTrafficPercent, logger, ...).
@@ -194,89 +190,8 @@ def put_back(raw: JSON, template: Template, pod: JSON) -> JSON:
     return result
 
 
-def _overruns(
-    policies: tuple[GPUPolicy, ...], namespace: str, usage: Usage, count: int, usage_source: UsageSource
-) -> Iterator[tuple[GPUPolicy, Quota, str, str, Amount, Amount, Amount, Amount]]:
-    """(policy, quota, dimension, limit path, held, asked a pod, total, limit) of every budget
-    that `count` more pods holding `usage` each would overrun."""
-    for policy in policies:
-        quota = policy.quota
-        if quota is None:
-            continue
-        current = usage_source.usage(policy, scope_of(quota, namespace))
-        held = {name: amount for name, _, amount, _ in dimensions(quota.limits, current, quota.shared_weight)}
-        for name, path, asked, limit in dimensions(quota.limits, usage, quota.shared_weight):
-            total = held[name] + asked * count
-            if asked > 0 and total > limit:
-                yield policy, quota, name, path, held[name], asked, total, limit
-
-
-def replica_warnings(
-    policies: tuple[GPUPolicy, ...], namespace: str, usage: Usage, replicas: int, usage_source: UsageSource
-) -> list[Verdict]:
-    """Where `replicas` pods of this template would exceed a quota, say so with the numbers."""
-    if replicas <= 1 or usage.empty:
-        return []
-    return [
-        Verdict(
-            policy.name,
-            f"quota.{name.split()[0]}",
-            f"spec.quota.limits.{path}",
-            f"{scope_label(policy, quota, namespace)}: {replicas} replicas would hold {name} {held} + "
-            f"{replicas}x{asked} = {total}, over {limit} (policy {policy.name})",
-            Action.WARN,
-        )
-        for policy, quota, name, path, held, asked, total, limit in _overruns(
-            policies, namespace, usage, replicas, usage_source
-        )
-    ]
-
-
-def scale_verdicts(
-    policies: tuple[GPUPolicy, ...], namespace: str, usage: Usage, was: int, now: int, usage_source: UsageSource
-) -> list[Verdict]:
-    """Scaling from `was` to `now` replicas adds `now - was` pods holding `usage` each, made at
-    once: a budget they overrun is the policy's own action (deny, or warn), as their pods will be.
-    What the running replicas hold is in `usage_source` already, so only the pods added count."""
-    added = now - was
-    if added <= 0 or usage.empty:
-        return []
-    return [
-        Verdict(
-            policy.name,
-            f"quota.{name.split()[0]}",
-            f"spec.quota.limits.{path}",
-            f"{scope_label(policy, quota, namespace)}: scaling from {was} to {now} adds {added} pods, "
-            f"{name} {held} + {added}x{asked} = {total}, over {limit} (policy {policy.name})",
-            Action.DENY if quota.action is Action.DENY else Action.WARN,
-        )
-        for policy, quota, name, path, held, asked, total, limit in _overruns(
-            policies, namespace, usage, added, usage_source
-        )
-    ]
-
-
 def scaled_to(raw: JSON, replicas: int) -> JSON:
     """A workload as its Scale subresource leaves it: `spec.replicas` (the path of every kind
     whose scale the webhook judges: apps' controllers and LeaderWorkerSet) set to `replicas`."""
     spec = mapping(raw.get("spec"), "spec")
     return {**raw, "spec": {**spec, "replicas": replicas}}
-
-
-def over_alone(policies: tuple[GPUPolicy, ...], usage: Usage) -> frozenset[tuple[str, str]]:
-    """(policy, rule) of every budget one pod holding `usage` overruns by itself, whatever else
-    is charged: every such pod will be denied."""
-    return frozenset(
-        (policy.name, f"quota.{name.split()[0]}")
-        for policy in policies
-        if policy.quota is not None
-        for name, _, asked, limit in dimensions(policy.quota.limits, usage, policy.quota.shared_weight)
-        if asked > limit
-    )
-
-
-def made_by_note(path: str, made_by: str, changes: tuple[Change, ...]) -> str:
-    """Where an operator, not a template of the object, makes the pods: who, and what the pod
-    webhook will do to them when they come."""
-    then = "make these changes: " + "; ".join(str(c) for c in changes) if changes else "admit them as judged here"
-    return f"{path}: {made_by}; the pod webhook will then {then}"

@@ -71,6 +71,15 @@ def scale(kubectl: Kubectl, name: str, replicas: int, *args: str):
     return kubectl.run("scale", f"deployment/{name}", "-n", NAMESPACE, f"--replicas={replicas}", *args, check=False)
 
 
+def test_reapplying_or_labelling_a_running_deployment_warns_of_nothing(team: Kubectl):
+    """Its running pods are counted once (#41): before, every GitOps sync warned "2 replicas would
+    hold pods 2 + 2x1 = 4, over 3"."""
+    assert not team.apply(deployment("serve", 2)).warnings
+    assert not team.run("label", "deployment", "serve", "-n", NAMESPACE, "tier=gold").warnings
+    (warning,) = team.apply(deployment("serve", 4), "--dry-run=server").warnings
+    assert "4 replicas (from 2) would hold pods 2 + 2x1 = 4, over 3 (policy e2e-scale)" in warning
+
+
 def test_a_scale_up_past_the_budget_is_refused_at_kubectl_scale(team: Kubectl):
     for args in (("--dry-run=server",), ()):
         result = scale(team, "serve", 5, *args)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import engine_from, gpu_container, pod, policy
-from tests.server_harness import ApiServer, api_server, holder_of, scale_review
+from tests.server_harness import ApiServer, admission_review, api_server, holder_of, scale_review
 
 POLICIES = [
     policy("four-gpus", "match: {namespaces: [team]}\nquota: {limits: {gpus: 4}}"),
@@ -127,3 +127,23 @@ def test_a_pod_resized_in_place_is_judged_as_it_is_left(api):
     assert "a GPU pod's containers may hold at most 64Gi of memory" in response["status"]["message"]
     new["spec"]["containers"][0]["resources"]["limits"]["memory"] = "48Gi"
     assert api.update(old, new, sub_resource="resize")[0]
+
+
+def update(api: ApiServer, old: dict[str, Any], new: dict[str, Any]) -> Any:
+    status, body = api.client.review("/validate", admission_review(new, operation="UPDATE", old=old))
+    assert status == 200
+    return body["response"]
+
+
+def test_an_update_counts_the_replicas_running_once(api):
+    """The same as `kubectl scale`, by apply: re-applying an unchanged Deployment or labelling it
+    warns of nothing; 2 -> 6 replicas counts 4 more on top of the 2 running, not 6 (#41)."""
+    running = deployment("team", 2)
+    labelled = copy.deepcopy(running)
+    labelled["metadata"]["labels"] = {"tier": "gold"}
+    assert update(api, running, running).get("warnings") is None
+    assert update(api, running, labelled).get("warnings") is None
+    (warning,) = update(api, running, deployment("team", 6))["warnings"]
+    assert "6 replicas (from 2) would hold gpus 2 + 4x1 = 6, over 4 (policy four-gpus)" in warning
+    warnings = update(api, running, deployment("team", 3, gpus=2))["warnings"]
+    assert any("3 replicas (from 2) would hold gpus 2 - 2 + 3x2 = 6, over 4" in w for w in warnings)
