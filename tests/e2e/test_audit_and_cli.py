@@ -60,6 +60,12 @@ def test_kubectl_gpu_admission_audit_reads_the_live_cluster(installation: Instal
     result = teams.run("gpu-admission", "audit", "--live", *flags, "-o", "json", check=False, KUBECONFIG="/nonexistent")
     assert result.code == 1, result.stderr  # the record-image audit rule fails on these pods
     assert "record-image" in result.stdout
+    # With no --policies, the cluster's own policy ConfigMaps, as the webhook enforces them (#41:
+    # the bundled default said "0 findings" while the cluster's PolicyReports listed failures).
+    own = ("--kubeconfig", kubeconfig, "--context", "e2e")
+    result = teams.run("gpu-admission", "audit", "--live", *own, check=False, KUBECONFIG="/nonexistent")
+    assert result.code == 1, result.stderr
+    assert "record-image" in result.stdout and "judged with the cluster's" in result.stderr
 
 
 def test_audit_live_with_no_cluster_is_bad_input_not_a_traceback(teams: Kubectl, tmp_path):

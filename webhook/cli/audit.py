@@ -23,12 +23,30 @@ EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 EVENTS_PER_RUN = 20
 
 
-def _engine(args: argparse.Namespace) -> Engine:
+def _engine(args: argparse.Namespace, api: Any = None) -> Engine:
+    """The policies to judge with: the leader's versions in force (its audit process), the files
+    given, else, live, the cluster's own policy ConfigMaps (what the webhook enforces), else the
+    bundled default."""
     if args.policy_snapshot:
         # The leader's versions in force: loaded there already, so problems cannot arise here.
         entries = json.loads(Path(args.policy_snapshot).read_text())
         snapshot, _ = policy_set_of((file, text, namespace) for file, text, namespace in entries)
         return Engine(snapshot)
+    if api is not None and not args.policies:
+        from webhook.cluster.audit.audit_io import read_policy_texts
+
+        texts = read_policy_texts(api, args.policy_namespace)
+        if not texts:
+            print(
+                f"error: no policy ConfigMaps in the cluster ({args.policy_namespace}); give --policies",
+                file=sys.stderr,
+            )
+            raise SystemExit(EXIT_BAD_INPUT)
+        live, problems = policy_set_of(texts)
+        for problem in problems:
+            print(f"warning: {problem} (left out, as the webhook keeps its last good version)", file=sys.stderr)
+        print(f"note: judged with the cluster's {len(live.policies)} policies", file=sys.stderr)
+        return Engine(live)
     policy_set, result = load_policies(args.policies)
     for problem in result.problems:
         print(f"error: {problem}", file=sys.stderr)
@@ -69,7 +87,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    engine = _engine(args)
     pods: Iterable[Any]
     env_sources: Iterable[Any] = ()
     if args.live:
@@ -78,11 +95,13 @@ def _audit(args: argparse.Namespace) -> int:
 
         load_config(args.kubeconfig, args.context)
         api = api_client()
+        engine = _engine(args, api)
         read = read_cluster(api)
         pods, cluster, nodes = read.pods, KnownCluster(read.namespaces), read.nodes
         if args.env_sources:
             env_sources = read_env_sources(api, lambda note: print(f"note: {note}", file=sys.stderr))
     elif args.cluster_state:
+        engine = _engine(args)
         pods, cluster, nodes, held = cluster_state_with_nodes(args.cluster_state)
         env_sources = held if args.env_sources else ()
         api = None

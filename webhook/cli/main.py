@@ -210,7 +210,15 @@ def build_parser() -> argparse.ArgumentParser:
         "0 no violation (warnings aside); 1 violations; 2 input or policies that cannot be read",
     )
     audit.add_argument("--cluster-state", help="kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml")
-    audit.add_argument("--policies", type=Path, action="append", help="policy files or directories (default: bundled)")
+    audit.add_argument(
+        "--policies",
+        type=Path,
+        action="append",
+        help="policy files or directories (default: with --live the cluster's policy ConfigMaps, else bundled)",
+    )
+    audit.add_argument(
+        "--policy-namespace", default=DEFAULT_POLICY_NAMESPACE, help="with --live: the webhook's namespace"
+    )
     audit.add_argument(
         "--live", action="store_true", help="read the cluster (--kubeconfig/--context, in-cluster config, KUBECONFIG)"
     )

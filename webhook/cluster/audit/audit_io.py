@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from policies import REPORT_API_VERSION, REPORT_LABELS, REPORT_NAME, Finding, NodeGpus, node_gpus
 from webhook.cluster.watches.namespaces import namespace_labels
+from webhook.sources.configmaps import POLICY_LABEL, policy_owner, texts_of
 
 log = logging.getLogger("gpu_admission.audit")
 GROUP, VERSION = REPORT_API_VERSION.split("/")
@@ -74,6 +75,25 @@ def read_env_sources(api: client.ApiClient, note: Callable[[str], None]) -> Iter
             if error.status not in (401, 403):
                 raise
             note(f"{kind} could not be listed ({error.status} {error.reason}): not judged")
+
+
+def read_policy_texts(api: client.ApiClient, policy_namespace: str) -> list[tuple[str, str, str | None]]:
+    """The policy ConfigMaps the webhook reads, as (file, text, owner) entries: every namespace's
+    where the caller may list them (team policies too), else those of `policy_namespace`.
+    ApiException where even those cannot be read."""
+    core = client.CoreV1Api(api)
+    try:
+        found = list(_pages(core.list_config_map_for_all_namespaces, label_selector=POLICY_LABEL))
+    except ApiException as error:
+        if error.status not in (401, 403):
+            raise
+        found = list(_pages(core.list_namespaced_config_map, namespace=policy_namespace, label_selector=POLICY_LABEL))
+    entries = []
+    for configmap in found:
+        namespace = str((configmap.get("metadata") or {}).get("namespace") or policy_namespace)
+        owner = policy_owner(namespace, policy_namespace)
+        entries += [(file, text, owner) for file, text in texts_of(configmap, namespace)[1]]
+    return entries
 
 
 def existing_reports(api: client.ApiClient) -> dict[str, dict[str, Any]] | None:
