@@ -120,9 +120,9 @@ def test_policy_tests_run_only_what_run_selects(capsys):
 
 def test_lint_accepts_an_intended_overlap_named_by_its_two_policies(capsys):
     policies = str(EXAMPLES / "policies")
-    assert main(["lint", policies]) == 1
+    assert main(["lint", policies, "--strict"]) == 1
     accepted = ["--allow-overlap", "inference,team-a-training", "--allow-overlap", "team-a-training,slices-everywhere"]
-    assert main(["lint", policies, *accepted]) == 0
+    assert main(["lint", policies, *accepted, "--strict"]) == 0
     assert "0 warnings" in capsys.readouterr().err
     assert main(["lint", policies, "--allow-overlap", "only-one"]) == 2
 
@@ -167,3 +167,13 @@ def test_shell_completion_completes_commands_and_their_flags(shell, capsys, tmp_
     done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.stdout.split("\n")[:2] == ["validate", "--force"]
     assert "--policy-snapshot" not in completion.read_text()
+
+
+def test_a_missing_file_is_named_plainly_and_an_abbreviated_flag_is_refused(capsys):
+    """#41: `[Errno 2] No such file or directory: '/x'` read as a crash; `--fil` was taken for `--file`."""
+    assert main(["validate", "-f", "/nonexistent/pod.yaml"]) == 2
+    assert capsys.readouterr().err == "error: /nonexistent/pod.yaml: no such file or directory\n"
+    assert main(["validate", "-f", "-", "--fil", str(EXAMPLES / "policies" / "training-quota.yaml")]) == 2
+    assert "unrecognized arguments: --fil" in capsys.readouterr().err
+    assert main(["lint", "--stric", str(EXAMPLES / "policies")]) == 2
+    assert "unrecognized arguments: --stric" in capsys.readouterr().err

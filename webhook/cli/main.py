@@ -74,6 +74,7 @@ def _command(commands: Any, name: str, summary: str, description: str, exits: st
         description=description,
         epilog=f"exit codes: {exits}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # `--fil` is a mistake to say, not a `--file` to guess
     )
 
 
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_program(),
         description="GPU admission webhook and policy engine. Every command says its exit codes in its --help.",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"gpu-admission {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -140,9 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Checks policy files and directories: schema, CEL (and unguarded map indexing), profiles and "
         "models, rules that can never be true or false, policies that decide the same pods differently; "
         "each problem with file, line, policy and field path.",
-        "0 clean; 1 problems (or no policy file found)",
+        "0 no problems (warnings aside, unless --strict); 1 problems, warnings with --strict, or no policy file "
+        "found; 2 a path that cannot be read or a bad flag",
     )
     lint.add_argument("paths", nargs="+", help="policy files or directories")
+    lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1), as for CI")
     lint.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
     lint.add_argument(
         "--cluster-state",
@@ -314,7 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     completion.add_argument("shell", choices=("bash", "zsh"))
     completion.set_defaults(run=lambda args: _print_completion(parser, args.shell))
-    certs = commands.add_parser("certs", help="TLS material", description="TLS material: generate or client.")
+    certs = commands.add_parser(
+        "certs", help="TLS material", description="TLS material: generate or client.", allow_abbrev=False
+    )
     certs_commands = certs.add_subparsers(dest="certs_command", required=True, metavar="{generate,client}")
     generate = _command(
         certs_commands,
@@ -344,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _os_error(error: OSError) -> str:
+    """`/x.yaml: no such file or directory`, not `[Errno 2] No such file or directory: '/x.yaml'`."""
+    if error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror[0].lower()}{error.strerror[1:]}"
+    return str(error)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -361,7 +374,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (OSError, UnicodeDecodeError) as error:
+    except OSError as error:
+        print(f"error: {_os_error(error)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except UnicodeDecodeError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except SystemExit as stop:

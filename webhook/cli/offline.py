@@ -293,4 +293,4 @@ def cmd_lint(args: argparse.Namespace) -> int:
         f"{len(result.problems)} problems, {len(advice)} warnings",
         file=sys.stderr,
     )
-    return EXIT_DENIED if result.problems or advice else EXIT_OK
+    return EXIT_DENIED if result.problems or (advice and args.strict) else EXIT_OK
