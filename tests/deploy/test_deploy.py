@@ -254,6 +254,26 @@ def test_rbac_is_least_privilege(overlay):
                 assert rule.get("resourceNames")
 
 
+def test_tenants_may_read_their_policyreports_and_the_policies_and_nothing_more():
+    """#41: no role let view or edit read PolicyReports, and `quota -n ml` as a tenant could not
+    read the policies it judges with. Read-only, aggregated into Kubernetes' own roles, the
+    policy ConfigMaps of the webhook's namespace only."""
+    objects = render("deploy/base")
+    (view,) = [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"] == "gpu-admission-view"]
+    labels = view["metadata"]["labels"]
+    assert all(labels[f"rbac.authorization.k8s.io/aggregate-to-{role}"] == "true" for role in ("view", "edit", "admin"))
+    assert view["rules"] == [
+        {"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"], "verbs": ["get", "list", "watch"]}
+    ]
+    (reader,) = [r for r in by_kind(objects, "Role") if r["metadata"]["name"] == "gpu-admission-policy-reader"]
+    assert reader["metadata"]["namespace"] == "gpu-admission"
+    assert reader["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
+    (binding,) = [b for b in by_kind(objects, "RoleBinding") if b["roleRef"]["name"] == "gpu-admission-policy-reader"]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
+    ]
+
+
 def test_the_namespaced_policies_overlay_reads_configmaps_only_where_a_rolebinding_opens_a_namespace():
     objects = render("deploy/overlays/namespaced-policies")
     env = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -289,7 +309,7 @@ def test_the_base_manages_its_own_certificates_in_secrets_it_may_only_update():
     )
     volumes = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["volumes"]
     assert next(v for v in volumes if v["name"] == "certs")["emptyDir"]["medium"] == "Memory"
-    (role,) = by_kind(objects, "Role")
+    (role,) = [r for r in by_kind(objects, "Role") if r["metadata"]["name"] == "gpu-admission"]
     (secret_rule,) = [r for r in role["rules"] if r["resources"] == ["secrets"]]
     assert set(secret_rule["resourceNames"]) == set(secrets) and "create" not in secret_rule["verbs"]
     lease_rules = [r for r in role["rules"] if r["resources"] == ["leases"]]

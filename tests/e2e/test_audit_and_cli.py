@@ -90,3 +90,25 @@ def test_audit_live_finds_a_configmap_the_webhook_never_saw(installation: Instal
     result = teams.run("gpu-admission", "audit", "--live", *flags, check=False, KUBECONFIG="/nonexistent")
     assert result.code == 1, result.stderr
     assert "FAIL ConfigMap nvidia-device-plugin/devices: ConfigMap key NVIDIA_VISIBLE_DEVICES grants" in result.stdout
+
+
+def test_a_tenant_with_edit_sees_their_reports_and_their_quota(installation: Installation, teams: Kubectl):
+    """#41: no role let a tenant read PolicyReports, and `quota -n NS` as a tenant printed three 403
+    notes and "no quota holds anything" with exit 0. Real RBAC, by impersonation, as kubectl does."""
+    teams.run("create", "rolebinding", "tenant-edit", "-n", "team-view", "--clusterrole=edit", "--user=tenant")
+    wait_for(  # the controller-manager aggregates our role into edit
+        lambda: teams.run("get", "policyreports", "-n", "team-view", "--as", "tenant", check=False).code == 0,
+        "PolicyReports readable with edit",
+    )
+    assert teams.run("get", "policyreports", "-n", "default", "--as", "tenant", check=False).code != 0
+    kubeconfig = str(installation.control_plane.kubeconfig)
+    flags = ("--kubeconfig", kubeconfig, "--context", "e2e", "--as", "tenant")
+    result = teams.run("gpu-admission", "quota", "-n", "team-view", *flags, check=False, KUBECONFIG="/nonexistent")
+    assert result.code == 0, result.stderr
+    assert "e2e-views" in result.stdout and "team-view" in result.stdout
+    # Without the policies nothing can be said: an error, never "no quota holds anything".
+    result = teams.run(
+        "gpu-admission", "quota", "-n", "team-view", *flags, "--policy-namespace", "kube-system",
+        check=False, KUBECONFIG="/nonexistent",
+    )  # fmt: skip
+    assert result.code == 2 and "could not be read" in result.stderr

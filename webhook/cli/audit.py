@@ -90,11 +90,16 @@ def _audit(args: argparse.Namespace) -> int:
     pods: Iterable[Any]
     env_sources: Iterable[Any] = ()
     if args.live:
-        from webhook.cluster.api.identity import api_client, load_config
+        from webhook.cluster.api.identity import api_client, impersonate, load_config
         from webhook.cluster.audit.audit_io import read_cluster, read_env_sources  # the client only when used
 
         load_config(args.kubeconfig, args.context)
         api = api_client()
+        try:
+            impersonate(api, args.as_user, args.as_group)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         engine = _engine(args, api)
         read = read_cluster(api)
         pods, cluster, nodes = read.pods, KnownCluster(read.namespaces), read.nodes

@@ -26,6 +26,8 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
     """kubectl's own flags, so `kubectl gpu-admission quota --context c` reads the cluster kubectl would."""
     parser.add_argument("--kubeconfig", help="the kubeconfig file (default: KUBECONFIG, else ~/.kube/config)")
     parser.add_argument("--context", help="the kubeconfig context (default: its current context)")
+    parser.add_argument("--as", dest="as_user", metavar="USER", help="act as this user (kubectl's --as)")
+    parser.add_argument("--as-group", action="append", default=[], metavar="GROUP", help="with --as: a group, once")
 
 
 def _print_completion(parser: argparse.ArgumentParser, shell: str) -> int:

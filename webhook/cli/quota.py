@@ -66,11 +66,23 @@ def cmd_quota(args: argparse.Namespace) -> int:
         from webhook.cluster.quota.quota_reader import Unreachable, read_live  # the client only when used
 
         try:
-            live = read_live(args.namespace, args.policy_namespace, args.kubeconfig, args.context)
+            live = read_live(
+                args.namespace, args.policy_namespace, args.kubeconfig, args.context, args.as_user, args.as_group
+            )
         except Unreachable as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT
         pods, namespaces, reserved, notes = live.pods, live.namespaces, live.reserved, live.notes
+        if live.policy_texts is None and not args.policies:
+            # Without the policies nothing can be said: "no quota holds anything" would be a false green.
+            for note in notes:
+                print(f"note: {note}", file=sys.stderr)
+            print(
+                f"error: the policies in {args.policy_namespace} could not be read; ask for the "
+                "gpu-admission-policy-reader role, or give --policies",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
         policy_set = _policies(args.policies, live.policy_texts)
         from policies import KnownCluster
 

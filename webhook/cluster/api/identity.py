@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from kubernetes import client, config
@@ -43,6 +44,20 @@ def api_client(configuration: client.Configuration | None = None) -> client.ApiC
     api = client.ApiClient(configuration)
     api.user_agent = f"gpu-admission/{VERSION} ({REPLICA})"
     return api
+
+
+def impersonate(api: client.ApiClient, user: str | None, groups: Sequence[str] = ()) -> None:
+    """Every request of `api` as `user` (kubectl's --as) and in `groups` (--as-group): the API
+    server checks the caller may impersonate them, then authorizes as them. One group: the
+    client sends each header once."""
+    if len(groups) > 1:
+        raise ValueError("--as-group may be given once")
+    if user:
+        api.set_default_header("Impersonate-User", user)
+    if groups:
+        if not user:
+            raise ValueError("--as-group needs --as")
+        api.set_default_header("Impersonate-Group", groups[0])
 
 
 def load_config(kubeconfig: str | None = None, context: str | None = None) -> None:

@@ -12,7 +12,7 @@ for a view; the webhook itself never compares clocks).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from policies import Ledger, Usage
-from webhook.cluster.api.identity import api_client, load_kubeconfig
+from webhook.cluster.api.identity import api_client, impersonate, load_kubeconfig
 from webhook.cluster.quota.ledger import GRANT_PREFIX, LEDGER_LABEL, lease_key, parse_lease
 from webhook.sources.configmaps import POLICY_LABEL, texts_of
 
@@ -57,20 +57,29 @@ class Unreachable(RuntimeError):
 
 
 def read_live(
-    namespace: str | None, policy_namespace: str, kubeconfig: str | None = None, context: str | None = None
+    namespace: str | None,
+    policy_namespace: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    as_user: str | None = None,
+    as_groups: Sequence[str] = (),
 ) -> LiveState:
     try:
         load_kubeconfig(kubeconfig, context)
     except (config.ConfigException, OSError) as error:
         raise Unreachable(f"no cluster to read ({error}); give --cluster-state FILE to work offline") from None
+    api = api_client()
     try:
-        return _read_all(namespace, policy_namespace)
+        impersonate(api, as_user, as_groups)
+    except ValueError as error:
+        raise Unreachable(str(error)) from None
+    try:
+        return _read_all(api, namespace, policy_namespace)
     except (ApiException, OSError, urllib3.exceptions.HTTPError) as error:
         raise Unreachable(f"the API server could not be read: {error}") from None
 
 
-def _read_all(namespace: str | None, policy_namespace: str) -> LiveState:
-    api = api_client()
+def _read_all(api: client.ApiClient, namespace: str | None, policy_namespace: str) -> LiveState:
     core, coordination = client.CoreV1Api(api), client.CoordinationV1Api(api)
     raw: dict[str, Any] = {"_preload_content": False}  # the JSON as served: no model round trip
     state = LiveState()
