@@ -5,8 +5,9 @@ Derived here: both webhook configurations (tools/webhook_manifests.py); the krew
 sha256 is the archive's (tools/krew.py; `python -m tools.krew` builds the archive into dist/);
 the GPUPolicy schema and its field reference (tools/schema_files.py); the GPU and cloud-label
 tables of docs/gpus.md (tools/doc_tables.py); one DRA DeviceClass per MIG profile
-(tools/mig_classes.py); the files kustomize and Helm each need a copy of
-in their own tree, and the docs site's home page made from the README (tools/copies.py).
+(tools/mig_classes.py); the ServiceMonitor and alerts (tools/monitoring.py); the files kustomize
+and Helm each need a copy of in their own tree, and the docs site's home page made from the
+README (tools/copies.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from tools import copies, doc_tables, krew, mig_classes, schema_files, webhook_manifests
+from tools import copies, doc_tables, krew, mig_classes, monitoring, schema_files, webhook_manifests
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATORS: tuple[Callable[[], Mapping[Path, str | bytes]], ...] = (
@@ -26,6 +27,7 @@ GENERATORS: tuple[Callable[[], Mapping[Path, str | bytes]], ...] = (
     doc_tables.outputs,
     copies.outputs,
     mig_classes.outputs,
+    monitoring.outputs,
 )
 
 

@@ -84,6 +84,14 @@ def test_helm_lints_the_chart_clean():
             {"policies": {"namespaced": True}, "dra": {"migDeviceClasses": False}},
             id="namespaced",
         ),
+        pytest.param(
+            "deploy/overlays/monitoring",
+            {
+                "metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+                "dra": {"migDeviceClasses": False},
+            },
+            id="monitoring",
+        ),
     ],
 )
 def test_the_chart_renders_what_kustomize_renders(overlay, values):
@@ -317,3 +325,21 @@ def test_team_namespaces_get_a_rolebinding_each_and_nothing_cluster_wide():
     assert "gpu-admission-namespaced-policies" not in cluster_bound
     env, _ = deployment_env(objects)
     assert env["GPU_ADMISSION_LABELLED_NAMESPACES"] == "true"
+
+
+def test_every_alert_reads_metrics_the_webhook_exports():
+    """#41: no alert rules shipped. Each one's metrics are the webhook's own (or `up` of its job)."""
+    import re
+
+    from prometheus_client import REGISTRY
+
+    import webhook.metrics  # noqa: F401  (registers them)
+    from tools.monitoring import ALERTS
+
+    exported = {m.name for m in REGISTRY.collect()} | {"up"}
+    for alert in ALERTS:
+        names = set(re.findall(r"\b(gpu_admission_[a-z_]+|up)\b", alert.expr))
+        bases = {re.sub(r"_(total|bucket|count|sum)$", "", n) for n in names}
+        assert names and bases <= exported, (alert.name, bases - exported)
+    (rule,) = [o for o in render(metrics={"prometheusRule": {"enabled": True}}) if o["kind"] == "PrometheusRule"]
+    assert [r["alert"] for r in rule["spec"]["groups"][0]["rules"]] == [a.name for a in ALERTS]
