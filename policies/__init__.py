@@ -53,7 +53,7 @@ from policies.judge.verdict import Verdict
 from policies.model.advice import overlapping_profiles
 from policies.model.loader import LoadResult, load_texts
 from policies.model.policy import Action, Consistency, GPUPolicy, Quota
-from policies.model.policyset import PolicySet
+from policies.model.policyset import Lapsed, PolicySet
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import WorkloadKind
 from policies.model.yamldoc import FAST_LOADER, read_data
@@ -114,6 +114,7 @@ __all__ = [
     "Consistency",
     "GPUPolicy",
     "Quota",
+    "Lapsed",
     "PolicySet",
     "LoadResult",
     "load_texts",

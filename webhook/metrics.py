@@ -34,6 +34,11 @@ GENERATION = Gauge(
     "gpu_admission_policy_generation", "Generation of the policy set in force", multiprocess_mode="livemax"
 )
 POLICIES = Gauge("gpu_admission_policies", "Policies in the set in force", multiprocess_mode="livemax")
+OUT_OF_FORCE = Gauge(
+    "gpu_admission_policies_out_of_force",
+    "Policy files that never loaded (here or persisted in the cluster): they fail closed",
+    multiprocess_mode="livemax",
+)
 LOAD_ERRORS = Counter("gpu_admission_policy_load_errors_total", "Policy documents rejected at load")
 RELISTS = Counter(
     "gpu_admission_watch_lists_total",

@@ -71,7 +71,11 @@ class EngineHolder:
         for source in self.sources:
             if not source.alive:
                 return f"{source.name} stopped: {source.error}", ""
-        return "", "; ".join(f"{s.name}: {s.error}" for s in self.sources if s.error)
+        notes = [f"{s.name}: {s.error}" for s in self.sources if s.error]
+        lapsed = self._engine.policy_set.lapsed if self._engine is not None else ()
+        if lapsed:  # ready, since failing closed is the answer, but never silently
+            notes.append("out of force (failing closed): " + ", ".join(f"{x.policy} ({x.file})" for x in lapsed))
+        return "", "; ".join(notes)
 
     def swap(self, engine: Engine) -> None:
         self._engine = engine

@@ -96,6 +96,23 @@ def subject_of(raw: JSON, namespace: str) -> str:
     return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 
+def _out_of_force(policy_set: PolicySet, namespace: str) -> list[Verdict]:
+    """A policy that never loaded fails closed for every pod it could hold, rather than lapse."""
+    if not policy_set.lapsed:
+        return []
+    return [
+        Verdict(
+            lapsed.policy,
+            "policy.outOfForce",
+            "metadata",
+            f"policy {lapsed.policy} is out of force: {lapsed.file} has never loaded ({lapsed.why[:160]}); "
+            "GPU pods it could hold are denied until it loads",
+            Action.DENY,
+        )
+        for lapsed in policy_set.lapsed_in(namespace)
+    ]
+
+
 def validate_pod(
     raw: JSON,
     policy_set: PolicySet,
@@ -120,6 +137,7 @@ def validate_pod(
         )
         for p, why in applies.errors
     ]
+    verdicts.extend(_out_of_force(policy_set, namespace))
     plan = plan_mig(view, matched, policy_set)
     verdicts.extend(
         Verdict(p.policy, "mig", p.path, f"{p.message} (policy {p.policy})", Action.DENY) for p in plan.problems

@@ -31,6 +31,19 @@ class MatchResult:
     errors: tuple[tuple[GPUPolicy, str], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Lapsed:
+    """A policy out of force: its file has problems and no version of it ever loaded, here or
+    (persisted by a replica before) in the cluster. It fails closed where it could hold: its
+    namespace's pods (a team's policy), or every pod (a cluster policy: what it matches cannot
+    be read from a file that does not load)."""
+
+    policy: str  # the name its problems give, else its file
+    file: str
+    namespace: str | None
+    why: str
+
+
 def _prefix(pattern: str) -> str:
     cut = min((pattern.index(c) for c in _GLOB_CHARS if c in pattern), default=len(pattern))
     return pattern[:cut]
@@ -42,12 +55,16 @@ class PolicySet:
     generation: int = 0
     catalog: Catalog = CATALOG
     workloads: WorkloadTable = BUILT_IN_TABLE  # where pod templates live, by kind
+    lapsed: tuple[Lapsed, ...] = ()  # policies out of force, failing closed
     _rank: dict[str, int] = field(init=False, repr=False, compare=False)
     _exact: dict[str, tuple[GPUPolicy, ...]] = field(init=False, repr=False, compare=False)
     _globs: dict[str, tuple[tuple[str, GPUPolicy], ...]] = field(init=False, repr=False, compare=False)
     _everywhere: tuple[GPUPolicy, ...] = field(init=False, repr=False, compare=False)
     _max_prefix: int = field(init=False, repr=False, compare=False)
     _memo: Memo = field(init=False, repr=False, compare=False)
+
+    def lapsed_in(self, namespace: str) -> tuple[Lapsed, ...]:
+        return tuple(lapsed for lapsed in self.lapsed if lapsed.namespace in (None, namespace))
 
     def __post_init__(self) -> None:
         # Cluster policies first: a namespaced one decides MIG, runtime and Triton only where none does.

@@ -76,7 +76,7 @@ def test_bad_input_exits_2_with_a_message_naming_document_and_field(tmp_path, ca
 
 def test_a_missing_file_exits_2(capsys):
     assert main(["mutate", "-f", "/nonexistent.yaml"]) == 2
-    assert "No such file" in capsys.readouterr().err
+    assert "/nonexistent.yaml: no such file or directory" in capsys.readouterr().err
 
 
 def test_a_bad_policy_directory_exits_2_naming_file_and_line(tmp_path, pod_file, capsys):

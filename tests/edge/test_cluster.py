@@ -22,6 +22,7 @@ from webhook.cluster.api.policy_status import LOAD_ERRORS_ANNOTATION
 from webhook.cluster.wiring import connect
 from webhook.serving import admission
 from webhook.serving.review import parse_review
+from webhook.sources.configmaps import LAST_GOOD_ANNOTATION
 from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder, Settings
 
@@ -213,7 +214,9 @@ def test_namespaced_policies_match_only_their_own_namespace_and_yield_to_cluster
     # ... while its quota holds in team-b only.
     assert replica.validate(slice_pod("first", namespace="team-b")).allowed
     assert not replica.validate(slice_pod("second", namespace="team-b")).allowed
-    assert replica.validate(slice_pod("elsewhere", namespace="team-c")).allowed
+    # team-c's policy never loaded: it fails closed in team-c, naming itself, and nowhere else (#41).
+    refused = replica.validate(slice_pod("elsewhere", namespace="team-c"))
+    assert not refused.allowed and "policy team-c/limits is out of force" in refused.message
 
 
 SELECTED = policy(
@@ -380,7 +383,10 @@ def test_a_resourcequota_on_whole_gpus_that_the_rewrite_sidesteps_is_warned_abou
     assert not replica.mutate(pod(gpu_container(), namespace="team-b")).warnings
 
 
-def test_a_poisoned_configmap_at_start_leaves_the_replica_ready_and_is_told_on_the_configmap(kube, replicas):
+def test_a_poisoned_configmap_at_start_leaves_the_replica_ready_and_fails_closed_naming_it(kube, replicas):
+    """A policy that never loaded (no version here, none persisted in the cluster) is out of force:
+    the replica is ready and says so, and the pods it could hold are denied naming it, rather
+    than admitted as if it did not exist (#41)."""
     kube.put(NS, "good", {"g.yaml": policy("good")})
     kube.put(NS, "poison", {"p.yaml": policy("poison", 'runtime: {shmSize: "NaN"}')})
     replica = start(kube, replicas)  # ready: every watch has listed
@@ -389,7 +395,34 @@ def test_a_poisoned_configmap_at_start_leaves_the_replica_ready_and_is_told_on_t
     annotations = kube.get("configmaps", NS, "poison")["metadata"]["annotations"]
     assert "spec.runtime.shmSize" in annotations[LOAD_ERRORS_ANNOTATION]
     answer = replica.validate(slice_pod("p", namespace="team-a"))
-    assert answer.allowed
+    assert not answer.allowed and "policy poison is out of force" in answer.message
+    why_not, worth_knowing = replica.holder.readiness()
+    assert not why_not and "out of force (failing closed): poison" in worth_knowing
+
+
+def test_a_broken_policy_a_fresh_replica_meets_keeps_the_version_persisted_in_the_cluster(kube, replicas):
+    """#41: a broken ConfigMap slipped in while no replica answered; after a restart the replica had
+    no last good version, and the team's caps were gone. The leader persists each ConfigMap's
+    texts on it once they all load; a fresh replica meeting it broken keeps that version."""
+    capped = policy("capped", "match: {namespaces: [team-a]}\nquota: {perPod: {gpuEquivalents: '1/7'}}")
+    kube.put(NS, "caps", {"c.yaml": capped})
+    first = start(kube, replicas)
+    assert kube.wait_for(
+        lambda: LAST_GOOD_ANNOTATION in (kube.get("configmaps", NS, "caps")["metadata"].get("annotations") or {})
+    )
+    whole = pod(gpu_container(), namespace="team-a")
+    assert not first.validate(whole).allowed
+    first.stop()
+    replicas.remove(first)
+    broken = kube.get("configmaps", NS, "caps")
+    broken["data"] = {"c.yaml": capped.replace("quota:", "quota: {limits: {gpus: x}}\nextra:")}
+    kube.store("configmaps", broken)
+    fresh = start(kube, replicas)
+    assert [p.name for p in fresh.holder.engine.policy_set.policies] == ["capped"]
+    assert not fresh.holder.engine.policy_set.lapsed
+    refused = fresh.validate(whole)
+    assert not refused.allowed and "per-pod cap" in refused.message  # the persisted caps, still in force
+    assert fresh.store.problems_of(f"configmap/{NS}/caps")  # and the broken text is still told
 
 
 def test_a_handler_that_fails_on_a_list_is_logged_as_such_and_readiness_does_not_wait_on_it(

@@ -128,3 +128,40 @@ def test_a_source_seen_for_the_first_time_loads_its_good_documents_and_reports_t
     store.update("configmap/ns/mixed", (("configmap/ns/mixed/a.yaml", policy("good") + "---\n" + bad),))
     assert holder.ready and names(holder) == ["good"]
     assert "policy bad: spec.mig.strategy" in str(reported[0][0])
+    # The bad document's policy never loaded: it is out of force and fails closed, named (#41).
+    (lapsed,) = holder.engine.policy_set.lapsed
+    assert lapsed.policy == "bad" and lapsed.namespace is None
+
+
+GOOD_CAP = policy("cap", "match: {namespaces: [team-a]}\nquota: {perPod: {gpus: 1}}")
+BROKEN_CAP = GOOD_CAP.replace("gpus: 1", "gpus: x")
+FILE = "configmap/team-a/caps/c.yaml"
+
+
+def test_a_policy_that_never_loaded_fails_closed_in_its_namespace_until_it_loads():
+    holder = EngineHolder()
+    store = PolicyStore(holder.swap)
+    store.update("configmap/team-a/caps", ((FILE, BROKEN_CAP),), namespace="team-a")
+    (lapsed,) = holder.engine.policy_set.lapsed
+    assert (lapsed.policy, lapsed.file, lapsed.namespace) == ("team-a/cap", FILE, "team-a")
+    assert holder.engine.policy_set.lapsed_in("team-a") and not holder.engine.policy_set.lapsed_in("team-b")
+    store.update("configmap/team-a/caps", ((FILE, GOOD_CAP),), namespace="team-a")
+    assert not holder.engine.policy_set.lapsed and names(holder) == ["team-a/cap"]
+
+
+def test_a_broken_file_with_a_persisted_version_keeps_it_and_a_clean_source_is_offered_for_persisting():
+    holder = EngineHolder()
+    store = PolicyStore(holder.swap)
+    offered = []
+    store.good_listeners.append(lambda source, texts: offered.append((source, texts)))
+    store.update("configmap/team-a/caps", ((FILE, BROKEN_CAP),), namespace="team-a", persisted={FILE: GOOD_CAP})
+    assert names(holder) == ["team-a/cap"] and not holder.engine.policy_set.lapsed
+    assert store.problems_of("configmap/team-a/caps") and offered == []  # broken: nothing to persist
+    store.update("configmap/team-a/caps", ((FILE, GOOD_CAP),), namespace="team-a")
+    assert offered == [("configmap/team-a/caps", ((FILE, GOOD_CAP),))]
+    # A persisted version that does not load either is no version: out of force.
+    fresh = EngineHolder()
+    PolicyStore(fresh.swap).update(
+        "configmap/team-a/caps", ((FILE, BROKEN_CAP),), namespace="team-a", persisted={FILE: BROKEN_CAP + "x"}
+    )
+    assert fresh.engine is not None and fresh.engine.policy_set.lapsed

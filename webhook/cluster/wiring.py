@@ -41,7 +41,7 @@ from webhook.cluster.quota.shared_quota import SharedReservations
 from webhook.cluster.watches.listwatch import ListWatch
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
 from webhook.cluster.watches.watch_stream import JSON
-from webhook.sources.configmaps import POLICY_LABEL, SOURCE_PREFIX, policy_owner, texts_of
+from webhook.sources.configmaps import POLICY_LABEL, SOURCE_PREFIX, persisted_of, policy_owner, texts_of
 from webhook.sources.store import PolicyStore
 
 NAMESPACE_TIMEOUT = 2.0
@@ -98,6 +98,7 @@ def connect(
     status_lease = LeaseLock(api_client, namespace, STATUS_LEASE, identity, STATUS_LEASE_SECONDS)
     reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)
     store.listeners.append(reporter)
+    store.good_listeners.append(reporter.persist)
     # The status leader also deletes strict quota Leases left with expired reservations only.
     chores = ((LEASE_SWEEP_SECONDS, shared.sweep),)
     leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=reporter.reconcile, chores=chores)
@@ -311,14 +312,15 @@ def configmap_watch(
         if kind == "DELETED":
             store.remove(texts_of(obj)[0])
         else:
-            store.update(*texts_of(obj), namespace=owner(obj))
+            store.update(*texts_of(obj), namespace=owner(obj), persisted=persisted_of(obj))
 
     # Of the store's ConfigMap sources, this watch lists its namespace's (or, all_namespaces, all).
     within = SOURCE_PREFIX if all_namespaces else f"{SOURCE_PREFIX}{namespace}/"
 
     def on_list(items: Any) -> None:
-        sources = {source: (texts, owner(cm)) for cm in items for source, texts in [texts_of(cm)]}
-        store.replace_all(sources, within=within)
+        listed = list(items)  # a stream of list pages, read twice here
+        sources = {source: (texts, owner(cm)) for cm in listed for source, texts in [texts_of(cm)]}
+        store.replace_all(sources, within=within, persisted={texts_of(cm)[0]: persisted_of(cm) for cm in listed})
 
     lister: Callable[..., Any] = api.list_namespaced_config_map
     args: tuple[str, ...] = (namespace,)

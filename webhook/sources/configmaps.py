@@ -5,6 +5,7 @@ store is the cluster's (webhook.cluster.wiring)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from webhook.sources.store import Texts
@@ -14,6 +15,8 @@ JSON = dict[str, Any]
 POLICY_LABEL_KEY = "gpu-admission.io/policy"
 POLICY_LABEL = f"{POLICY_LABEL_KEY}=true"
 SOURCE_PREFIX = "configmap/"
+# The texts of a policy ConfigMap's files as they last all loaded, written by the status leader.
+LAST_GOOD_ANNOTATION = "gpu-admission.io/last-good"
 
 
 def is_policy_configmap(configmap: JSON) -> bool:
@@ -44,3 +47,21 @@ def configmap_source(source: str) -> tuple[str, str] | None:
         return None
     namespace, _, name = source.removeprefix(SOURCE_PREFIX).partition("/")
     return namespace, name
+
+
+def persisted_of(configmap: JSON, namespace: str = "") -> dict[str, str]:
+    """The versions a replica persisted on a policy ConfigMap once they loaded (its
+    `gpu-admission.io/last-good` annotation), by file: what a fresh replica keeps in force where
+    the ConfigMap's own texts do not load. Unreadable, it says nothing."""
+    metadata = configmap.get("metadata") or {}
+    found = (metadata.get("annotations") or {}).get(LAST_GOOD_ANNOTATION)
+    if not isinstance(found, str):
+        return {}
+    try:
+        versions = json.loads(found)
+    except ValueError:
+        return {}
+    if not isinstance(versions, dict):
+        return {}
+    source = texts_of(configmap, namespace)[0]
+    return {f"{source}/{key}": text for key, text in versions.items() if isinstance(text, str)}

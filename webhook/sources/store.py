@@ -9,6 +9,12 @@ version stays in force; a file seen for the first time loads its good documents.
 (or a ConfigMap key) removes its policies. A policy name another file already holds is a problem
 of the newcomer. Problems go to `on_result` per source (which logs, counts and tells the
 source), and so does a source becoming clean again.
+
+No policy lapses silently. A source may come with the versions a replica persisted in the
+cluster once they loaded (a ConfigMap's `gpu-admission.io/last-good`): a bad file with no last
+good version here (a fresh replica) takes that one. A bad file with none at all is out of force
+and fails closed (policies.model.policyset.Lapsed): the pods it could hold are denied, naming it,
+until it loads. `good_listeners` hear of each source whose files all loaded, to persist them.
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from policies import BUILT_IN_TABLE, Engine, GPUPolicy, PolicyProblem, PolicySet, WorkloadKind, load_texts
+from policies import BUILT_IN_TABLE, Engine, GPUPolicy, Lapsed, PolicyProblem, PolicySet, WorkloadKind, load_texts
 
 log = logging.getLogger("gpu_admission.policies")
 Texts = tuple[tuple[str, str], ...]
 OnResult = Callable[[str, list[PolicyProblem]], None]
+OnGood = Callable[[str, Texts], None]
 Swap = Callable[[Engine], None]
 
 
@@ -49,6 +56,8 @@ class PolicyStore:
         self.listeners: list[OnResult] = [on_result] if on_result else []
         self._good: dict[str, dict[str, FileVersion]] = {}  # source -> file -> last good version
         self._seen: dict[str, dict[str, Seen]] = {}  # source -> file -> as last seen
+        self._lapsed: dict[str, dict[str, Lapsed]] = {}  # source -> file -> out of force
+        self.good_listeners: list[OnGood] = []
         self._lock = threading.Lock()
         self._swapped = threading.Condition()
         self.generation = 0
@@ -68,38 +77,69 @@ class PolicyStore:
         texts: Texts,
         namespace: str | None = None,
         unreadable: Iterable[PolicyProblem] = (),
+        persisted: Mapping[str, str] | None = None,
     ) -> list[PolicyProblem]:
         """Take a source's files as they are now: each loads if clean, else keeps its last good
-        version; `unreadable` files (with why) could not even be read and count as bad ones."""
+        version (here, else `persisted` in the cluster), else fails closed; `unreadable` files
+        (with why) could not even be read and count as bad ones."""
         broken = {p.file: p for p in unreadable}
         present = {file for file, _ in texts} | set(broken)
+        persisted = persisted or {}
         with self._lock:
             first = source not in self._seen
             before = self._problems(source)
             seen = self._seen.setdefault(source, {})
             good = self._good.setdefault(source, {})
+            lapsed = self._lapsed.setdefault(source, {})
             changed = False
-            for file in [f for f in {*seen, *good} if f not in present]:
+            for file in [f for f in {*seen, *good, *lapsed} if f not in present]:
                 seen.pop(file, None)
+                changed |= lapsed.pop(file, None) is not None
                 changed |= good.pop(file, None) is not None  # removed: its policies go
             for file, problem in broken.items():
                 seen[file] = Seen(None, (problem,))
+                if file in good:
+                    continue  # its last good version stays in force
+                if self._take_persisted(source, file, persisted.get(file), namespace):
+                    changed = True
+                else:
+                    changed |= self._lapse(source, file, namespace, [problem], [])
             for file, text in texts:
                 last = seen.get(file)
                 if last is not None and last.text == text:
                     continue  # unchanged: a relist, another key's edit
-                changed |= self._load(source, file, text, namespace)
+                changed |= self._load(source, file, text, namespace, persisted.get(file))
             if changed or not self._swapped_once:
                 self._swap()
             problems = self._problems(source)
         self._report(source, None if first else before, problems)
+        if not problems and (changed or first):
+            for listener in self.good_listeners:
+                try:
+                    listener(source, texts)
+                except Exception:  # persisting never stands in the way of loading
+                    log.exception("policy persistence failed", extra={"fields": {"source": source}})
         return problems
 
     def _problems(self, source: str) -> list[PolicyProblem]:
         return [p for seen in self._seen.get(source, {}).values() for p in seen.problems]
 
-    def _load(self, source: str, file: str, text: str, namespace: str | None) -> bool:
+    def _load(self, source: str, file: str, text: str, namespace: str | None, persisted: str | None = None) -> bool:
         """Load one file under the lock; whether the policies in force changed."""
+        problems, policies, workloads = self._loaded(file, text, namespace)
+        self._seen[source][file] = Seen(text, tuple(problems))
+        good = self._good[source]
+        if problems and file in good:
+            return False  # the last good version stays in force
+        if problems and persisted != text and self._take_persisted(source, file, persisted, namespace):
+            return True
+        good[file] = FileVersion(text, tuple(policies), workloads, namespace)
+        self._lapse(source, file, namespace, problems, policies)
+        return True
+
+    def _loaded(
+        self, file: str, text: str, namespace: str | None
+    ) -> tuple[list[PolicyProblem], list[GPUPolicy], tuple[WorkloadKind, ...]]:
         loaded = load_texts(((file, text),), namespace=namespace)
         problems = list(loaded.problems)
         held = {p.name: f for s, files in self._good.items() for f, v in files.items() for p in v.policies}
@@ -110,12 +150,45 @@ class PolicyStore:
                 problems.append(_clash(policy, other))
             else:
                 policies.append(policy)
-        self._seen[source][file] = Seen(text, tuple(problems))
-        good = self._good[source]
-        if problems and file in good:
-            return False  # the last good version stays in force
-        good[file] = FileVersion(text, tuple(policies), loaded.workloads, namespace)
+        return problems, policies, loaded.workloads
+
+    def _take_persisted(self, source: str, file: str, persisted: str | None, namespace: str | None) -> bool:
+        """A bad file with no last good version here: the one persisted in the cluster, if there
+        is one and it loads cleanly (then in force). Whether it was taken."""
+        if persisted is None:
+            return False
+        problems, policies, workloads = self._loaded(file, persisted, namespace)
+        if problems:
+            return False
+        self._good[source][file] = FileVersion(persisted, tuple(policies), workloads, namespace)
+        self._lapsed[source].pop(file, None)
+        log.warning(
+            "policy file has problems: its last good version persisted in the cluster is in force",
+            extra={"fields": {"source": source, "file": file}},
+        )
         return True
+
+    def _lapse(
+        self,
+        source: str,
+        file: str,
+        namespace: str | None,
+        problems: list[PolicyProblem],
+        loaded: list[GPUPolicy],
+    ) -> bool:
+        """Mark what of a file never loaded (whether that changed): the policies its problems
+        name that no version holds, or the whole file where they name none."""
+        held = {p.name for files in self._good.values() for v in files.values() for p in v.policies}
+        names = sorted({p.policy for p in problems if p.policy and p.policy not in held} - {p.name for p in loaded})
+        nameless = [p for p in problems if not p.policy and not p.message.startswith("duplicate policy name")]
+        before = self._lapsed[source].get(file)
+        if names or nameless:
+            why = str((nameless or [p for p in problems if p.policy in names])[0].message)
+            now = Lapsed(", ".join(names) or file, file, namespace, why)
+            self._lapsed[source][file] = now
+            return now != before
+        self._lapsed[source].pop(file, None)
+        return before is not None
 
     def snapshot(self) -> list[tuple[str, str, str | None]]:
         """(file, text, namespace) of every version in force: what a background audit process
@@ -127,12 +200,18 @@ class PolicyStore:
         with self._lock:
             before = self._problems(source)
             self._seen.pop(source, None)
-            if self._good.pop(source, None):
+            lapsed = self._lapsed.pop(source, None)
+            if self._good.pop(source, None) or lapsed:
                 self._swap()
         if before:
             self._report(source, before, [])
 
-    def replace_all(self, sources: Mapping[str, tuple[Texts, str | None]], within: str = "") -> None:
+    def replace_all(
+        self,
+        sources: Mapping[str, tuple[Texts, str | None]],
+        within: str = "",
+        persisted: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         """A full relist: sources not listed are gone (of those named `within...` only, where one
         watch lists a part of them: one namespace's ConfigMaps); each listed one is judged on its
         own, and one that cannot be (a bug) is logged and skipped, never holding up the others."""
@@ -141,7 +220,7 @@ class PolicyStore:
                 self.remove(source)
         for source, (texts, namespace) in sorted(sources.items()):
             try:
-                self.update(source, texts, namespace)
+                self.update(source, texts, namespace, persisted=(persisted or {}).get(source))
             except Exception:
                 log.exception("policy source could not be loaded", extra={"fields": {"source": source}})
         if not self._swapped_once:  # nothing listed: an empty set is still a set in force
@@ -163,18 +242,27 @@ class PolicyStore:
                     log.exception("policy status listener failed", extra={"fields": {"source": source}})
 
     def _swap(self) -> None:
-        from webhook.metrics import GENERATION, POLICIES
+        from webhook.metrics import GENERATION, OUT_OF_FORCE, POLICIES
 
         versions = [self._good[source][file] for source in sorted(self._good) for file in sorted(self._good[source])]
         policies = tuple(policy for version in versions for policy in version.policies)
         workloads = BUILT_IN_TABLE.with_kinds(tuple(kind for version in versions for kind in version.workloads))
+        lapsed = tuple(
+            self._lapsed[source][file] for source in sorted(self._lapsed) for file in sorted(self._lapsed[source])
+        )
         with self._swapped:
             self.generation += 1
-            self._swap_in(Engine(PolicySet(policies, self.generation, workloads=workloads)))
+            self._swap_in(Engine(PolicySet(policies, self.generation, workloads=workloads, lapsed=lapsed)))
             self._swapped_once = True
             self._swapped.notify_all()
         GENERATION.set(self.generation)
         POLICIES.set(len(policies))
+        OUT_OF_FORCE.set(len(lapsed))
+        for each in lapsed:
+            log.error(
+                "policy out of force: it never loaded, and fails closed",
+                extra={"fields": {"policy": each.policy, "file": each.file, "why": each.why}},
+            )
         log.info("policy set swapped", extra={"fields": {"generation": self.generation, "policies": len(policies)}})
 
 
