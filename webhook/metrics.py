@@ -20,7 +20,11 @@ from prometheus_client import (
 from prometheus_client.registry import Collector
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-REVIEWS = Counter("gpu_admission_reviews_total", "Admission reviews answered", ["endpoint", "operation", "decision"])
+# dry_run: `kubectl apply --dry-run=server` and the like, told apart from what the cluster admits
+# (Gatekeeper labels its metrics so too).
+REVIEWS = Counter(
+    "gpu_admission_reviews_total", "Admission reviews answered", ["endpoint", "operation", "decision", "dry_run"]
+)
 LATENCY = Histogram(
     "gpu_admission_review_seconds",
     "Time to answer one review, body parsed to response built",
@@ -94,8 +98,8 @@ STRICT_OUT_OF_TIME = Counter(
 # A labelled child looked up once: labels() validates and locks on every call, a few µs a review.
 # Safe across fork: a multiprocess value notices a new pid and opens that process's own file.
 @functools.cache
-def reviews_counted(endpoint: str, operation: str, decision: str) -> Counter:
-    return REVIEWS.labels(endpoint, operation, decision)
+def reviews_counted(endpoint: str, operation: str, decision: str, dry_run: bool = False) -> Counter:
+    return REVIEWS.labels(endpoint, operation, decision, "true" if dry_run else "false")
 
 
 @functools.cache

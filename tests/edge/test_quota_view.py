@@ -151,3 +151,24 @@ def test_the_grafana_dashboard_plots_the_metrics_the_replica_exports():
     }
     assert queried and queried <= exported
     assert {"policy", "namespace", "dimension"} <= {v["name"] for v in dashboard["templating"]["list"]}
+
+
+def test_the_webhook_health_dashboard_plots_only_metrics_the_webhook_exports():
+    """#41: the one dashboard was quota only. The health one: replicas, decisions (dry runs apart),
+    latency, errors, connections, and policies in and out of force."""
+    import re
+
+    from prometheus_client import REGISTRY
+
+    import webhook.metrics  # noqa: F401  (registers them)
+
+    dashboard = json.loads((Path(__file__).parents[2] / "deploy/grafana/gpu-admission-webhook.json").read_text())
+    exported = {m.name for m in REGISTRY.collect()}
+    queried = {
+        re.sub(r"_(total|bucket)$", "", m)
+        for p in dashboard["panels"]
+        for t in p["targets"]
+        for m in re.findall(r"gpu_admission_\w+", t["expr"])
+    }
+    assert {"gpu_admission_policies_out_of_force", "gpu_admission_reviews"} <= queried <= exported
+    assert any('dry_run="true"' in t["expr"] for p in dashboard["panels"] for t in p["targets"])

@@ -271,11 +271,16 @@ def test_an_engine_bug_answers_that_request_per_fail_open_and_the_server_keeps_s
         assert client.request("GET", "/healthz")[0] == 200
 
 
-def test_metrics_count_reviews_by_endpoint_operation_and_decision(client):
+def test_metrics_count_reviews_by_endpoint_operation_decision_and_dry_run(client):
     client.review("/validate", review(gpu_pod()))
+    dry = review(gpu_pod())
+    dry["request"]["dryRun"] = True
+    client.review("/validate", dry)
     status, text = client.request("GET", "/metrics")
     assert status == 200
-    assert 'gpu_admission_reviews_total{decision="denied",endpoint="validate",operation="CREATE"}' in text
+    for dry_run in ("false", "true"):  # a dry run is told apart from what the cluster admits (#41)
+        labels = f'decision="denied",dry_run="{dry_run}",endpoint="validate",operation="CREATE"'
+        assert f"gpu_admission_reviews_total{{{labels}}}" in text
     assert "gpu_admission_review_seconds_bucket" in text
 
 

@@ -62,7 +62,7 @@ def _review(endpoint: str, holder: EngineHolder, decide: Decide) -> Response:
     decision = "allowed" if answer.allowed else "denied"
     if answer.patch:
         decision = "patched"
-    reviews_counted(endpoint, review.operation.value, decision).inc()
+    reviews_counted(endpoint, review.operation.value, decision, review.dry_run).inc()
     latency_of(endpoint).observe(elapsed)
     # What an operator asks about, a patch, a denial, a warning, is logged at INFO; a review that
     # changed and said nothing at DEBUG (as Gatekeeper logs only denials, and those on request).
