@@ -42,12 +42,22 @@ def kustomize(overlay: str) -> list[dict]:
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
+HELM_LABELS = (
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "helm.sh/chart",
+)
+
+
 def normal(node):
     """What two renderings may differ in without meaning anything: env order (a strategic merge
-    patch puts a patched variable first) and the whitespace of CEL expressions (kustomize
-    re-folds block scalars)."""
+    patch puts a patched variable first), the whitespace of CEL expressions (kustomize re-folds
+    block scalars), and the labels only Helm knows (which release, which chart)."""
     if isinstance(node, dict):
         out = {k: normal(v) for k, v in node.items()}
+        if isinstance(out.get("labels"), dict):
+            out["labels"] = {k: v for k, v in out["labels"].items() if k not in HELM_LABELS}
         if isinstance(out.get("expression"), str):
             out["expression"] = " ".join(out["expression"].split())
         if isinstance(out.get("env"), list):
@@ -325,6 +335,19 @@ def test_team_namespaces_get_a_rolebinding_each_and_nothing_cluster_wide():
     assert "gpu-admission-namespaced-policies" not in cluster_bound
     env, _ = deployment_env(objects)
     assert env["GPU_ADMISSION_LABELLED_NAMESPACES"] == "true"
+
+
+def test_every_object_says_its_release_and_chart_and_no_selector_or_pod_template_does():
+    """#41: no app.kubernetes.io/instance or helm.sh/chart labels; kept off selectors and the pod
+    template, so a chart upgrade alone restarts no pod."""
+    for obj in render():
+        labels = obj["metadata"].get("labels") or {}
+        if obj["kind"] != "CustomResourceDefinition":
+            assert labels.get("app.kubernetes.io/instance") == "gpu-admission", obj["kind"]
+            assert labels.get("helm.sh/chart", "").startswith("gpu-admission-"), obj["kind"]
+        if obj["kind"] == "Deployment":
+            assert not set(HELM_LABELS) & set(obj["spec"]["template"]["metadata"].get("labels") or {})
+            assert not set(HELM_LABELS) & set(obj["spec"]["selector"]["matchLabels"])
 
 
 def test_every_alert_reads_metrics_the_webhook_exports():

@@ -30,35 +30,27 @@ FORBIDDEN = re.compile(r"\b403\b|Forbidden", re.IGNORECASE)
 
 
 def overlay(directory: Path, port: int) -> Path:
-    """The e2e overlay: deploy/base with each webhook's clientConfig a url on 127.0.0.1:port."""
-    patches = []
-    for configuration in yaml.safe_load_all((BASE / "webhooks.yaml").read_text()):
-        operations = [
-            {
-                "op": "replace",
-                "path": f"/webhooks/{index}/clientConfig",
-                "value": {"url": f"https://127.0.0.1:{port}{hook['clientConfig']['service']['path']}"},
-            }
-            for index, hook in enumerate(configuration["webhooks"])
-        ]
-        patches.append(
-            {
-                "target": {"kind": configuration["kind"], "name": configuration["metadata"]["name"]},
-                "patch": yaml.safe_dump(operations),
-            }
-        )
+    """The e2e overlay: deploy/base with each webhook served on 127.0.0.1:port, as a user's overlay
+    does it with deploy/components/external-webhook and one ConfigMap naming the host."""
     directory.mkdir(parents=True, exist_ok=True)
+    host = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "gpu-admission-webhook-url", "annotations": {"config.kubernetes.io/local-config": "true"}},
+        "data": {"host": f"127.0.0.1:{port}"},
+    }
+    (directory / "webhook-url.yaml").write_text(yaml.safe_dump(host))
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [os.path.relpath(BASE, directory)],
-        # A cluster without Kyverno: the PolicyReport CRDs come from the component; and the
-        # DeviceClasses that serve nvidia.com/mig-<profile> through DRA (docs/mig-backends.md).
+        "resources": [os.path.relpath(BASE, directory), "webhook-url.yaml"],
+        # The webhook outside the cluster (there is no kube-proxy); a cluster without Kyverno: the
+        # PolicyReport CRDs come from the component; and the DeviceClasses that serve
+        # nvidia.com/mig-<profile> through DRA (docs/mig-backends.md).
         "components": [
             os.path.relpath(BASE.parent / "components" / name, directory)
-            for name in ("policyreport-crds", "mig-deviceclasses")
+            for name in ("external-webhook", "policyreport-crds", "mig-deviceclasses")
         ],
-        "patches": patches,
     }
     (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
     return directory

@@ -1,7 +1,12 @@
-{{/* The labels kustomize's deploy/base puts on every object. */}}
+{{/* The labels kustomize's deploy/base puts on every object, and Helm's own (which release, which
+chart): on objects, never on selectors or the pod template (a chart upgrade alone restarts nothing). */}}
 {{- define "gpu-admission.labels" -}}
 app.kubernetes.io/name: gpu-admission
 app.kubernetes.io/part-of: gpu-admission
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 
 {{/* Namespaces the pod webhooks leave out: the configured ones and the release's own. */}}
