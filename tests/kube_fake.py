@@ -24,6 +24,7 @@ CLUSTER_SCOPED = frozenset(
         "nodes",
         "deviceclasses",
         "resourceslices",
+        "gpupolicies",
         "mutatingwebhookconfigurations",
         "validatingwebhookconfigurations",
     }

@@ -3,8 +3,9 @@ nothing and fails (exit 1) naming each file that differs from what it would writ
 
 Derived here: both webhook configurations (tools/webhook_manifests.py); the krew manifest, whose
 sha256 is the archive's (tools/krew.py; `python -m tools.krew` builds the archive into dist/);
-the GPUPolicy schema and its field reference (tools/schema_files.py); the GPU and cloud-label
-tables of docs/gpus.md (tools/doc_tables.py); one DRA DeviceClass per MIG profile
+the GPUPolicy schema and its field reference (tools/schema_files.py); the GPUPolicy CRD
+(tools/gpupolicy_crd.py); the chart README's table of every value (tools/chart_readme.py); the
+GPU and cloud-label tables of docs/gpus.md (tools/doc_tables.py); one DRA DeviceClass per MIG profile
 (tools/mig_classes.py); the ServiceMonitor and alerts (tools/monitoring.py); the files kustomize
 and Helm each need a copy of in their own tree, and the docs site's home page made from the
 README (tools/copies.py).
@@ -17,17 +18,29 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from tools import copies, doc_tables, krew, mig_classes, monitoring, schema_files, webhook_manifests
+from tools import (
+    chart_readme,
+    copies,
+    doc_tables,
+    gpupolicy_crd,
+    krew,
+    mig_classes,
+    monitoring,
+    schema_files,
+    webhook_manifests,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATORS: tuple[Callable[[], Mapping[Path, str | bytes]], ...] = (
     webhook_manifests.outputs,
     krew.outputs,
     schema_files.outputs,
+    gpupolicy_crd.outputs,
     doc_tables.outputs,
     copies.outputs,
     mig_classes.outputs,
     monitoring.outputs,
+    chart_readme.outputs,
 )
 
 

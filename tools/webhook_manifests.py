@@ -359,6 +359,20 @@ def validating(target: Target) -> list[str]:
             "its lint errors. Its own namespace is included: that is where policies live.",
         ],
     )
+    lines += _webhook(
+        target,
+        "validate-gpupolicies.gpu-admission.io",
+        "/validate",
+        [
+            "{apiGroups: [gpu-admission.io], apiVersions: ['*'], operations: [CREATE, UPDATE], "
+            "resources: [gpupolicies], scope: Cluster}"
+        ],
+        comment=[
+            "GPUPolicy objects: the same verdict as a policy ConfigMap's, after the API server's own",
+            "schema check. Ignore, as for ConfigMaps: a policy shipped with the webhook still applies, and",
+            "one that got in broken says so on its status and keeps its last good version (or fails closed).",
+        ],
+    )
     return lines
 
 

@@ -114,6 +114,8 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
         "statefulsets/scale",
         "replicasets/scale",
         "leaderworkersets/scale",
+        # policies as objects: the same verdict as a policy ConfigMap's
+        "gpupolicies",
     } | {kind.resource for kind in custom_kinds()}
     (scale,) = [h for h in validating if h["name"].startswith("validate-scale")]
     assert all(rule["operations"] == ["UPDATE"] for rule in scale["rules"]) and scale["failurePolicy"] == "Ignore"
@@ -123,6 +125,9 @@ def test_webhook_configurations_follow_the_api_servers_rules(overlay):
     assert claims["failurePolicy"] == "Fail" and claims["matchPolicy"] == "Equivalent"
     (policies_hook,) = [h for h in validating if h["name"].startswith("validate-policies")]
     assert policies_hook["objectSelector"] == {"matchLabels": {"gpu-admission.io/policy": "true"}}
+    # GPUPolicy objects: every one (no label asked), never their status (the webhook writes it).
+    (gpupolicies,) = [h for h in validating if h["name"].startswith("validate-gpupolicies")]
+    assert gpupolicies["rules"][0]["resources"] == ["gpupolicies"] and "objectSelector" not in gpupolicies
     # ConfigMaps and Secrets are sent only with a key named NVIDIA_VISIBLE_DEVICES & co.
     (env_sources,) = [h for h in validating if "secrets" in h["rules"][0]["resources"]]
     (condition,) = env_sources["matchConditions"]
@@ -217,9 +222,9 @@ def test_the_deployment_is_hardened_and_highly_available():
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_rbac_is_least_privilege(overlay):
     """Writes are pinned to the webhook's own objects by name, except: Events, the load-errors
-    annotation on policy ConfigMaps (patch only), strict quota Leases (in its namespace only,
-    named per quota as quotas appear), the audit's PolicyReports and the DRA claim back-end's
-    ResourceClaimTemplates (create only: never changed or deleted). Nothing is deleted but
+    annotation on policy ConfigMaps (patch only), GPUPolicy status (patch only), strict quota
+    Leases (in its namespace only, named per quota as quotas appear), the audit's PolicyReports
+    and the DRA claim back-end's ResourceClaimTemplates (create only: never changed or deleted). Nothing is deleted but
     expired strict quota Leases of its own namespace; pods are only read, and workloads only got
     one by one (a scale-up's templates), never listed."""
     objects = render(overlay)
@@ -237,7 +242,10 @@ def test_rbac_is_least_privilege(overlay):
                     ["leases"],
                     ["policyreports", "clusterpolicyreports"],
                     ["resourceclaimtemplates"],
+                    ["gpupolicies/status"],
                 ), rule
+                if rule["resources"] == ["gpupolicies/status"]:
+                    assert rule["apiGroups"] == ["gpu-admission.io"] and writes == {"patch"}
                 if rule["resources"] == ["resourceclaimtemplates"]:
                     assert rule["apiGroups"] == ["resource.k8s.io"] and set(rule["verbs"]) == {"create"}
                 if "policyreports" in rule["resources"]:

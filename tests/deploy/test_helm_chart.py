@@ -125,22 +125,43 @@ def test_the_policyreport_crds_are_rendered_kept_on_uninstall_and_only_when_aske
         for d in yaml.safe_load_all((ROOT / "deploy/components/policyreport-crds/policyreport-crds.yaml").read_text())
         if d
     ]
-    rendered = [o for o in render() if o["kind"] == "CustomResourceDefinition"]
+    rendered = [
+        o for o in render() if o["kind"] == "CustomResourceDefinition" and o["spec"]["group"] == "wgpolicyk8s.io"
+    ]
     assert [o["metadata"]["name"] for o in rendered] == [c["metadata"]["name"] for c in component]
     for crd, source in zip(rendered, component, strict=True):
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
         assert crd["spec"] == source["spec"]
-    assert not [o for o in render(policyReports={"crds": False}) if o["kind"] == "CustomResourceDefinition"]
+    without = render(policyReports={"crds": False})
+    assert [o["metadata"]["name"] for o in without if o["kind"] == "CustomResourceDefinition"] == [
+        "gpupolicies.gpu-admission.io"
+    ]
+
+
+def test_the_gpupolicy_crd_is_the_repositorys_kept_on_uninstall_and_only_when_asked():
+    source = yaml.safe_load((ROOT / "deploy/base/gpupolicy-crd.yaml").read_text())
+    (crd,) = [
+        o for o in render() if o["kind"] == "CustomResourceDefinition" and o["spec"]["group"] == "gpu-admission.io"
+    ]
+    assert crd["spec"] == source["spec"]
+    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert crd["metadata"]["labels"]["helm.sh/chart"].startswith("gpu-admission-")
+    assert not [o for o in render(gpuPolicies={"crd": False}) if o["metadata"]["name"] == crd["metadata"]["name"]]
 
 
 def test_deploy_base_leaves_the_policyreport_crds_to_a_component():
-    assert not [o for o in kustomize("deploy/base") if o["kind"] == "CustomResourceDefinition"]
+    crds = [o for o in kustomize("deploy/base") if o["kind"] == "CustomResourceDefinition"]
+    assert [o["metadata"]["name"] for o in crds] == ["gpupolicies.gpu-admission.io"]
     with_crds = [
         o["metadata"]["name"]
         for o in kustomize("deploy/overlays/policyreport-crds")
         if o["kind"] == "CustomResourceDefinition"
     ]
-    assert with_crds == ["clusterpolicyreports.wgpolicyk8s.io", "policyreports.wgpolicyk8s.io"]
+    assert with_crds == [
+        "clusterpolicyreports.wgpolicyk8s.io",
+        "gpupolicies.gpu-admission.io",
+        "policyreports.wgpolicyk8s.io",
+    ]
 
 
 PLATFORM = {

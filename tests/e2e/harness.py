@@ -57,6 +57,11 @@ class Installation:
     while_starting: list[Result] = field(default_factory=list)  # GPU pod dry runs as the first replica starts
 
     def replica(self, name: str, port: int | None = None, **env: str) -> Replica:
+        """A replica process started afresh; one of the same name before it is stopped and stands
+        down (they share a log file: its reviews would be read twice)."""
+        for old in [r for r in self.replicas if r.name == name]:
+            old.stop()
+            self.replicas.remove(old)
         kubeconfig = service_account_kubeconfig(self.kubectl, self.control_plane, self.workdir / f"{name}.kubeconfig")
         replica = Replica(name, port or self.port, self.workdir, kubeconfig, env)
         replica.start()

@@ -30,6 +30,7 @@ NS = "gpu-admission"
 # What one replica watches, in the order it starts them (tests.server.test_replicas counts the streams).
 WATCHED = (
     "configmaps",
+    "gpupolicies",
     "namespaces",
     "nodes",
     "resourcequotas",

@@ -7,7 +7,7 @@ import pytest
 from kubernetes import client
 
 from tests.conftest import policy
-from webhook.cluster.wiring import configmap_watch
+from webhook.cluster.watches.policy_configmaps import configmap_watch
 from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder
 

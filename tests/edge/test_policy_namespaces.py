@@ -7,8 +7,8 @@ from __future__ import annotations
 from kubernetes import client
 
 from tests.conftest import Calls, policy
+from webhook.cluster.watches.policy_configmaps import configmap_watch
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
-from webhook.cluster.wiring import configmap_watch
 from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder
 

@@ -1,5 +1,5 @@
-"""The webhook connected to its cluster: policy ConfigMaps (with all namespaces: every namespace's),
-pods (quota counters), namespaces (labels for namespaceSelector), nodes (free GPU capacity),
+"""The webhook connected to its cluster: policy ConfigMaps (with all namespaces: every namespace's)
+and GPUPolicy objects, pods (quota counters), namespaces (labels for namespaceSelector), nodes (free GPU capacity),
 ResourceQuotas (on whole GPUs, that a MIG rewrite sidesteps) and DRA claims (what pods naming
 them can allocate), each listed and watched into the
 replica's view; strict quotas' shared Leases; status Events and annotations on policy ConfigMaps.
@@ -26,6 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from certs.lease import LeaseLock
+from webhook.cluster.api.gpupolicy_status import GPUPolicyStatusWriter
 from webhook.cluster.api.identity import REPLICA
 from webhook.cluster.api.identity import api_client as identity_api_client
 from webhook.cluster.api.leadership import Leadership
@@ -38,10 +39,11 @@ from webhook.cluster.quota.ledger import LEDGER_LABEL
 from webhook.cluster.quota.reservations import PodRef, updated_pod
 from webhook.cluster.quota.share_writers import ShareKeeper
 from webhook.cluster.quota.shared_quota import SharedReservations
+from webhook.cluster.watches.gpupolicies import gpupolicy_watch
 from webhook.cluster.watches.listwatch import ListWatch
+from webhook.cluster.watches.policy_configmaps import configmap_watch
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
 from webhook.cluster.watches.watch_stream import JSON
-from webhook.sources.configmaps import POLICY_LABEL, SOURCE_PREFIX, persisted_of, policy_owner, texts_of
 from webhook.sources.store import PolicyStore
 
 NAMESPACE_TIMEOUT = 2.0
@@ -99,9 +101,19 @@ def connect(
     reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)
     store.listeners.append(reporter)
     store.good_listeners.append(reporter.persist)
+    custom = client.CustomObjectsApi(api_client)
+    gpupolicy_status = GPUPolicyStatusWriter(custom, leads=lambda: status_lease.held)
+    store.retried_listeners.append(
+        lambda source, problems: gpupolicy_status.revise(source, problems, *store.in_force(source, source))
+    )
+
+    def on_lead() -> None:
+        reporter.reconcile()
+        gpupolicy_status.reconcile()
+
     # The status leader also deletes strict quota Leases left with expired reservations only.
     chores = ((LEASE_SWEEP_SECONDS, shared.sweep),)
-    leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=reporter.reconcile, chores=chores)
+    leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=on_lead, chores=chores)
     view.background.append(leadership)
     leadership.start()
     keeper = None
@@ -118,7 +130,7 @@ def connect(
         view.background.append(auditor)
         auditor.start()
     view.namespaces.set_fetch(lambda name: _read_namespace(core, name))
-    view.read_workload = _workload_reader(client.CustomObjectsApi(api_client))
+    view.read_workload = _workload_reader(custom)
     usage, namespaces, quotas = view.usage, view.namespaces, view.quotas
     namespaces_listed: Callable[[Any], None] = namespaces.replace_all
     namespace_seen: Callable[[str, JSON], None] = namespaces.observe
@@ -146,6 +158,7 @@ def connect(
     publisher.start()
     watches = [
         configmap_watch(core, namespace, store, all_namespaces, **options),
+        gpupolicy_watch(custom, store, gpupolicy_status, **options),
         ListWatch("namespaces", core.list_namespace, (), namespaces_listed, namespace_seen, **options),
         ListWatch(
             "nodes", core.list_node, (), view.nodes.replace_all, _both(view.nodes.observe, auditor.node_seen), **options
@@ -170,7 +183,8 @@ def connect(
         ),
         ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
     ]
-    configmaps, namespaces_watch, leases, pods = watches[0], watches[1], watches[-2], watches[-1]
+    configmaps, gpupolicies, namespaces_watch = watches[0], watches[1], watches[2]
+    leases, pods = watches[-2], watches[-1]
 
     def recharge_or_relist() -> None:
         if not usage.recharge():
@@ -188,6 +202,7 @@ def connect(
     def pods_once_policies_and_namespaces_are_known() -> None:
         # Pods are charged by the policies (and namespace labels) in force when they are counted.
         configmaps.synced.wait()
+        gpupolicies.synced.wait()
         namespaces_watch.synced.wait()
         for each in dra:  # claims, templates and classes say what pods are charged
             each.synced.wait()
@@ -290,41 +305,3 @@ def _workload_reader(api: client.CustomObjectsApi) -> Callable[[str, str, str, s
         return dict(orjson.loads(response.data))  # type: ignore[attr-defined]
 
     return read
-
-
-def configmap_watch(
-    api: client.CoreV1Api,
-    namespace: str,
-    store: PolicyStore,
-    all_namespaces: bool = False,
-    own_namespace: str | None = None,
-    **options: Any,
-) -> ListWatch:
-    """The policy ConfigMaps of `namespace` (with `all_namespaces`, of every namespace) into the
-    store; `own_namespace`, the webhook's, holds cluster policies (default: `namespace`), any
-    other a team's (webhook.cluster.watches.policy_namespaces)."""
-    own = namespace if own_namespace is None else own_namespace
-
-    def owner(obj: JSON) -> str | None:
-        return policy_owner(str((obj.get("metadata") or {}).get("namespace", "")), own)
-
-    def on_event(kind: str, obj: JSON) -> None:
-        if kind == "DELETED":
-            store.remove(texts_of(obj)[0])
-        else:
-            store.update(*texts_of(obj), namespace=owner(obj), persisted=persisted_of(obj))
-
-    # Of the store's ConfigMap sources, this watch lists its namespace's (or, all_namespaces, all).
-    within = SOURCE_PREFIX if all_namespaces else f"{SOURCE_PREFIX}{namespace}/"
-
-    def on_list(items: Any) -> None:
-        listed = list(items)  # a stream of list pages, read twice here
-        sources = {source: (texts, owner(cm)) for cm in listed for source, texts in [texts_of(cm)]}
-        store.replace_all(sources, within=within, persisted={texts_of(cm)[0]: persisted_of(cm) for cm in listed})
-
-    lister: Callable[..., Any] = api.list_namespaced_config_map
-    args: tuple[str, ...] = (namespace,)
-    if all_namespaces:
-        lister, args = api.list_config_map_for_all_namespaces, ()
-    name = "configmaps" if namespace == own else f"configmaps/{namespace}"
-    return ListWatch(name, lister, args, on_list, on_event, label_selector=POLICY_LABEL, **options)

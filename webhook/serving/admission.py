@@ -10,11 +10,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from policies import ENV_SOURCE_KINDS, InputError, Operation, load_texts
+from policies import ENV_SOURCE_KINDS, InputError, Operation, PolicyProblem, load_texts
 from webhook.metrics import ENGINE_ERRORS
 from webhook.serving.errors import BadRequest
 from webhook.serving.review import AdmissionRequest, AdmissionResponse
+from webhook.sources import gpupolicies
 from webhook.sources.configmaps import is_policy_configmap, policy_owner, texts_of
+from webhook.sources.store import Texts
 from webhook.state import EngineHolder
 
 log = logging.getLogger("gpu_admission.admission")
@@ -87,7 +89,7 @@ def _policy_configmap(holder: EngineHolder, request: AdmissionRequest) -> Admiss
     raw = _require_object(request)
     if not is_policy_configmap(raw):
         return AdmissionResponse(request.uid, True)
-    _, texts = texts_of(raw, request.namespace, request.name)
+    source, texts = texts_of(raw, request.namespace, request.name)
     old = request.old_object
     if (
         isinstance(old, dict)
@@ -96,12 +98,49 @@ def _policy_configmap(holder: EngineHolder, request: AdmissionRequest) -> Admiss
     ):
         return AdmissionResponse(request.uid, True)
     owner = policy_owner(request.namespace, holder.settings.policy_namespace)
+    return _policy_verdict(holder, request, source, texts, owner)
+
+
+def _gpupolicy(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    """A GPUPolicy object: the same loader and verdict as a policy ConfigMap's file (on top of the
+    API server's own schema validation). An UPDATE that leaves the document as it was (labels,
+    annotations) is not judged again; status is a subresource the webhook is not sent."""
+    source, texts = gpupolicies.texts_of(_require_object(request), request.name)
+    old = request.old_object
+    if isinstance(old, dict) and gpupolicies.texts_of(old, request.name)[1] == texts:
+        return AdmissionResponse(request.uid, True)
+    return _policy_verdict(holder, request, source, texts, None)
+
+
+def _policy_verdict(
+    holder: EngineHolder, request: AdmissionRequest, source: str, texts: Texts, owner: str | None
+) -> AdmissionResponse:
+    """Lint's verdict on a source's files; a name another source's policy in force holds is said."""
     loaded = load_texts(texts, namespace=owner)
-    problems = loaded.problems
-    if not problems:  # what lint would warn about loads, and `kubectl apply` shows it
-        return AdmissionResponse(request.uid, True, warnings=tuple(f"lint: {a}" for a in loaded.advice))
-    message = "policy rejected: " + "; ".join(str(p) for p in problems)
-    return AdmissionResponse(request.uid, False, message=message, code=422)
+    if loaded.problems:
+        message = "policy rejected: " + "; ".join(str(p) for p in loaded.problems)
+        return AdmissionResponse(request.uid, False, message=message, code=422)
+    # What lint would warn about loads, and `kubectl apply` shows it; so does a name another
+    # source's policy holds: this one is kept out until that one goes (a policy moving from a
+    # ConfigMap to a GPUPolicy object is applied first, then the old one deleted, with no gap).
+    shadowed = [f"{p}; it takes over once that one is gone" for p in _clashes(holder, source, loaded.policies)]
+    return AdmissionResponse(request.uid, True, warnings=(*shadowed, *(f"lint: {a}" for a in loaded.advice)))
+
+
+def _clashes(holder: EngineHolder, source: str, policies: Any) -> list[PolicyProblem]:
+    engine = holder.engine
+    if engine is None:
+        return []
+    held = {
+        p.name: p.source.file
+        for p in engine.policy_set.policies
+        if p.source.file != source and not p.source.file.startswith(source + "/")
+    }
+    return [
+        PolicyProblem(p.source.file, p.source.line, p.name, "metadata.name", f"duplicate policy name (also in {other})")
+        for p in policies
+        if (other := held.get(p.name)) is not None
+    ]
 
 
 def _env_source(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
@@ -145,6 +184,10 @@ def _scale(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse
 
 
 def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    if request.kind.group == gpupolicies.GROUP and request.kind.kind == gpupolicies.KIND:
+        if request.operation not in JUDGED_OPERATIONS or request.sub_resource:
+            return AdmissionResponse(request.uid, True)
+        return _guarded("validate", holder, request, lambda: _gpupolicy(holder, request))
     if request.sub_resource == "scale" and request.operation is Operation.UPDATE:
         return _guarded("validate", holder, request, lambda: _scale(holder, request))
     if request.kind.group == "" and request.kind.kind in ENV_SOURCE_KINDS and request.operation in JUDGED_OPERATIONS:

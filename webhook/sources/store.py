@@ -14,7 +14,9 @@ No policy lapses silently. A source may come with the versions a replica persist
 cluster once they loaded (a ConfigMap's `gpu-admission.io/last-good`): a bad file with no last
 good version here (a fresh replica) takes that one. A bad file with none at all is out of force
 and fails closed (policies.model.policyset.Lapsed): the pods it could hold are denied, naming it,
-until it loads. `good_listeners` hear of each source whose files all loaded, to persist them.
+until it loads. A file kept out only for a policy name another file holds loads again once the
+policies in force change (`retried_listeners` hear of it). `good_listeners` hear of each source
+whose files all loaded, to persist them.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class PolicyStore:
         self._seen: dict[str, dict[str, Seen]] = {}  # source -> file -> as last seen
         self._lapsed: dict[str, dict[str, Lapsed]] = {}  # source -> file -> out of force
         self.good_listeners: list[OnGood] = []
+        self.retried_listeners: list[OnResult] = []  # a source loaded again with no change of its own
         self._lock = threading.Lock()
         self._swapped = threading.Condition()
         self.generation = 0
@@ -109,10 +112,12 @@ class PolicyStore:
                 if last is not None and last.text == text:
                     continue  # unchanged: a relist, another key's edit
                 changed |= self._load(source, file, text, namespace, persisted.get(file))
+            retried = self._retry_shadowed(exclude=source) if changed else []
             if changed or not self._swapped_once:
                 self._swap()
             problems = self._problems(source)
         self._report(source, None if first else before, problems)
+        self._report_retried(retried)
         if not problems and (changed or first):
             for listener in self.good_listeners:
                 try:
@@ -190,6 +195,19 @@ class PolicyStore:
         self._lapsed[source].pop(file, None)
         return before is not None
 
+    def in_force(self, source: str, file: str) -> tuple[str | None, str | None]:
+        """Which version of a file is in force, and its text: "current" (its text as last seen),
+        "lastGood" (an earlier one, the current having problems), "none" (it fails closed); None
+        if never seen."""
+        with self._lock:
+            seen = self._seen.get(source, {}).get(file)
+            if seen is None:
+                return None, None
+            good = self._good.get(source, {}).get(file)
+            if file in self._lapsed.get(source, {}) or good is None or (seen.problems and not good.policies):
+                return "none", None
+            return ("current" if good.text == seen.text else "lastGood"), good.text
+
     def snapshot(self) -> list[tuple[str, str, str | None]]:
         """(file, text, namespace) of every version in force: what a background audit process
         loads to judge with exactly the policies of this replica."""
@@ -197,14 +215,45 @@ class PolicyStore:
             return [(f, v.text, v.namespace) for files in self._good.values() for f, v in sorted(files.items())]
 
     def remove(self, source: str) -> None:
+        retried = []
         with self._lock:
             before = self._problems(source)
             self._seen.pop(source, None)
             lapsed = self._lapsed.pop(source, None)
             if self._good.pop(source, None) or lapsed:
+                retried = self._retry_shadowed(exclude=source)
                 self._swap()
         if before:
             self._report(source, before, [])
+        self._report_retried(retried)
+
+    def _report_retried(self, retried: list[tuple[str, list[PolicyProblem], list[PolicyProblem]]]) -> None:
+        for source, was, now in retried:
+            self._report(source, was, now)
+            for listener in self.retried_listeners:
+                try:
+                    listener(source, now)
+                except Exception:
+                    log.exception("policy status listener failed", extra={"fields": {"source": source}})
+
+    def _retry_shadowed(self, exclude: str) -> list[tuple[str, list[PolicyProblem], list[PolicyProblem]]]:
+        """Files kept out for a policy name another file held, loaded again once the policies in
+        force changed: a policy moved from one source to another (a ConfigMap's to a GPUPolicy
+        object) takes over when the old one goes, with no edit of the new. Under the lock; the
+        sources whose problems changed, to report."""
+        changed = []
+        for source, files in self._seen.items():
+            if source == exclude:
+                continue
+            before = self._problems(source)
+            for file, seen in list(files.items()):
+                version = self._good.get(source, {}).get(file)
+                if seen.text is None or version is None or not any(_is_clash(p) for p in seen.problems):
+                    continue
+                self._load(source, file, seen.text, version.namespace)
+            if (after := self._problems(source)) != before:
+                changed.append((source, before, after))
+        return changed
 
     def replace_all(
         self,
@@ -264,6 +313,10 @@ class PolicyStore:
                 extra={"fields": {"policy": each.policy, "file": each.file, "why": each.why}},
             )
         log.info("policy set swapped", extra={"fields": {"generation": self.generation, "policies": len(policies)}})
+
+
+def _is_clash(problem: PolicyProblem) -> bool:
+    return problem.message.startswith("duplicate policy name")
 
 
 def _clash(policy: GPUPolicy, other: str) -> PolicyProblem:

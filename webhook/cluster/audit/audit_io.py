@@ -14,6 +14,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from policies import REPORT_API_VERSION, REPORT_LABELS, REPORT_NAME, Finding, NodeGpus, node_gpus
+from webhook.cluster.api.gpupolicy_reads import read_gpupolicy_texts
 from webhook.cluster.watches.namespaces import namespace_labels
 from webhook.sources.configmaps import POLICY_LABEL, policy_owner, texts_of
 
@@ -78,9 +79,9 @@ def read_env_sources(api: client.ApiClient, note: Callable[[str], None]) -> Iter
 
 
 def read_policy_texts(api: client.ApiClient, policy_namespace: str) -> list[tuple[str, str, str | None]]:
-    """The policy ConfigMaps the webhook reads, as (file, text, owner) entries: every namespace's
-    where the caller may list them (team policies too), else those of `policy_namespace`.
-    ApiException where even those cannot be read."""
+    """The policy ConfigMaps and GPUPolicy objects the webhook reads, as (file, text, owner)
+    entries: every namespace's ConfigMaps where the caller may list them (team policies too), else
+    those of `policy_namespace`. ApiException where even those cannot be read."""
     core = client.CoreV1Api(api)
     try:
         found = list(_pages(core.list_config_map_for_all_namespaces, label_selector=POLICY_LABEL))
@@ -93,7 +94,7 @@ def read_policy_texts(api: client.ApiClient, policy_namespace: str) -> list[tupl
         namespace = str((configmap.get("metadata") or {}).get("namespace") or policy_namespace)
         owner = policy_owner(namespace, policy_namespace)
         entries += [(file, text, owner) for file, text in texts_of(configmap, namespace)[1]]
-    return entries
+    return entries + [(file, text, None) for file, text in read_gpupolicy_texts(api)]
 
 
 def existing_reports(api: client.ApiClient) -> dict[str, dict[str, Any]] | None:

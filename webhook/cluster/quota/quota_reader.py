@@ -1,6 +1,6 @@
 """What `gpu-admission quota` reads from a live cluster, read-only, through the kubeconfig: the
 pods (of one namespace, or all), the namespaces' labels, the policy ConfigMaps in the webhook's
-namespace, and the strict-quota Leases' reservations not yet seen as pods.
+namespace and the GPUPolicy objects, and the strict-quota Leases' reservations not yet seen as pods.
 
 A tenant's kubeconfig may not read all of it; what is forbidden is said, not fatal: without
 namespace labels, namespaceSelector budgets are shown only for the namespace asked; without the
@@ -22,6 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from policies import Ledger, Usage
+from webhook.cluster.api.gpupolicy_reads import read_gpupolicy_texts
 from webhook.cluster.api.identity import api_client, impersonate, load_kubeconfig
 from webhook.cluster.quota.ledger import GRANT_PREFIX, LEDGER_LABEL, lease_key, parse_lease
 from webhook.sources.configmaps import POLICY_LABEL, texts_of
@@ -104,6 +105,8 @@ def _read_all(api: client.ApiClient, namespace: str | None, policy_namespace: st
     )
     if configmaps is not None:
         state.policy_texts = [text for cm in configmaps for text in texts_of(cm, policy_namespace)[1]]
+        objects = _read(state, "GPUPolicy objects", lambda: read_gpupolicy_texts(api))
+        state.policy_texts += objects or []
     leases = items(
         f"strict-quota Leases in {policy_namespace}",
         lambda: coordination.list_namespaced_lease(policy_namespace, label_selector=f"{LEDGER_LABEL}=true", **raw),

@@ -1,0 +1,43 @@
+"""GPUPolicy objects (cluster-scoped, gpu-admission.io/v1alpha1) listed and watched into the policy
+store beside the ConfigMaps, each then told on its status how it loaded. Optional: a cluster
+without the CustomResourceDefinition has none, and is asked again later (the CRD may come)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from kubernetes import client
+
+from webhook.cluster.api.gpupolicy_status import GPUPolicyStatusWriter
+from webhook.cluster.watches.listwatch import ListWatch
+from webhook.cluster.watches.watch_stream import JSON
+from webhook.sources.gpupolicies import GROUP, PLURAL, SOURCE_PREFIX, VERSION, name_of, persisted_of, texts_of
+from webhook.sources.store import PolicyStore
+
+
+def gpupolicy_watch(
+    api: client.CustomObjectsApi, store: PolicyStore, status: GPUPolicyStatusWriter, **options: Any
+) -> ListWatch:
+    def tell(obj: JSON) -> None:
+        source = texts_of(obj)[0]
+        status.observe(obj, store.problems_of(source), *store.in_force(source, source))
+
+    def on_event(kind: str, obj: JSON) -> None:
+        source, texts = texts_of(obj)
+        if kind == "DELETED":
+            store.remove(source)
+            status.forget(name_of(obj))
+            return
+        store.update(source, texts, None, persisted=persisted_of(obj))
+        tell(obj)
+
+    def on_list(items: Any) -> None:
+        listed = [obj for obj in items if name_of(obj)]
+        sources = {source: (texts, None) for obj in listed for source, texts in [texts_of(obj)]}
+        store.replace_all(sources, within=SOURCE_PREFIX, persisted={texts_of(o)[0]: persisted_of(o) for o in listed})
+        for obj in listed:
+            tell(obj)
+
+    lister = functools.partial(api.list_cluster_custom_object, GROUP, VERSION, PLURAL)
+    return ListWatch("gpupolicies", lister, (), on_list, on_event, optional=True, **options)
