@@ -183,6 +183,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=400)
     parser.add_argument("--backends", action="store_true", help="also each MIG back-end, side by side")
+    parser.add_argument("--json", help="also write the figures here (docs/figures/data/: tools/figures.py draws them)")
     args = parser.parse_args()
     installed = None
     webhook_metric = "apiserver_admission_webhook_admission_duration_seconds"
@@ -225,6 +226,18 @@ def main() -> None:
                 print(f"  {name:34s} mean {average:7.3f}   p50 {p50:7.3f}   p99 {p99:7.3f}")
             if not any(after.get("count") for after in vap_after.values()):
                 print(f"  the VAP: no {vap_metric} samples in the API server's /metrics")
+            if args.json:
+                latency = {
+                    name: {
+                        "p50": quantile(before.get(name, {}), after[name], 0.5) * 1000,
+                        "p99": quantile(before.get(name, {}), after[name], 0.99) * 1000,
+                    }
+                    for name, before, after in rows
+                }
+                latency = {name: q for name, q in latency.items() if q["p50"] == q["p50"]}  # NaN: no samples
+                rates = {setup: {"pods_per_s": rate, "ms_a_pod": ms} for setup, (rate, ms) in figures.items()}
+                written = {"bench": "bench/control_plane.py", "pods": args.pods, "setups": rates, "latency": latency}
+                Path(args.json).write_text(json.dumps(written, indent=2) + "\n")
             if args.backends:
                 measure_backends(kubectl, api, args.pods)
         finally:

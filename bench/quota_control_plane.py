@@ -20,6 +20,7 @@ import argparse
 import concurrent.futures
 import json
 import time
+from pathlib import Path
 
 from control_plane import histograms, mean, metric_lines, quantile, started
 from kubernetes import client
@@ -70,6 +71,7 @@ def create_all(api: client.CoreV1Api, namespace: str, count: int, prefix: str) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=400)
+    parser.add_argument("--json", help="also write the figures here (docs/figures/data/: tools/figures.py draws them)")
     args = parser.parse_args()
     running: list[Replica] = []
     balancer: Balancer | None = None
@@ -109,6 +111,19 @@ def main() -> None:
                     f"  {label:30s} {rate:7.1f} pods/s   {HOOK} mean {mean(before, after) * 1000:6.2f} ms"
                     f"  p50 {p50:6.2f}  p99 {p99:7.2f}   Lease writes/pod {writes:4.2f}   refused {refused}"
                 )
+            if args.json:
+                setups = {
+                    label: {
+                        "pods_per_s": rate,
+                        "p50": quantile(before, after, 0.5) * 1000,
+                        "p99": quantile(before, after, 0.99) * 1000,
+                        "lease_writes_a_pod": writes,
+                        "refused": refused,
+                    }
+                    for label, rate, refused, writes, (before, after) in rows
+                }
+                written = {"bench": "bench/quota_control_plane.py", "pods": args.pods, "setups": setups}
+                Path(args.json).write_text(json.dumps(written, indent=2) + "\n")
         finally:
             for replica in running:
                 replica.stop()

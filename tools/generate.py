@@ -5,10 +5,10 @@ Derived here: both webhook configurations (tools/webhook_manifests.py); the krew
 sha256 is the archive's (tools/krew.py; `python -m tools.krew` builds the archive into dist/);
 the GPUPolicy schema and its field reference (tools/schema_files.py); the GPUPolicy CRD
 (tools/gpupolicy_crd.py); the chart README's table of every value (tools/chart_readme.py); the
-GPU and cloud-label tables of docs/gpus.md (tools/doc_tables.py); one DRA DeviceClass per MIG profile
-(tools/mig_classes.py); the ServiceMonitor and alerts (tools/monitoring.py); the files kustomize
-and Helm each need a copy of in their own tree, and the docs site's home page made from the
-README (tools/copies.py).
+docs' figures from measured runs (tools/figures.py); the GPU and cloud-label tables of
+docs/gpus.md (tools/doc_tables.py); one DRA DeviceClass per MIG profile (tools/mig_classes.py);
+the ServiceMonitor and alerts (tools/monitoring.py); the files kustomize and Helm each need a copy
+of in their own tree, and the docs site's home page made from the README (tools/copies.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tools import (
     chart_readme,
     copies,
     doc_tables,
+    figures,
     gpupolicy_crd,
     krew,
     mig_classes,
@@ -41,6 +42,7 @@ GENERATORS: tuple[Callable[[], Mapping[Path, str | bytes]], ...] = (
     mig_classes.outputs,
     monitoring.outputs,
     chart_readme.outputs,
+    figures.outputs,
 )
 
 
