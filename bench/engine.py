@@ -13,7 +13,8 @@ With `--instructions`, instructions per pod instead (callgrind, steady where sec
 this tree, as source and compiled by mypyc (as the image ships it: tools/compile_engine.py),
 beside an earlier commit (`--baseline`, the previous release by default): mutate and
 validate under the 10 matching policies, and validate with 990 more that do not match the pod,
-excluded by their namespaces, by a podSelector, or each by a CEL match condition of its own.
+excluded by their namespaces, by a podSelector, or each by a CEL match condition of its own (over
+a label, or over the pod's name).
 
     python bench/engine.py [--rounds 7] [--pods 2000]
     python bench/engine.py --instructions [--baseline 8203c60]
@@ -83,7 +84,7 @@ spec:
 """
 
 
-EXCLUDED_BY = ("namespace", "podSelector", "condition")
+EXCLUDED_BY = ("namespace", "podSelector", "condition", "condition on the name")
 
 
 def excluded(i: int, by: str) -> str:
@@ -93,6 +94,7 @@ def excluded(i: int, by: str) -> str:
         "namespace": f'namespaces: ["other-{i}", "x{i}-*"]',
         "podSelector": f'namespaces: ["team-a"], podSelector: {{matchLabels: {{team: x{i}}}}}',
         "condition": f"namespaces: [\"team-a\"], condition: \"object.metadata.labels['team'] == 'x{i}'\"",
+        "condition on the name": f'namespaces: ["team-a"], condition: "object.metadata.name == \'x{i}\'"',
     }[by]
     return f"""
 apiVersion: gpu-admission.io/v1alpha1

@@ -1,18 +1,20 @@
-"""Which of a namespace's policies a pod's labels leave to examine.
+"""Which of a namespace's policies a pod's labels and fields leave to examine.
 
-Each policy is indexed by one label it cannot match without: a `podSelector` pair (`matchLabels`
-or a one-value `In`), or else a pair its CEL match condition requires (`required_label`). A pod
-then costs a dict lookup per label of its own, not a check per policy, for the policies these
-exclude: 990 of them cost what 10 do. A policy indexed by a condition is still evaluated for a
-pod without that label (there its condition is an error, reported as ever), and whenever
-conditions are not evaluated but looked up (`holding`).
+Each policy is indexed by one label it cannot match without, a `podSelector` pair (`matchLabels`
+or a one-value `In`), or else by a field of the object its CEL match condition requires to hold a
+string (`required_field`: a label, the pod's name, an annotation, any `object.a.b['c']`). A pod
+then costs a dict lookup per label of its own and one per field path conditions name, not a check
+per policy, for the policies these exclude: 990 of them cost what 10 do, whatever field their
+conditions read. A policy indexed by a condition is still evaluated for a pod without that field,
+or with a value there that is no string (there its condition is an error or false, decided by CEL
+as ever), and whenever conditions are not evaluated but looked up (`holding`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policies.model.cel_fields import required_label
+from policies.model.cel_fields import LABELS_PATH, FieldPath, required_field
 from policies.model.policy import GPUPolicy
 from policies.model.selectors import Operator
 
@@ -34,16 +36,16 @@ class Candidates:
         self.all = policies  # in precedence order
         free: list[GPUPolicy] = []
         by_pair: dict[tuple[str, str], list[GPUPolicy]] = {}
-        by_condition: dict[str, dict[str, list[GPUPolicy]]] = {}
+        by_condition: dict[FieldPath, dict[str, list[GPUPolicy]]] = {}
         for policy in policies:
             pair = _selector_pair(policy)
             if pair is not None:
                 by_pair.setdefault(pair, []).append(policy)
                 continue
             condition = policy.match.condition
-            pair = required_label(condition.source) if condition is not None else None
-            if pair is not None:
-                by_condition.setdefault(pair[0], {}).setdefault(pair[1], []).append(policy)
+            field = required_field(condition.source) if condition is not None else None
+            if field is not None:
+                by_condition.setdefault(field[0], {}).setdefault(field[1], []).append(policy)
                 continue
             free.append(policy)
         self._free = tuple(free)
@@ -51,8 +53,11 @@ class Candidates:
         self._by_condition = {key: {v: tuple(p) for v, p in values.items()} for key, values in by_condition.items()}
         self._position = {policy.name: i for i, policy in enumerate(policies)}
 
-    def for_pod(self, labels: Mapping[str, str], conditions_evaluated: bool = True) -> tuple[GPUPolicy, ...]:
-        """The policies a pod with `labels` may match, in precedence order."""
+    def for_pod(
+        self, labels: Mapping[str, str], conditions_evaluated: bool = True, obj: object = None
+    ) -> tuple[GPUPolicy, ...]:
+        """The policies a pod with `labels` (and `obj` as CEL's `object` reads it, where fields
+        other than labels are indexed) may match, in precedence order."""
         if not self._by_pair and not self._by_condition:
             return self.all
         found = list(self._free)
@@ -61,8 +66,8 @@ class Candidates:
                 more = self._by_pair.get(item)
                 if more:
                     found += more
-        for key, by_value in self._by_condition.items():
-            value = labels.get(key)
+        for path, by_value in self._by_condition.items():
+            value = _field(path, labels, obj)
             if value is None or not conditions_evaluated:
                 for group in by_value.values():
                     found += group
@@ -75,3 +80,15 @@ class Candidates:
         position = self._position
         found.sort(key=lambda p: position[p.name])
         return tuple(found)
+
+
+def _field(path: FieldPath, labels: Mapping[str, str], obj: object) -> str | None:
+    """The string at `path` of the object (a label from `labels`), None where there is none."""
+    if len(path) == 3 and path[:2] == LABELS_PATH:
+        return labels.get(path[2])
+    found = obj
+    for key in path:
+        if type(found) is not dict:
+            return None
+        found = found.get(key)
+    return found if type(found) is str else None

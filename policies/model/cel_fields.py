@@ -81,16 +81,26 @@ def fields_in(found: list[str] | None) -> frozenset[str] | None:
     return frozenset(fields)
 
 
-_LABELS = ["object", ".", "metadata", ".", "labels"]
+LABELS_PATH = ("metadata", "labels")
+FieldPath = tuple[str, ...]
 
 
 def required_label(source: str) -> tuple[str, str] | None:
-    """A label the expression is false without: `(key, value)` where one of its top-level `&&`
-    operands is `object.metadata.labels['key'] == 'value'` (or `.key`, either side), and it has
-    no top-level `||` or `?:`. A pod whose label `key` holds another value makes that operand,
-    and so the whole expression, false (CEL's `&&` is false with any false operand, errors in the
-    others included). None when no such operand can be told; a pod without the label is not
-    decided by this (the operand is an error then, not false)."""
+    """A label the expression is false without (`required_field` on a label): `(key, value)`."""
+    found = required_field(source)
+    if found is None or len(found[0]) != 3 or found[0][:2] != LABELS_PATH:
+        return None
+    return found[0][2], found[1]
+
+
+def required_field(source: str) -> tuple[FieldPath, str] | None:
+    """A field of `object` the expression is false without: `(path, value)` where one of its
+    top-level `&&` operands is `object.<path> == 'value'` (each step `.name` or `['key']`, either
+    side; a label, the pod's name, an annotation), and it has no top-level `||` or `?:`. An object
+    whose field holds another string makes that operand, and so the whole expression, false (CEL's
+    `&&` is false with any false operand, errors in the others included). None when no such
+    operand can be told; an object without the field, or with a value that is no string there, is
+    not decided by this (the operand is an error then, not false)."""
     found = tokens(source, keep_literals=True)
     if found is None:
         return None
@@ -110,32 +120,40 @@ def required_label(source: str) -> tuple[str, str] | None:
             continue
         operands[-1].append(token)
     for operand in operands:
-        pair = _label_equality(operand)
+        pair = _field_equality(operand)
         if pair is not None:
             return pair
     return None
 
 
-def _label_equality(operand: list[str]) -> tuple[str, str] | None:
+def _field_equality(operand: list[str]) -> tuple[FieldPath, str] | None:
     for left, right in ((operand[:-3], operand[-3:]), (operand[3:], operand[:3])):
         if len(right) != 3 or right[0:2] != ["=", "="] and right[1:3] != ["=", "="]:
             continue
         value = _plain_string(right[2] if right[0] == "=" else right[0])
-        key = _label_key(left)
-        if value is not None and key is not None:
-            return key, value
+        path = _field_path(left)
+        if value is not None and path:
+            return path, value
     return None
 
 
-def _label_key(selection: list[str]) -> str | None:
-    if selection[:5] != _LABELS:
+def _field_path(selection: list[str]) -> FieldPath | None:
+    """The keys of `object.a.b['c']` (None for anything else: a call, an index by number, an
+    operator)."""
+    if not selection or selection[0] != "object":
         return None
-    rest = selection[5:]
-    if len(rest) == 2 and rest[0] == "." and rest[1].isidentifier():
-        return rest[1]
-    if len(rest) == 3 and rest[0] == "[" and rest[2] == "]":
-        return _plain_string(rest[1])
-    return None
+    path: list[str] = []
+    rest = selection[1:]
+    while rest:
+        if len(rest) >= 2 and rest[0] == "." and rest[1].isidentifier():
+            path.append(rest[1])
+            rest = rest[2:]
+        elif len(rest) >= 3 and rest[0] == "[" and rest[2] == "]" and (key := _plain_string(rest[1])) is not None:
+            path.append(key)
+            rest = rest[3:]
+        else:
+            return None
+    return tuple(path)
 
 
 def _plain_string(token: str) -> str | None:

@@ -132,6 +132,7 @@ class PolicySet:
         cel_data: CelInput | None = None,
         namespace_labels: Mapping[str, str] | None = None,
         holding: frozenset[str] | None = None,
+        obj: object = None,
     ) -> MatchResult:
         """Policies that match, in precedence order (cluster before namespaced, priority, name).
 
@@ -139,11 +140,12 @@ class PolicySet:
         `kubernetes.io/metadata.name` label the API server gives every namespace is there.
         A condition that fails to evaluate is reported, not silently treated as a non-match.
         `holding`: instead of evaluating conditions, the sources of those known to hold (a pod
-        already counted, whose object is no longer kept).
+        already counted, whose object is no longer kept). `obj`: the object as `cel_data` has it,
+        so conditions over its fields are looked up, not evaluated, where they cannot hold.
         """
         matched: list[GPUPolicy] = []
         errors: list[tuple[GPUPolicy, str]] = []
-        for policy in self._candidates(namespace).for_pod(labels, holding is None):
+        for policy in self._candidates(namespace).for_pod(labels, holding is None, obj):
             selector = policy.match.pod_selector
             if selector is not None and not selector.matches(labels):
                 continue

@@ -46,7 +46,7 @@ def applicable(raw: JSON, policy_set: PolicySet, request: RequestInfo, cluster: 
     request = request.in_namespace(namespace)
     namespace_labels = cluster.namespace_labels(namespace)
     data = request.cel_input(raw, namespace_labels)
-    match = policy_set.matching(namespace, view.labels, data, namespace_labels)
+    match = policy_set.matching(namespace, view.labels, data, namespace_labels, obj=raw)
     return Applicable(view, namespace, request, namespace_labels, data, match.policies, match.errors)
 
 

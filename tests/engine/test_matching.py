@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.model.cel import CelEvaluationError, CelInput
-from policies.model.cel_fields import required_label
+from policies.model.cel_fields import required_field, required_label
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
 from tests.conftest import policy
@@ -84,9 +84,21 @@ CONDITIONS = [
     "has(object.metadata.labels.tier) && object.metadata.labels.tier == 'gpu'",
     "object.metadata.labels['missing'] == 'x' && false",
     "object.metadata.labels['tier'] == 'cpu'",
+    "object.metadata.name == 'a'",
+    "'gpu' == object.metadata.annotations['tier'] && object.metadata.labels['team'] == 'b'",
+    "object.spec.priorityClassName == 'a'",
 ]
 SELECTORS = ["{matchLabels: {tier: gpu}}", "{matchLabels: {team: a, tier: gpu}}", "{matchLabels: {team: b}}"]
 LABELS = st.dictionaries(st.sampled_from(["team", "tier", "other"]), st.sampled_from(["a", "b", "gpu", "cpu"]))
+VALUES = st.sampled_from(["a", "b", "gpu", 7, None])  # a string, or no string: CEL decides those
+OBJECTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": VALUES,
+        "annotations": st.dictionaries(st.sampled_from(["tier", "other"]), st.sampled_from(["a", "gpu"])),
+        "spec": st.fixed_dictionaries({}, optional={"priorityClassName": VALUES}),
+    },
+)
 
 
 def indexed_set(choices):
@@ -110,13 +122,18 @@ def indexed_set(choices):
         max_size=10,
     ),
     LABELS,
+    OBJECTS,
 )
-def test_the_label_index_matches_and_reports_exactly_what_evaluating_every_policy_does(choices, labels):
-    """Policies left out by a podSelector pair or a label their condition requires are never
-    examined; matches and condition errors are exactly those of checking every policy."""
+def test_the_index_matches_and_reports_exactly_what_evaluating_every_policy_does(choices, labels, fields):
+    """Policies left out by a podSelector pair, or by a label or other field their condition
+    requires to hold a string, are never examined; matches and condition errors are exactly those
+    of checking every policy."""
     policy_set = indexed_set(choices)
-    pod = {"metadata": {"name": "p", "labels": labels}}
-    found = policy_set.matching("team-a", labels, CelInput({"object": pod, "request": {}}))
+    metadata = {"labels": labels} | {k: v for k, v in fields.items() if k != "spec"}
+    pod = {"metadata": {k: v for k, v in metadata.items() if v is not None}}
+    if "spec" in fields:
+        pod["spec"] = {k: v for k, v in fields["spec"].items() if v is not None}
+    found = policy_set.matching("team-a", labels, CelInput({"object": pod, "request": {}}), obj=pod)
     expected, errors = [], []
     for p in policy_set.policies:
         if p.match.pod_selector is not None and not p.match.pod_selector.matches(labels):
@@ -150,3 +167,20 @@ def test_the_label_index_matches_and_reports_exactly_what_evaluating_every_polic
 )
 def test_a_required_label_is_found_only_where_the_expression_is_false_without_it(source, label):
     assert required_label(source) == label
+
+
+@pytest.mark.parametrize(
+    "source, field",
+    [
+        ("object.metadata.name == 'x'", (("metadata", "name"), "x")),
+        ("'v' == object.metadata.annotations['a.b/c'] && true", (("metadata", "annotations", "a.b/c"), "v")),
+        ("object.spec.priorityClassName == 'high'", (("spec", "priorityClassName"), "high")),
+        ("object.spec.containers[0].name == 'x'", None),
+        ("object.metadata.name.lowerAscii() == 'x'", None),
+        ("oldObject.metadata.name == 'x'", None),
+        ("object == 'x'", None),
+    ],
+    ids=["name", "annotation", "spec-field", "list-index", "call", "old-object", "whole-object"],
+)
+def test_a_required_field_is_a_chain_of_keys_of_object_compared_to_a_string(source, field):
+    assert required_field(source) == field
