@@ -110,6 +110,7 @@ class FakeKube:
         self.requests: list[Request] = []  # every request, in order
         self.open_watches: Counter[tuple[str, str]] = Counter()  # (agent, resource) -> streams open now
         self.changed = threading.Condition()
+        self._serving: threading.Thread | None = None
         self.server: ThreadingHTTPServer | None = None
         self.port = 0
 
@@ -206,13 +207,18 @@ class FakeKube:
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # serve_forever looks for shutdown() once a poll: 0.5 s by default, which every test's
+        # teardown would wait.
+        self._serving = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+        self._serving.start()
 
     def stop(self) -> None:
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+            if self._serving is not None:
+                self._serving.join(5)
             with self.changed:
                 self.changed.notify_all()
 

@@ -114,6 +114,9 @@ class FirstDay:
 
     def clean(self) -> None:
         self.run("delete", "gpupolicy", POLICY, "--ignore-not-found", "--wait=false")
+        # Its pods at once: a bound pod's GPU slice stays taken until its kubelet confirms it gone
+        # (and a cluster without kubelets, as the e2e suite's, never does).
+        self.run("delete", "pods", "--all", "-n", NAMESPACE, "--grace-period=0", "--force", "--ignore-not-found")
         self.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=60s")
 
     def day(self) -> list[Outcome]:

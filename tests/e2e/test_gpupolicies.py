@@ -29,6 +29,11 @@ spec:
 """
 
 
+def release_gpus(installation: Installation, namespace: str) -> None:
+    """The pods a case made, gone at once: without a kubelet a bound pod's GPU stays taken."""
+    installation.kubectl.run("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force")
+
+
 def ready_of(installation: Installation, name: str) -> dict[str, object]:
     found = installation.kubectl.get("gpupolicy", name)
     status = found.get("status") or {}
@@ -62,6 +67,7 @@ def test_a_gpupolicy_object_is_checked_twice_at_apply_and_says_how_it_loaded(ins
 
     kubectl.run("delete", "gpupolicy", "e2e-object-cap")
     wait_for(lambda: kubectl.create(pod("whole", NAMESPACE, gpus=1), check=False).code == 0, "the cap removed")
+    release_gpus(installation, NAMESPACE)
 
 
 def test_a_policy_moves_from_a_configmap_to_an_object_with_no_moment_without_it(installation: Installation):
@@ -119,6 +125,7 @@ def test_a_broken_gpupolicy_from_an_outage_keeps_its_last_good_version_or_fails_
     finally:
         kubectl.run("delete", "gpupolicy", "e2e-outage-never", "e2e-outage-cap", "--ignore-not-found")
     wait_for(lambda: kubectl.create(pod("whole", namespace, gpus=1), check=False).code == 0, "both removed")
+    release_gpus(installation, namespace)
 
 
 def test_every_shipped_policy_document_applies_as_a_gpupolicy_object(installation: Installation):
