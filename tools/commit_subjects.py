@@ -59,7 +59,16 @@ def commits(revisions: str | None = None) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    bad = [(short, found) for short, message in commits(args[0] if args else None) if (found := problems(message))]
+    try:
+        checked = commits(args[0] if args else None)
+    except (RuntimeError, OSError) as error:
+        if args:  # a range asked for and not read: that is an error
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        # No git, or not a checkout (an exported tree): nothing to hold to the format.
+        print(f"commit messages not checked: {error or 'no git history here'}", file=sys.stderr)
+        return 0
+    bad = [(short, found) for short, message in checked if (found := problems(message))]
     for short, found in bad:
         print(f"commit {short}: {'; '.join(found)} (CONTRIBUTING.md, Commits)", file=sys.stderr)
     return 1 if bad else 0
