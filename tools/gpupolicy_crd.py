@@ -1,5 +1,5 @@
 """The GPUPolicy CustomResourceDefinition, from the JSON Schema the loader is held to
-(policies.model.schema): `deploy/base/gpupolicy-crd.yaml` and the chart's `files/` copy.
+(tools.policy_schema.schema): `deploy/base/gpupolicy-crd.yaml` and the chart's `files/` copy.
 
 A CRD's schema must be structural (Kubernetes' "specifying a structural schema"): a type on every
 node, no type, default, description or nullable inside anyOf, no additionalProperties beside
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from policies.model.schema import gpupolicy_schema
+from tools.policy_schema.schema import gpupolicy_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE = ROOT / "deploy" / "base" / "gpupolicy-crd.yaml"

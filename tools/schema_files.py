@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from policies.model.schema import gpupolicy_schema
-from policies.model.schema_docs import render
+from tools.policy_schema.docs import render
+from tools.policy_schema.schema import gpupolicy_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = ROOT / "policies" / "model" / "gpupolicy.schema.json"

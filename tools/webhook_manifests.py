@@ -17,7 +17,7 @@ from pathlib import Path
 
 from policies.gpu.devices import DEVICE_ENV as DEVICE_VARIABLES
 from policies.gpu.devices import LEGACY_ENV
-from policies.model.workload_conditions import BOUND, custom_kinds, kind_condition
+from tools.policy_schema.workload_conditions import BOUND, custom_kinds, kind_condition
 
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE = ROOT / "deploy" / "base" / "webhooks.yaml"
@@ -56,7 +56,7 @@ LONG_BOUND = 256  # env, volumes and annotations: ordinary pods carry more of th
 
 def _each(collection: str, bound: int) -> str:
     """The head of a bounded comprehension: past `bound` items the object goes to the webhook
-    (policies.model.workload_conditions.bounded says why)."""
+    (tools.policy_schema.workload_conditions.bounded says why)."""
     return f"size({collection}) > {bound} || {collection}.exists"
 
 

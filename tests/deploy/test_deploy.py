@@ -13,8 +13,8 @@ from kubernetes.client import ApiClient
 
 import policies.bundled
 from policies.model.cel import CelInput, compile_expression
-from policies.model.workload_conditions import custom_kinds
 from tests.conftest import gpu_container, plain_container, pod
+from tools.policy_schema.workload_conditions import custom_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = [

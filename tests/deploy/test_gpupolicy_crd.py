@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from policies.model.schema import gpupolicy_schema
 from tools.gpupolicy_crd import NOT_RE2, crd
+from tools.policy_schema.schema import gpupolicy_schema
 
 WORDS = {
     *("type", "description", "enum", "required", "nullable", "pattern", "format"),

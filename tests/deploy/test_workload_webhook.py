@@ -10,9 +10,9 @@ import yaml
 from cel_expr_python import cel
 
 from policies.judge.controllers import pod_templates
-from policies.model.workload_conditions import custom_kinds, kind_condition
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.review.pod import parse_pod
+from tools.policy_schema.workload_conditions import custom_kinds, kind_condition
 
 ROOT = Path(__file__).parents[2]
 WEBHOOKS = ROOT / "deploy" / "base" / "webhooks.yaml"

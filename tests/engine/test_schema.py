@@ -1,7 +1,7 @@
 """The JSON Schema of GPUPolicy: shipped, rendered into docs/policy-fields.md, and in agreement
 with the loader: every document the schema accepts, the loader accepts, and the reverse, over
 the examples and generated documents (whose cross-field relations hold: what the schema leaves
-to the loader is listed in policies/model/schema.py)."""
+to the loader is listed in tools/policy_schema/schema.py)."""
 
 import importlib.resources
 import json
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from policies.model import loader, sections
 from policies.model.loader import load_texts
-from policies.model.schema import gpupolicy_schema
-from policies.model.schema_docs import render
+from tools.policy_schema.docs import render
+from tools.policy_schema.schema import gpupolicy_schema
 
 ROOT = Path(__file__).parents[2]
 SCHEMA_FILE = ROOT / "policies" / "model" / "gpupolicy.schema.json"

@@ -1,4 +1,4 @@
-"""The pieces of the GPUPolicy JSON Schema (policies.model.schema): one builder per spec section,
+"""The pieces of the GPUPolicy JSON Schema (tools.policy_schema.schema): one builder per spec section,
 and the primitives they share (a documented field, a nullable one, quantities, exact amounts)."""
 
 from __future__ import annotations

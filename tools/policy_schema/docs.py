@@ -1,4 +1,4 @@
-"""docs/policy-fields.md, rendered from the JSON Schema (policies.model.schema): one table per
+"""docs/policy-fields.md, rendered from the JSON Schema (tools.policy_schema.schema): one table per
 document kind, a row per field with its kind, default and meaning."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from policies.model.schema_fields import Schema
+from tools.policy_schema.fields import Schema
 
 HEADER = """# Policy field reference
 
 Generated from the JSON Schema (`policies/model/gpupolicy.schema.json`, built by
-`policies/model/schema.py`); `tests/engine/test_schema.py` keeps this page, the schema file and the
+`tools/policy_schema/schema.py`); `tests/engine/test_schema.py` keeps this page, the schema file and the
 loader in agreement (`python -m tools.generate` rewrites both). Editors validate policy files against the
 schema with a first line `# yaml-language-server: $schema=<path or URL of the schema>`.
 

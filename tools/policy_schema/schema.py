@@ -15,7 +15,7 @@ stands for an absent optional field.
 from __future__ import annotations
 
 from policies.gpu.catalog import CATALOG, Catalog
-from policies.model.schema_fields import (
+from tools.policy_schema.fields import (
     Schema,
     documented,
     enum_of,
