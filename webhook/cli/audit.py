@@ -17,6 +17,7 @@ import yaml
 
 from policies import AuditReport, Engine, Finding, KnownCluster, audit_env_sources, audit_pods, policy_reports
 from webhook.cli.offline import cluster_state_with_nodes
+from webhook.cli.parsing import DEFAULT_POLICY_NAMESPACE, cluster_options, command
 from webhook.sources.files import load_policies, policy_set_of
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
@@ -156,3 +157,44 @@ def _write(api: Any, report: AuditReport, events: int) -> dict[str, Any]:
         if f.pod and f.result == "fail" and (f.uid, f.policy, f.rule) not in reported(before.get(f.namespace))
     ]
     return {"reports_written": written, "events": emit_events(api, fresh, events), **missing}
+
+
+def register(commands: Any, root: argparse.ArgumentParser) -> None:
+    """The command, its options and exit codes."""
+    audit = command(
+        commands,
+        "audit",
+        "judge existing GPU pods as the background audit does",
+        "Judges the GPU pods of --cluster-state (or of the cluster, --live) against the policies now: rules "
+        "and per-pod caps, budgets now over their limits, requests their node no longer offers (re-split "
+        "into other MIG profiles). -o policyreport prints wgpolicyk8s.io/v1alpha2 PolicyReports.",
+        "0 no violation (warnings aside); 1 violations; 2 input or policies that cannot be read",
+    )
+    audit.add_argument("--cluster-state", help="kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml")
+    audit.add_argument(
+        "--policies",
+        type=Path,
+        action="append",
+        help="policy files or directories (default: with --live the cluster's policy ConfigMaps and GPUPolicy "
+        "objects, else bundled)",
+    )
+    audit.add_argument(
+        "--policy-namespace", default=DEFAULT_POLICY_NAMESPACE, help="with --live: the webhook's namespace"
+    )
+    audit.add_argument(
+        "--live", action="store_true", help="read the cluster (--kubeconfig/--context, in-cluster config, KUBECONFIG)"
+    )
+    cluster_options(audit)
+    audit.add_argument(
+        "--env-sources",
+        action="store_true",
+        help="judge ConfigMaps and Secrets too (what envFrom would hand over as NVIDIA's device variables); "
+        "with --live, those the caller may list",
+    )
+    audit.add_argument("--write-reports", action="store_true", help="with --live: write PolicyReports and Events")
+    audit.add_argument("--events", type=int, default=EVENTS_PER_RUN, help="Events at most a run (default 20)")
+    audit.add_argument("--policy-snapshot", help=argparse.SUPPRESS)  # the leader's policies, for its audit process
+    audit.add_argument(
+        "-o", "--output", choices=("text", "json", "policyreport", "summary"), default="text", help="default text"
+    )
+    audit.set_defaults(run=cmd_audit)

@@ -4,6 +4,9 @@ names every command and flag there is and no other (zsh loads it through bashcom
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from webhook.cli.parsing import command as subcommand
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -51,3 +54,21 @@ complete -o filenames -F _gpu_admission gpu-admission kubectl-gpu_admission
     if shell == "zsh":
         return "autoload -U +X bashcompinit && bashcompinit\n" + bash
     return bash
+
+
+def register(commands: Any, root: argparse.ArgumentParser) -> None:
+    """The command; its script completes `root`'s commands and options."""
+    completion = subcommand(
+        commands,
+        "completion",
+        "a shell completion script",
+        'Prints a completion script for bash or zsh: eval "$(gpu-admission completion bash)" in ~/.bashrc.',
+        "0 printed",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion.set_defaults(run=lambda args: _print(root, args.shell))
+
+
+def _print(root: argparse.ArgumentParser, shell: str) -> int:
+    print(script(root, shell), end="")
+    return 0

@@ -294,3 +294,15 @@ def cmd_lint(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_DENIED if result.problems or (advice and args.strict) else EXIT_OK
+
+
+def load_engine(policies: list[Path] | None) -> Engine:
+    """The engine of `--policies` (bundled without), or exit 2 naming each problem."""
+    from webhook.sources.files import load_policies
+
+    policy_set, result = load_policies(policies)
+    for problem in result.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if result.problems:
+        raise SystemExit(EXIT_BAD_INPUT)
+    return Engine(policy_set)

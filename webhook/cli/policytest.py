@@ -37,6 +37,7 @@ from xml.etree import ElementTree
 from policies import Engine, InputError
 from webhook.cli.inputs import DEFAULT_NAMESPACE, files_of
 from webhook.cli.offline import Judged, judge_all
+from webhook.cli.parsing import command, regex
 from webhook.sources.files import load_policies, read_manifests
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -202,3 +203,26 @@ def cmd_test(args: argparse.Namespace) -> int:
             )
     print(f"{len(tests)} tests, {passed} results passed, {len(report.failed)} failed", file=sys.stderr)
     return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def register(commands: Any, root: argparse.ArgumentParser) -> None:
+    """The command, its options and exit codes."""
+    test = command(
+        commands,
+        "test",
+        "run policy tests (kind: Test files)",
+        "Runs every `kind: Test` document under DIR: its policies judge its resources (with its cluster "
+        "state) and each expected result (allowed, denied or warned, by which policy and rule, patched "
+        "fields) is checked. The format is in webhook/cli/policytest.py and the README.",
+        "0 every result holds; 1 a result does not; 2 a test, policy or resource that cannot be read",
+    )
+    test.add_argument("paths", nargs="+", metavar="DIR", help="directories (or files) holding Test documents")
+    test.add_argument("-o", "--output", choices=("text", "json", "junit"), default="text", help="default text")
+    test.add_argument(
+        "--run",
+        dest="selected",
+        metavar="REGEX",
+        type=regex,
+        help="only the results whose test or resource name this finds",
+    )
+    test.set_defaults(run=cmd_test)

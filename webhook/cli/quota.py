@@ -8,13 +8,14 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from policies import Ledger, PolicySet, QuotaLine, amount_text, bar, quota_lines, scopes
 from webhook.cli.offline import cluster_state
+from webhook.cli.parsing import DEFAULT_POLICY_NAMESPACE, cluster_options, command
 from webhook.sources.files import load_policies, policy_set_of
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
-DEFAULT_POLICY_NAMESPACE = "gpu-admission"
 
 
 def _policies(paths: list[Path] | None, live_texts: list[tuple[str, str]] | None) -> PolicySet:
@@ -102,3 +103,30 @@ def cmd_quota(args: argparse.Namespace) -> int:
         where = f" in {args.namespace}" if args.namespace else ""
         print(f"no quota{where} holds anything (or no policy sets one)", file=sys.stderr)
     return EXIT_OK
+
+
+def register(commands: Any, root: argparse.ArgumentParser) -> None:
+    """The command, its options and exit codes."""
+    quota = command(
+        commands,
+        "quota",
+        "what is used, reserved and left of each GPU quota",
+        "Per policy and scope: each limit with what is used (pods counted), reserved (admissions under "
+        "strict quotas not yet seen as pods), left, and a bar; per-pod caps too. From --cluster-state, "
+        "else the live cluster through the kubeconfig (read-only: pods, namespaces, GPUPolicy objects, the policy "
+        "ConfigMaps and strict-quota Leases in --policy-namespace; what the kubeconfig may not read is said and "
+        "left out).",
+        "0 shown; 2 input or policies that cannot be read",
+    )
+    quota.add_argument("-n", "--namespace", help="one namespace (default: every scope holding something)")
+    quota.add_argument("--cluster-state", help="kubectl get pods,namespaces,nodes,resourcequotas -A -o yaml")
+    quota.add_argument(
+        "--policies",
+        type=Path,
+        action="append",
+        help="policy files or directories (default: the cluster's, else bundled)",
+    )
+    quota.add_argument("--policy-namespace", default=DEFAULT_POLICY_NAMESPACE, help="the webhook's namespace")
+    quota.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
+    cluster_options(quota)
+    quota.set_defaults(run=cmd_quota)

@@ -1,0 +1,30 @@
+"""`gpu-admission validate`: mutation then validation of every document, as the API server would
+run them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from webhook.cli.offline import cmd_validate, load_engine
+from webhook.cli.parsing import command, inputs
+
+
+def register(commands: Any, root: argparse.ArgumentParser) -> None:
+    """The command, its options and exit codes."""
+    validate = command(
+        commands,
+        "validate",
+        "mutation then validation, as the API server would run them",
+        "Judges every Pod and workload of FILE (each pod template, named by its path) after the mutation "
+        "its pods will get; documents of other kinds are listed on stderr and skipped. Pods of FILE admitted "
+        "earlier count against quotas for later ones.",
+        "0 all allowed; 1 something denied; 2 input or policies that cannot be read",
+    )
+    inputs(validate)
+    validate.add_argument("-o", "--output", choices=("text", "json"), default="text", help="default text")
+    validate.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return cmd_validate(args, load_engine(args.policies))
