@@ -29,10 +29,7 @@ class Bar:
 
 def bar_chart(title: str, subtitle: str, where: str, groups: list[tuple[str, list[Bar]]]) -> str:
     """Horizontal bars, one group of them per label, scaled to the largest value."""
-    series = sorted(
-        {b.series for _, bars in groups for b in bars},
-        key=lambda s: [b.series for _, bs in groups for b in bs].index(s),
-    )
+    series = list(dict.fromkeys(b.series for _, bars in groups for b in bars))  # as they first appear
     colour = {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(series)}
     largest = max(b.value for _, bars in groups for b in bars) or 1.0
     span = WIDTH - LABEL - 190  # room for the value written after the longest bar

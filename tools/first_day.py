@@ -32,7 +32,7 @@ TENANT = ("--as", "first-day-tenant", "--as-group", "system:authenticated")
 WEBHOOK_NAMESPACE = "gpu-admission"
 TIMEOUT = 90.0
 
-TEAM_POLICY = {
+TEAM_POLICY: dict[str, Any] = {
     "apiVersion": "gpu-admission.io/v1alpha1",
     "kind": "GPUPolicy",
     "metadata": {"name": POLICY},
@@ -43,6 +43,11 @@ TEAM_POLICY = {
     },
 }
 BROKEN_RULE = [{"name": "never-compiles", "expression": "object.metadata.(", "message": "broken"}]
+
+
+def broken_policy() -> dict[str, Any]:
+    """The team's policy with a rule whose CEL never compiles."""
+    return {**TEAM_POLICY, "spec": {**TEAM_POLICY["spec"], "rules": BROKEN_RULE}}
 
 
 @dataclass(frozen=True)
@@ -134,8 +139,7 @@ class FirstDay:
         return self.outcomes
 
     def admin_applies_the_team_policy(self) -> None:
-        broken = json.loads(json.dumps(TEAM_POLICY))
-        broken["spec"]["rules"] = BROKEN_RULE
+        broken = broken_policy()
         refused = self.run("apply", "-f", "-", stdin=broken)
         self.step(
             "a broken GPUPolicy is refused at apply, naming the field",
@@ -179,8 +183,7 @@ class FirstDay:
         self.step("the tenant may read the PolicyReports of the namespace", can.stdout.strip() == "yes", can.stderr)
 
     def outage_keeps_the_budget(self) -> None:
-        broken = json.loads(json.dumps(TEAM_POLICY))
-        broken["spec"]["rules"] = BROKEN_RULE
+        broken = broken_policy()
         self.stop()
         try:
             stored = self.run("apply", "-f", "-", stdin=broken)  # nobody answers: Ignore lets it in

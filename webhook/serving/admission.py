@@ -16,7 +16,7 @@ from webhook.serving.errors import BadRequest
 from webhook.serving.review import AdmissionRequest, AdmissionResponse
 from webhook.sources import gpupolicies
 from webhook.sources.configmaps import is_policy_configmap, policy_owner, texts_of
-from webhook.sources.store import Texts
+from webhook.sources.store import Texts, name_clash
 from webhook.state import EngineHolder
 
 log = logging.getLogger("gpu_admission.admission")
@@ -136,11 +136,7 @@ def _clashes(holder: EngineHolder, source: str, policies: Any) -> list[PolicyPro
         for p in engine.policy_set.policies
         if p.source.file != source and not p.source.file.startswith(source + "/")
     }
-    return [
-        PolicyProblem(p.source.file, p.source.line, p.name, "metadata.name", f"duplicate policy name (also in {other})")
-        for p in policies
-        if (other := held.get(p.name)) is not None
-    ]
+    return [name_clash(p, other) for p in policies if (other := held.get(p.name)) is not None]
 
 
 def _env_source(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:

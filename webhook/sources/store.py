@@ -152,7 +152,7 @@ class PolicyStore:
         for policy in loaded.policies:
             other = held.get(policy.name)
             if other is not None and other != file:
-                problems.append(_clash(policy, other))
+                problems.append(name_clash(policy, other))
             else:
                 policies.append(policy)
         return problems, policies, loaded.workloads
@@ -185,7 +185,7 @@ class PolicyStore:
         name that no version holds, or the whole file where they name none."""
         held = {p.name for files in self._good.values() for v in files.values() for p in v.policies}
         names = sorted({p.policy for p in problems if p.policy and p.policy not in held} - {p.name for p in loaded})
-        nameless = [p for p in problems if not p.policy and not p.message.startswith("duplicate policy name")]
+        nameless = [p for p in problems if not p.policy and not is_name_clash(p)]
         before = self._lapsed[source].get(file)
         if names or nameless:
             why = str((nameless or [p for p in problems if p.policy in names])[0].message)
@@ -243,14 +243,18 @@ class PolicyStore:
         sources whose problems changed, to report."""
         changed = []
         for source, files in self._seen.items():
-            if source == exclude:
+            shadowed = [
+                (file, seen.text, version.namespace)
+                for file, seen in files.items()
+                if seen.text is not None
+                and (version := self._good.get(source, {}).get(file)) is not None
+                and any(is_name_clash(p) for p in seen.problems)
+            ]
+            if source == exclude or not shadowed:
                 continue
             before = self._problems(source)
-            for file, seen in list(files.items()):
-                version = self._good.get(source, {}).get(file)
-                if seen.text is None or version is None or not any(_is_clash(p) for p in seen.problems):
-                    continue
-                self._load(source, file, seen.text, version.namespace)
+            for file, text, namespace in shadowed:
+                self._load(source, file, text, namespace)
             if (after := self._problems(source)) != before:
                 changed.append((source, before, after))
         return changed
@@ -315,11 +319,16 @@ class PolicyStore:
         log.info("policy set swapped", extra={"fields": {"generation": self.generation, "policies": len(policies)}})
 
 
-def _is_clash(problem: PolicyProblem) -> bool:
-    return problem.message.startswith("duplicate policy name")
+NAME_CLASH = "duplicate policy name"
 
 
-def _clash(policy: GPUPolicy, other: str) -> PolicyProblem:
+def is_name_clash(problem: PolicyProblem) -> bool:
+    """A problem that is only a policy name another source's policy holds (name_clash)."""
+    return problem.message.startswith(NAME_CLASH)
+
+
+def name_clash(policy: GPUPolicy, other: str) -> PolicyProblem:
+    """The problem of a policy whose name the policy of file `other` holds."""
     return PolicyProblem(
-        policy.source.file, policy.source.line, policy.name, "metadata.name", f"duplicate policy name (also in {other})"
+        policy.source.file, policy.source.line, policy.name, "metadata.name", f"{NAME_CLASH} (also in {other})"
     )

@@ -33,6 +33,7 @@ from typing import Any
 
 from policies import PolicyProblem
 from webhook.sources.gpupolicies import GROUP, PLURAL, VERSION, gpupolicy_name, name_of
+from webhook.sources.store import is_name_clash
 
 log = logging.getLogger("gpu_admission.policy_status")
 JSON = dict[str, Any]
@@ -66,7 +67,7 @@ def desired_status(verdict: Verdict, current: JSON, now: str) -> JSON:
     message = "loaded and in force"
     if not ready:
         message = MESSAGES.get(verdict.in_force, "") + "; ".join(str(p) for p in verdict.problems)
-    if verdict.problems and all(p.message.startswith("duplicate policy name") for p in verdict.problems):
+    if verdict.problems and all(is_name_clash(p) for p in verdict.problems):
         reason = "NameHeldElsewhere"
         message = "another source holds this policy's name; this one takes over once that one is gone: " + "; ".join(
             str(p) for p in verdict.problems

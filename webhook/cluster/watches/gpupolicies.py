@@ -19,8 +19,7 @@ from webhook.sources.store import PolicyStore
 def gpupolicy_watch(
     api: client.CustomObjectsApi, store: PolicyStore, status: GPUPolicyStatusWriter, **options: Any
 ) -> ListWatch:
-    def tell(obj: JSON) -> None:
-        source = texts_of(obj)[0]
+    def tell(source: str, obj: JSON) -> None:
         status.observe(obj, store.problems_of(source), *store.in_force(source, source))
 
     def on_event(kind: str, obj: JSON) -> None:
@@ -30,14 +29,15 @@ def gpupolicy_watch(
             status.forget(name_of(obj))
             return
         store.update(source, texts, None, persisted=persisted_of(obj))
-        tell(obj)
+        tell(source, obj)
 
     def on_list(items: Any) -> None:
-        listed = [obj for obj in items if name_of(obj)]
-        sources = {source: (texts, None) for obj in listed for source, texts in [texts_of(obj)]}
-        store.replace_all(sources, within=SOURCE_PREFIX, persisted={texts_of(o)[0]: persisted_of(o) for o in listed})
-        for obj in listed:
-            tell(obj)
+        # Each object rendered as its document once: (source, texts, object).
+        listed = [(*texts_of(obj), obj) for obj in items if name_of(obj)]
+        sources = {source: (texts, None) for source, texts, _ in listed}
+        store.replace_all(sources, within=SOURCE_PREFIX, persisted={s: persisted_of(o) for s, _, o in listed})
+        for source, _, obj in listed:
+            tell(source, obj)
 
     lister = functools.partial(api.list_cluster_custom_object, GROUP, VERSION, PLURAL)
     return ListWatch("gpupolicies", lister, (), on_list, on_event, optional=True, **options)
