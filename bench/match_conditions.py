@@ -37,12 +37,12 @@ from typing import Any
 import yaml
 
 from bench.control_plane import histograms, metric_lines
+from policies.native.reach import pod_condition
 from tests.deploy.test_workload_webhook import strip_gpus
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
 from tests.e2e.kubectl import Kubectl
 from tools.policy_schema.workload_conditions import custom_kinds, kind_condition
-from tools.webhook_manifests import pod_condition
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 KINDS = {"PyTorchJob", "RayService", "InferenceService"}

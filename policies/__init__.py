@@ -8,6 +8,8 @@ A folder is a layer; each imports only those below it (pyproject.toml's import c
 every pair, and the order of the modules inside each folder too):
 
     audit/          the background audit of running pods, and its PolicyReports
+    native/         what the API server can judge itself: rules as ValidatingAdmissionPolicies
+                    (beside audit/, on one layer: neither imports the other)
     engine.py       one call per admission question: mutate, validate (Engine)
     judge/          what the validating webhook decides: usage, quotas, the ledger, CEL rules,
                     device access, verdicts, workloads
@@ -58,6 +60,7 @@ from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import WorkloadKind
 from policies.model.yamldoc import FAST_LOADER, read_data
 from policies.mutate.mutation import MutationResult
+from policies.native.validating import NativePolicies, Uncovered, native_policies
 from policies.planning.published import policy_ladders, publishes, why_published
 from policies.review.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
 from policies.review.pod import PodView, parse_pod
@@ -80,6 +83,9 @@ __all__ = [
     "KnownCluster",
     "limits_whole_gpus",
     "MutationResult",
+    "NativePolicies",
+    "Uncovered",
+    "native_policies",
     "Decision",
     "Verdict",
     "EMPTY",

@@ -7,7 +7,8 @@ the GPUPolicy schema and its field reference (tools/schema_files.py); the GPUPol
 (tools/gpupolicy_crd.py); the chart README's table of every value (tools/chart_readme.py); the
 docs' figures from measured runs (tools/figures.py); the GPU and cloud-label tables of
 docs/gpus.md (tools/doc_tables.py); one DRA DeviceClass per MIG profile (tools/mig_classes.py);
-the ServiceMonitor and alerts (tools/monitoring.py); the files kustomize and Helm each need a copy
+the ServiceMonitor and alerts (tools/monitoring.py); the example policies' rules as
+ValidatingAdmissionPolicies (tools/native_examples.py); the files kustomize and Helm each need a copy
 of in their own tree, and the docs site's home page made from the README (tools/copies.py).
 """
 
@@ -27,6 +28,7 @@ from tools import (
     krew,
     mig_classes,
     monitoring,
+    native_examples,
     schema_files,
     webhook_manifests,
 )
@@ -43,6 +45,7 @@ GENERATORS: tuple[Callable[[], Mapping[Path, str | bytes]], ...] = (
     monitoring.outputs,
     chart_readme.outputs,
     figures.outputs,
+    native_examples.outputs,
 )
 
 

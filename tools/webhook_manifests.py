@@ -15,31 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from policies.gpu.devices import DEVICE_ENV as DEVICE_VARIABLES
-from policies.gpu.devices import LEGACY_ENV
-from tools.policy_schema.workload_conditions import BOUND, custom_kinds, kind_condition
+from policies.native.reach import ANY_EXTENDED, DEVICE_ENV, EXCLUDED, MIRROR_PODS, NAMESPACE, pod_condition
+from tools.policy_schema.workload_conditions import custom_kinds, kind_condition
 
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE = ROOT / "deploy" / "base" / "webhooks.yaml"
 HELM = ROOT / "charts" / "gpu-admission" / "templates" / "webhooks.yaml"
 MAX_EXPRESSION = 8 * 1024
-EXCLUDED = [
-    "kube-system",
-    "kube-node-lease",
-    "gpu-operator",
-    "nvidia-gpu-operator",
-    "nvidia-dra-driver-gpu",
-    "nvidia-device-plugin",
-]
-NAMESPACE = "gpu-admission"
-# The variables the NVIDIA runtime reads as a device list, and CUDA_VERSION (a legacy CUDA image
-# gets every GPU), as a CEL list (the engine's own set).
-DEVICE_ENV = "[" + ", ".join(f"'{name}'" for name in sorted({*DEVICE_VARIABLES, LEGACY_ENV})) + "]"
-# NVIDIA's resources, and DRA extended resources of a device class (KEP-5004)
-ASKS = "r.startsWith('nvidia.com/') || r.startsWith('deviceclass.resource.kubernetes.io/')"
-# For validation, any extended resource (a name with a domain): a DeviceClass may serve any name
-# (`extendedResourceName`), and what it selects is the cluster's to say, not the name's.
-ANY_EXTENDED = "r.contains('/')"
 # A ConfigMap's or Secret's keys that envFrom would hand over as those variables: a map lookup each.
 NAMED_DEVICE_KEYS = f"has(object.data) && {DEVICE_ENV}.exists(k, k in object.data)"
 # A Scale that asks for more replicas than it had (absent, a count is 0).
@@ -51,64 +33,6 @@ ADMIN_ACCESS_LABELLED = (
     "has(object.metadata.labels) && 'resource.kubernetes.io/admin-access' in object.metadata.labels && "
     "object.metadata.labels['resource.kubernetes.io/admin-access'] == 'true'"
 )
-LONG_BOUND = 256  # env, volumes and annotations: ordinary pods carry more of them than of containers
-
-
-def _each(collection: str, bound: int) -> str:
-    """The head of a bounded comprehension: past `bound` items the object goes to the webhook
-    (tools.policy_schema.workload_conditions.bounded says why)."""
-    return f"size({collection}) > {bound} || {collection}.exists"
-
-
-def pod_condition(pod: str, template: bool = False, asks: str = ASKS) -> list[str]:
-    """Lines of the condition "this pod (or pod template at `pod`) could reach a GPU"; every
-    comprehension bounded, so its cost has a ceiling whatever the object. `asks`: which resource
-    names `r` could be a GPU."""
-    spec, metadata = f"{pod}.spec", f"{pod}.metadata"
-    limits, requests = "c.resources.limits", "c.resources.requests"
-    resources = (
-        f"((has({limits}) && ({_each(limits, BOUND)}(r, {asks}))) ||",
-        f" (has({requests}) && ({_each(requests, BOUND)}(r, {asks}))))",
-    )
-    env = f"has(c.env) && ({_each('c.env', LONG_BOUND)}(e, e.name in {DEVICE_ENV}))"
-    listed = "m.mountPath.contains('nvidia-container-devices')"  # the toolkit's device list by mounts
-    mounts = f"has(c.volumeMounts) && ({_each('c.volumeMounts', BOUND)}(m, {listed}))"
-    prefixed = f"has(f.prefix) && f.prefix != '' && {DEVICE_ENV}.exists(n, n.startsWith(f.prefix))"
-    env_from = f"has(c.envFrom) && ({_each('c.envFrom', BOUND)}(f, {prefixed}))"
-    env = f"({env}) || ({mounts}) || ({env_from})"
-    lines = [
-        f"({_each(f'{spec}.containers', BOUND)}(c, has(c.resources) &&",
-        f"  {resources[0]}",
-        f"  {resources[1]})) ||",
-        f"(has({spec}.initContainers) && ({_each(f'{spec}.initContainers', BOUND)}(c, has(c.resources) &&",
-        f"  {resources[0]}",
-        f"  {resources[1]}))) ||",
-        f"({_each(f'{spec}.containers', BOUND)}(c, {env})) ||",
-        f"(has({spec}.initContainers) && ({_each(f'{spec}.initContainers', BOUND)}(c, {env}))) ||",
-    ]
-    if not template:  # debug containers are added to pods, never to templates
-        lines.append(
-            f"(has({spec}.ephemeralContainers) && ({_each(f'{spec}.ephemeralContainers', BOUND)}(c, {env}))) ||"
-        )
-    guard = f"has({metadata}) && " if template else ""
-    annotations = f"{metadata}.annotations"
-    lines += [
-        f"(has({spec}.runtimeClassName) && {spec}.runtimeClassName.startsWith('nvidia')) ||",
-        f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0) ||",
-        f"(has({spec}.volumes) && ({_each(f'{spec}.volumes', LONG_BOUND)}(v, has(v.hostPath) &&",
-        "  v.hostPath.path.matches('^/*$|dev|nvidia|run|cdi|kubelet|^/etc/*$|^/var(/lib)?/*$|[.]|//')))) ||",
-        f"({guard}has({annotations}) && ('gpu-admission.io/triton' in {annotations} ||",
-        f"  'gpu-fraction' in {annotations} || 'gpu-memory' in {annotations} ||",
-        f"  {_each(annotations, LONG_BOUND)}(k, k.startsWith('cdi.k8s.io/') || k.startsWith('nvidia.cdi.k8s.io'))))",
-    ]
-    return lines
-
-
-MIRROR_PODS = [
-    "!(request.userInfo.username.startsWith('system:node:') &&",
-    "  has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups &&",
-    "  has(object.metadata.annotations) && 'kubernetes.io/config.mirror' in object.metadata.annotations)",
-]
 
 
 @dataclass(frozen=True)

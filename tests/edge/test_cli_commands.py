@@ -17,7 +17,18 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def test_every_command_comes_from_a_module_of_its_own_that_says_its_exit_codes():
     parser = main.build_parser()
     commands = subcommands(parser)
-    assert list(commands) == ["mutate", "validate", "lint", "test", "quota", "audit", "serve", "completion", "certs"]
+    assert list(commands) == [
+        "mutate",
+        "validate",
+        "lint",
+        "test",
+        "quota",
+        "audit",
+        "native",
+        "serve",
+        "completion",
+        "certs",
+    ]
     for name, command in commands.items():
         leaves = subcommands(command).values() if name == "certs" else [command]
         for leaf in leaves:

@@ -14,13 +14,9 @@ from __future__ import annotations
 
 from policies.model.workload_kinds import BUILT_IN
 from policies.model.workloads import KSERVE_MODEL_FIELDS, WILDCARD, Form, Over, WorkloadKind
+from policies.native.reach import BOUND  # every comprehension reads at most BOUND items
 
 _ASKS = "r.startsWith('nvidia.com/')"
-# Kubernetes evaluates conditions with cost tracking on, and each step of a comprehension over a
-# tenant's list or map then costs more the longer it is: reading N items costs about N squared
-# (bench/match_conditions.py, on the real API server). So every comprehension reads at most
-# BOUND items; a bigger list or map sends the object to the webhook, which reads it once.
-BOUND = 64
 
 
 def bounded(collection: str, predicate: str, variable: str) -> str:
