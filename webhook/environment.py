@@ -1,13 +1,31 @@
-"""The GPU_ADMISSION_* settings the process reads from its environment, and what each must be (one
-table): a bad value is one clear line and exit 2 at start, never a traceback from deep inside
-gunicorn."""
+"""The process's settings: every variable it reads from its environment, parsed and checked once at
+start into one frozen ServerConfig (a bad value: one clear line each and exit 2, never a traceback
+from deep inside gunicorn). `gpu-admission serve` builds the same object from its flags and
+installs it (`use`) before gunicorn forks its worker, so nothing is handed on through the
+environment. Nothing else under webhook/ reads os.environ (tests/edge/test_settings.py holds it
+to that); the two variables libraries read themselves (KUBECONFIG, PROMETHEUS_MULTIPROC_DIR) are
+read and written here too.
+"""
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
+import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
-# What each setting must be; read where it is used, checked here all at once at start.
+from certs.files import CERT_FILE, KEY_FILE
+
+DEFAULT_CERT_DIR = Path(".gpu-admission/certs")  # serve's, outside a cluster
+IMAGE_CERT = "/etc/gpu-admission/certs/tls.crt"  # where the image's Secret volume puts them
+IMAGE_KEY = "/etc/gpu-admission/certs/tls.key"
+AUDIT_SECONDS_DEFAULT = 600.0
+METRICS_DIRECTORY = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own variable
+
+# What each setting must be, checked all at once at start.
 WHOLE = ("GPU_ADMISSION_THREADS", "GPU_ADMISSION_CONNECTIONS")
 POSITIVE = ("GPU_ADMISSION_READ_TIMEOUT", "GPU_ADMISSION_CERT_SYNC_SECONDS")
 NON_NEGATIVE = ("GPU_ADMISSION_AUDIT_SECONDS",)  # 0: the background audit off
@@ -17,6 +35,7 @@ BOOLEAN = (
     "GPU_ADMISSION_LABELLED_NAMESPACES",
     "GPU_ADMISSION_MANAGE_CERTS",
 )
+SWITCHES = ("GPU_ADMISSION_STRICT_SHARES",)  # 1 on (the default), 0 off
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -52,6 +71,9 @@ def environment_problems(env: Mapping[str, str]) -> list[str]:
     for name in BOOLEAN:
         if name in env and env[name] not in ("true", "false"):
             problems.append(f"{name}={env[name]!r} is not true or false")
+    for name in SWITCHES:
+        if name in env and env[name] not in ("0", "1"):
+            problems.append(f"{name}={env[name]!r} is not 0 or 1")
     bind = env.get("GPU_ADMISSION_METRICS_BIND")
     if bind:
         try:
@@ -73,7 +95,99 @@ def require_valid_environment(env: Mapping[str, str]) -> None:
         raise SystemExit(2)
 
 
-def number(env: Mapping[str, str], name: str, default: str) -> float:
-    """A numeric setting, held to its rule in the table above (one line and exit 2 if it breaks it)."""
-    require_valid_environment({name: env[name]} if name in env else {})
-    return float(env.get(name, default))
+@dataclass(frozen=True)
+class ServerConfig:
+    """Every setting of a replica, parsed and checked once: from the environment (`from_env`, the
+    container's gunicorn) or from `serve`'s flags, so both run the same way."""
+
+    policy_dirs: tuple[Path, ...] = ()
+    fail_open: bool = False
+    watch_namespace: str = ""  # the webhook's own namespace: connects it to the cluster
+    all_namespaces: bool = False
+    labelled_namespaces: bool = False  # team policies in namespaces labelled gpu-admission.io/policies=enabled
+    manage_certs: bool = False  # certificates in Secrets of watch_namespace, renewed in the cluster
+    service: str = "gpu-admission"
+    # Names a self-managed serving certificate carries besides the Service's: the host of a
+    # webhook reached by clientConfig.url (a DNS name or an IP address).
+    serving_names: tuple[str, ...] = ()
+    cert: Path = DEFAULT_CERT_DIR / CERT_FILE
+    key: Path = DEFAULT_CERT_DIR / KEY_FILE
+    client_ca: Path | None = None  # clients must present a certificate this CA signed
+    bind: str = "127.0.0.1:8443"
+    threads: int = 32
+    connections: int = 512  # open at once; more are refused
+    read_timeout: float = 5.0  # seconds a client has to send its request
+    cert_sync_seconds: float = 30.0  # how often certificates, Secrets and caBundle are checked
+    audit_seconds: float = AUDIT_SECONDS_DEFAULT  # how often the leader audits; 0: never
+    metrics_bind: str = ""  # host:port of a plain-HTTP /metrics listener; "": /metrics on the webhook's port
+    log_level: str = "INFO"
+    strict_shares: bool = True  # strict budgets lend shares to replicas; off: a Lease write a pod
+    replica: str = ""  # this replica's name (POD_NAME); "": host and process id
+
+    @property
+    def cert_dir(self) -> Path:
+        return self.cert.parent
+
+    @property
+    def replica_name(self) -> str:
+        return self.replica or f"{socket.gethostname()}-{os.getpid()}"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ServerConfig:
+        """The settings of `env` (default: the process's); one line per bad setting and exit 2."""
+        env = dict(os.environ if env is None else env)
+        require_valid_environment(env)
+        return cls(
+            policy_dirs=tuple(Path(p) for p in env.get("GPU_ADMISSION_POLICIES", "").split(":") if p),
+            fail_open=env.get("GPU_ADMISSION_FAIL_OPEN") == "true",
+            watch_namespace=env.get("GPU_ADMISSION_WATCH_NAMESPACE", ""),
+            all_namespaces=env.get("GPU_ADMISSION_ALL_NAMESPACES") == "true",
+            labelled_namespaces=env.get("GPU_ADMISSION_LABELLED_NAMESPACES") == "true",
+            manage_certs=env.get("GPU_ADMISSION_MANAGE_CERTS") == "true",
+            service=env.get("GPU_ADMISSION_SERVICE", "gpu-admission"),
+            serving_names=tuple(n.strip() for n in env.get("GPU_ADMISSION_SERVING_NAMES", "").split(",") if n.strip()),
+            cert=Path(env.get("GPU_ADMISSION_CERT", IMAGE_CERT)),
+            key=Path(env.get("GPU_ADMISSION_KEY", IMAGE_KEY)),
+            client_ca=Path(env["GPU_ADMISSION_CLIENT_CA"]) if env.get("GPU_ADMISSION_CLIENT_CA") else None,
+            bind=env.get("GPU_ADMISSION_BIND", "0.0.0.0:8443"),
+            threads=int(env.get("GPU_ADMISSION_THREADS", "32")),
+            connections=int(env.get("GPU_ADMISSION_CONNECTIONS", "512")),
+            read_timeout=float(env.get("GPU_ADMISSION_READ_TIMEOUT", "5")),
+            cert_sync_seconds=float(env.get("GPU_ADMISSION_CERT_SYNC_SECONDS", "30")),
+            audit_seconds=float(env.get("GPU_ADMISSION_AUDIT_SECONDS", AUDIT_SECONDS_DEFAULT)),
+            metrics_bind=env.get("GPU_ADMISSION_METRICS_BIND", ""),
+            log_level=env.get("GPU_ADMISSION_LOG_LEVEL", "INFO").upper(),
+            strict_shares=env.get("GPU_ADMISSION_STRICT_SHARES", "1") == "1",
+            replica=env.get("POD_NAME", ""),
+        )
+
+
+_current: ServerConfig | None = None
+
+
+def use(config: ServerConfig) -> ServerConfig:
+    """`config` as this process's settings (`serve`, before gunicorn forks: the worker inherits it)."""
+    global _current
+    _current = config
+    return config
+
+
+def current() -> ServerConfig:
+    """This process's settings: those `use` installed, else the environment's, parsed once."""
+    return _current if _current is not None else use(ServerConfig.from_env())
+
+
+def kubeconfig() -> str | None:
+    """KUBECONFIG, as kubectl reads it: at each call, since the CLI runs in-process in tests."""
+    return os.environ.get("KUBECONFIG")
+
+
+def metrics_directory() -> str | None:
+    """Where prometheus_client keeps each process's figures, if the server shares them."""
+    return os.environ.get(METRICS_DIRECTORY) or None
+
+
+def share_metrics_directory() -> None:
+    """Give the master and its worker one metrics directory (prometheus_client reads the variable
+    before its first import, so it is set in the environment, the one place it can be)."""
+    os.environ.setdefault(METRICS_DIRECTORY, tempfile.mkdtemp(prefix="gpu-admission-metrics-"))

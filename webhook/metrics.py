@@ -5,7 +5,6 @@ first thing, the container image in its environment)."""
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 from prometheus_client import (
@@ -18,6 +17,8 @@ from prometheus_client import (
     multiprocess,
 )
 from prometheus_client.registry import Collector
+
+from webhook.environment import metrics_directory
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # dry_run: `kubectl apply --dry-run=server` and the like, told apart from what the cluster admits
@@ -123,7 +124,7 @@ def connection_metrics() -> ConnectionMetrics:
 
 def exposition(extra: Collector | None = None) -> bytes:
     """Every metric; `extra`: one computed at scrape time in this process (the replica's quota view)."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if metrics_directory():
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
         base = generate_latest(registry)

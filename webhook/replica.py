@@ -9,18 +9,15 @@ module a container's gunicorn loads), so both run the same way.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
+from certs.files import CA_FILE, ensure_dev_certificates
 from policies import COMPILED, PolicyProblem
 from webhook import logs
 from webhook.cluster.api import identity  # imported here: fixes this replica's name in the master, before the fork
-from webhook.environment import number
+from webhook.environment import DEFAULT_CERT_DIR, ServerConfig, use
 from webhook.serving import background
 from webhook.serving.server import WebhookServer
 from webhook.sources.directories import DirectoryWatcher
@@ -29,46 +26,7 @@ from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder, Settings
 
 log = logging.getLogger("gpu_admission.server")
-DEFAULT_CERT_DIR = Path(".gpu-admission/certs")
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    policy_dirs: tuple[Path, ...] = ()
-    fail_open: bool = False
-    watch_namespace: str = ""  # the webhook's own namespace: connects it to the cluster
-    all_namespaces: bool = False
-    labelled_namespaces: bool = False  # team policies in namespaces labelled gpu-admission.io/policies=enabled
-    manage_certs: bool = False  # certificates in Secrets of watch_namespace, renewed in the cluster
-    service: str = "gpu-admission"
-    # Names a self-managed serving certificate carries besides the Service's: the host of a
-    # webhook reached by clientConfig.url (a DNS name or an IP address).
-    serving_names: tuple[str, ...] = ()
-    cert_dir: Path = DEFAULT_CERT_DIR
-    client_ca: Path | None = None  # clients must present a certificate this CA signed
-    threads: int = 32
-    cert_sync_seconds: float = 30.0  # how often certificates, Secrets and caBundle are checked
-    metrics_bind: str = ""  # host:port of a plain-HTTP /metrics listener; "": /metrics on the webhook's port
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> ServerConfig:
-        env = dict(os.environ if env is None else env)
-        cert = env.get("GPU_ADMISSION_CERT", "/etc/gpu-admission/certs/tls.crt")
-        return cls(
-            policy_dirs=tuple(Path(p) for p in env.get("GPU_ADMISSION_POLICIES", "").split(":") if p),
-            fail_open=env.get("GPU_ADMISSION_FAIL_OPEN") == "true",
-            watch_namespace=env.get("GPU_ADMISSION_WATCH_NAMESPACE", ""),
-            all_namespaces=env.get("GPU_ADMISSION_ALL_NAMESPACES") == "true",
-            labelled_namespaces=env.get("GPU_ADMISSION_LABELLED_NAMESPACES") == "true",
-            manage_certs=env.get("GPU_ADMISSION_MANAGE_CERTS") == "true",
-            service=env.get("GPU_ADMISSION_SERVICE", "gpu-admission"),
-            serving_names=tuple(n.strip() for n in env.get("GPU_ADMISSION_SERVING_NAMES", "").split(",") if n.strip()),
-            cert_dir=Path(cert).parent,
-            client_ca=Path(env["GPU_ADMISSION_CLIENT_CA"]) if env.get("GPU_ADMISSION_CLIENT_CA") else None,
-            threads=int(number(env, "GPU_ADMISSION_THREADS", "32")),
-            cert_sync_seconds=number(env, "GPU_ADMISSION_CERT_SYNC_SECONDS", "30"),
-            metrics_bind=env.get("GPU_ADMISSION_METRICS_BIND", ""),
-        )
+__all__ = ["DEFAULT_CERT_DIR", "ServerConfig", "build_app", "prepare_certificates", "serve"]
 
 
 def build_holder(config: ServerConfig) -> EngineHolder:
@@ -95,7 +53,7 @@ def build_holder(config: ServerConfig) -> EngineHolder:
 
 
 def _watch_cluster(holder: EngineHolder, store: PolicyStore, config: ServerConfig) -> None:
-    from webhook.cluster.wiring import audit_seconds, connect
+    from webhook.cluster.wiring import connect
 
     identity.load_config()
     connect(
@@ -104,7 +62,8 @@ def _watch_cluster(holder: EngineHolder, store: PolicyStore, config: ServerConfi
         config.watch_namespace,
         all_namespaces=config.all_namespaces,
         labelled_namespaces=config.labelled_namespaces,
-        audit_every=audit_seconds(),
+        audit_every=config.audit_seconds or None,
+        strict_shares=config.strict_shares,
     )
 
     def stopped() -> None:
@@ -196,19 +155,26 @@ def build_app(config: ServerConfig) -> Any:
     return create_app(holder, metrics_here=not config.metrics_bind)
 
 
-def serve(config: ServerConfig, bind: str) -> None:
-    logs.configure(os.environ.get("GPU_ADMISSION_LOG_LEVEL", "INFO"))  # as the WSGI entry point reads it
+def serve(config: ServerConfig) -> None:
+    use(config)  # the worker gunicorn forks inherits it
+    logs.configure(config.log_level)  # as the WSGI entry point does
     prepare_certificates(config)
     app = build_app(config)
     ca = str(config.cert_dir / CA_FILE)
     client_ca = str(config.client_ca) if config.client_ca else None
-    fields = {"bind": bind, "ca": ca, "threads": config.threads, "clientCa": client_ca, "engineCompiled": COMPILED}
+    fields = {
+        "bind": config.bind,
+        "ca": ca,
+        "threads": config.threads,
+        "clientCa": client_ca,
+        "engineCompiled": COMPILED,
+    }
     log.info("serving", extra={"fields": fields})
     options = {
-        "bind": bind,
+        "bind": config.bind,
         "threads": config.threads,
-        "certfile": str(config.cert_dir / CERT_FILE),
-        "keyfile": str(config.cert_dir / KEY_FILE),
+        "certfile": str(config.cert),
+        "keyfile": str(config.key),
         "ca_certs": client_ca,
     }
     WebhookServer(app, options).run()

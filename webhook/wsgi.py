@@ -1,15 +1,14 @@
 """The WSGI entry point for a plain gunicorn command line (the container image uses it); its
-settings come from the environment (webhook.replica.ServerConfig.from_env)."""
+settings come from the environment, parsed once (webhook.environment.current)."""
 
 from __future__ import annotations
 
-import os
-
 from webhook import logs
-from webhook.replica import ServerConfig, build_app, prepare_certificates
+from webhook.environment import current
+from webhook.replica import build_app, prepare_certificates
 
-logs.configure(os.environ.get("GPU_ADMISSION_LOG_LEVEL", "INFO"))
-_config = ServerConfig.from_env()
+_config = current()
+logs.configure(_config.log_level)
 if _config.manage_certs:
     prepare_certificates(_config)
 app = build_app(_config)

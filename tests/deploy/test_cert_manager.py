@@ -258,7 +258,7 @@ def test_managed_certificates_need_the_webhooks_namespace(tmp_path):
     from webhook.replica import ServerConfig, prepare_certificates
 
     with pytest.raises(SystemExit, match="need the webhook's namespace"):
-        prepare_certificates(ServerConfig(manage_certs=True, cert_dir=tmp_path))
+        prepare_certificates(ServerConfig(manage_certs=True, cert=tmp_path / "tls.crt", key=tmp_path / "tls.key"))
 
 
 def empty_the_bundles(kube: FakeKube) -> None:

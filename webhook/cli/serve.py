@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from certs.files import CERT_FILE, KEY_FILE
 from policies import InputError
 from webhook.cli.offline import EXIT_OK
 from webhook.cli.parsing import command
@@ -114,16 +113,14 @@ def run(args: argparse.Namespace) -> int:
         if not directory.exists():  # a typo would otherwise serve nothing, unready for ever
             raise InputError("--policies", f"{directory}: no such file or directory")
 
-    from webhook.environment import require_valid_environment
+    from dataclasses import replace
 
-    require_valid_environment(os.environ)
-    # The arguments hold: now the process's environment. The master's and the worker's metrics add
-    # up only if prometheus_client sees this before its first import.
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
-    os.environ["GPU_ADMISSION_READ_TIMEOUT"] = str(args.read_timeout)
-    from webhook.replica import ServerConfig, serve
+    from webhook.environment import ServerConfig, share_metrics_directory
 
-    config = ServerConfig(
+    # The environment's settings (checked: one line each and exit 2), the flags over them.
+    environment = ServerConfig.from_env()
+    config = replace(
+        environment,
         policy_dirs=tuple(args.policies or ()),
         fail_open=args.fail_open,
         watch_namespace=args.watch_configmaps or "",
@@ -132,10 +129,18 @@ def run(args: argparse.Namespace) -> int:
         manage_certs=args.manage_certs,
         service=args.service,
         serving_names=tuple(args.serving_name),
-        cert_dir=args.cert_dir,
+        cert=args.cert_dir / CERT_FILE,
+        key=args.cert_dir / KEY_FILE,
         client_ca=args.client_ca,
+        bind=args.bind,
         threads=args.threads,
-        metrics_bind=args.metrics_bind or os.environ.get("GPU_ADMISSION_METRICS_BIND", ""),
+        read_timeout=args.read_timeout,
+        metrics_bind=args.metrics_bind or environment.metrics_bind,
     )
-    serve(config, args.bind)
+    # The master's and the worker's metrics add up only if prometheus_client sees this before its
+    # first import.
+    share_metrics_directory()
+    from webhook.replica import serve
+
+    serve(config)
     return EXIT_OK

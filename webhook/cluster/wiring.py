@@ -15,7 +15,6 @@ by the policies in force.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from webhook.cluster.api.identity import REPLICA
 from webhook.cluster.api.identity import api_client as identity_api_client
 from webhook.cluster.api.leadership import Leadership
 from webhook.cluster.api.policy_status import PolicyStatusReporter
-from webhook.cluster.audit.background_audit import AUDIT_SECONDS_DEFAULT, BackgroundAudit
+from webhook.cluster.audit.background_audit import BackgroundAudit
 from webhook.cluster.ladders import LadderPublisher
 from webhook.cluster.live import ClusterView
 from webhook.cluster.quota.escrow import Escrow
@@ -51,12 +50,6 @@ STATUS_LEASE = "gpu-admission-status"  # who reports policy status on ConfigMaps
 STATUS_LEASE_SECONDS = 30.0
 LEASE_SWEEP_SECONDS = 60.0  # how often the leader looks for strict quota Leases to delete
 log = logging.getLogger("gpu_admission.watches")
-
-
-def audit_seconds() -> float | None:
-    """GPU_ADMISSION_AUDIT_SECONDS: how often the leader audits (default 600); 0: never."""
-    every = float(os.environ.get("GPU_ADMISSION_AUDIT_SECONDS", AUDIT_SECONDS_DEFAULT))
-    return every if every > 0 else None
 
 
 def _both(first: Callable[[str, JSON], None], second: Callable[[str, JSON], None]) -> Callable[[str, JSON], None]:
@@ -86,16 +79,18 @@ def connect(
     identity: str = REPLICA,
     audit_every: float | None = None,
     strict_ttl: float = 30.0,
+    strict_shares: bool = True,
     **options: Any,
 ) -> list[ListWatch]:
     """Start every watch; returns them (tests stop them, and view.background). `namespace` is
     the webhook's own; `audit_every`: the leader's background audit period (None: no audit);
-    `strict_ttl`: how long a strict quota's reservations and shares count after they are read."""
+    `strict_ttl`: how long a strict quota's reservations and shares count after they are read;
+    `strict_shares`: strict budgets lend shares to replicas (off: a Lease write a pod)."""
     api_client = api_client or identity_api_client()
     core = client.CoreV1Api(api_client)
     shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, identity, ttl=strict_ttl)
     view.usage.shared = shared
-    if os.environ.get("GPU_ADMISSION_STRICT_SHARES", "1") != "0":  # escrow for strict budgets
+    if strict_shares:  # escrow for strict budgets
         view.usage.escrow = Escrow(identity, ttl=strict_ttl)
     status_lease = LeaseLock(api_client, namespace, STATUS_LEASE, identity, STATUS_LEASE_SECONDS)
     reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)

@@ -18,12 +18,14 @@ import gc
 import os
 from typing import Any
 
+from webhook.environment import current, metrics_directory  # reads no metric: before the emptying is fine
+
 
 def _empty_multiprocess_directory() -> None:
     """A directory that survived a container restart (an emptyDir does) still holds the dead
     processes' files, whose figures would be added to this server's. Emptied before anything
     here imports prometheus_client: a metric makes its process's file as it is defined."""
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    directory = metrics_directory()
     if directory and os.path.isdir(directory):
         for name in os.listdir(directory):
             if name.endswith(".db"):
@@ -33,22 +35,21 @@ def _empty_multiprocess_directory() -> None:
 
 _empty_multiprocess_directory()
 
-from webhook.environment import number, require_valid_environment  # noqa: E402
 from webhook.serving.tls import ReloadingContext  # noqa: E402  (after the emptying, which must come first)
 
-require_valid_environment(os.environ)  # one line per bad setting and exit 2, before gunicorn starts
-bind = os.environ.get("GPU_ADMISSION_BIND", "0.0.0.0:8443")
+_settings = current()  # parsed once, before gunicorn starts: one line per bad setting and exit 2
+bind = _settings.bind
 workers = 1
-threads = int(number(os.environ, "GPU_ADMISSION_THREADS", "32"))
+threads = _settings.threads
 worker_class = "webhook.serving.worker.ConnectionWorker"
-worker_connections = int(number(os.environ, "GPU_ADMISSION_CONNECTIONS", "512"))  # open, then refused
+worker_connections = _settings.connections  # open, then refused
 keepalive = 120
 timeout = 30
 graceful_timeout = 20
 preload_app = True
-certfile = os.environ.get("GPU_ADMISSION_CERT", "/etc/gpu-admission/certs/tls.crt")
-keyfile = os.environ.get("GPU_ADMISSION_KEY", "/etc/gpu-admission/certs/tls.key")
-ca_certs = os.environ.get("GPU_ADMISSION_CLIENT_CA") or None  # clients must present a certificate it signed
+certfile = str(_settings.cert)
+keyfile = str(_settings.key)
+ca_certs = str(_settings.client_ca) if _settings.client_ca else None  # clients must present a certificate it signed
 accesslog = None
 errorlog = "-"
 loglevel = "warning"
@@ -92,7 +93,7 @@ def worker_exit(server: Any, worker: Any) -> None:
 
 
 def child_exit(server: Any, worker: Any) -> None:
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if metrics_directory():
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)

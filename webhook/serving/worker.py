@@ -45,6 +45,7 @@ import gunicorn
 from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 
+from webhook.environment import current
 from webhook.metrics import connection_metrics
 from webhook.serving.deadlines import Deadlines
 
@@ -101,8 +102,7 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
     def init_process(self) -> None:
         self._stop_read, self._stop_write = os.pipe()
         self.max_connections = self.cfg.worker_connections
-        read_timeout = float(os.environ.get("GPU_ADMISSION_READ_TIMEOUT", "5"))
-        self.deadlines = Deadlines(read_timeout, ANSWER_TIMEOUT)
+        self.deadlines = Deadlines(current().read_timeout, ANSWER_TIMEOUT)
         self.deadlines.start()
         self._tls_lines = _RateLimit(TLS_LINES_PER_SECOND)
         self._stop_said = False

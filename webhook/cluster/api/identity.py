@@ -9,14 +9,15 @@ the Lease the bootstrap took instead of waiting out its duration.
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from kubernetes import client, config
 
-REPLICA = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+from webhook.environment import current
+from webhook.environment import kubeconfig as environment_kubeconfig
+
+REPLICA = current().replica_name  # fixed at import: in gunicorn's master, before the fork
 
 
 def _version() -> str:
@@ -75,4 +76,4 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> No
 
 def load_kubeconfig(kubeconfig: str | None = None, context: str | None = None) -> None:
     """A kubeconfig as kubectl finds it: the file named, else KUBECONFIG, else ~/.kube/config."""
-    config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"), context=context)
+    config.load_kube_config(config_file=kubeconfig or environment_kubeconfig(), context=context)

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from policies import CONFIG_STATE_LABEL
+from webhook.environment import AUDIT_SECONDS_DEFAULT
 from webhook.metrics import AUDIT_RUNS, AUDIT_SECONDS, AUDIT_VIOLATIONS
 
 log = logging.getLogger("gpu_admission.audit")
-AUDIT_SECONDS_DEFAULT = 600.0
 SETTLED = "success"
 Snapshot = Callable[[], list[tuple[str, str, str | None]]]
 Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
