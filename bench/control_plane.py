@@ -235,6 +235,7 @@ def main() -> None:
             ]
             rows += [(n, vap_before, vap_after) for n in sorted(vap_after) if n == "require-team-label"]
             rows += [(n, native_before, native_after) for n in sorted(native_after) if n.startswith("gpu-admission.")]
+            rows = [(n, b, a) for n, b, a in rows if a[n].get("count", 0) > b.get(n, {}).get("count", 0)]
             for name, before, after in rows:
                 p50, p99 = (quantile(before.get(name, {}), after[name], q) * 1000 for q in (0.5, 0.99))
                 average = mean(before.get(name, {}), after[name]) * 1000
