@@ -1,98 +1,18 @@
-"""Shared builders: policies from YAML text, pods from a few words, the kubernetes V1Pod round-trip."""
+"""The suite's fixtures and its end; what tests share lives in tests/support."""
 
 from __future__ import annotations
 
-import copy
 import os
 import sys
-import textwrap
 import threading
-from typing import Any
 
-import jsonpatch
 import pytest
-from kubernetes.client import ApiClient
 
 from policies.engine import COMPILED, Engine
-from policies.model.loader import load_texts
-from policies.model.policyset import PolicySet
-from policies.mutate.mutation import MutationResult
-from policies.review.cluster import NO_CLUSTER, ClusterState
-from policies.review.document import JSON
-from policies.review.request import RequestInfo
-
-_API = ApiClient()
+from tests.support.builders import PatchCheckingEngine
 
 if os.environ.get("GPU_ADMISSION_EXPECT_COMPILED") and not COMPILED:  # tests/engine/test_compiled_engine.py
     raise RuntimeError("the suite was to run against the compiled engine, but imported the source")
-
-
-class PatchCheckingEngine(Engine):
-    """Every mutation in the suite also holds its recorded patch to the object it returns: applied
-    to the pod as sent by an RFC 6902 implementation, it must yield exactly that object."""
-
-    def mutate(
-        self, raw: JSON, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
-    ) -> MutationResult:
-        sent = copy.deepcopy(raw)
-        result = super().mutate(raw, request, cluster)
-        assert raw == sent, "the object as sent is never modified"
-        assert jsonpatch.apply_patch(sent, list(result.patch)) == result.object, result.patch
-        return result
-
-
-def child_pythonpath(root: str) -> str:
-    """PYTHONPATH for a server process the test starts: the suite's own first (the compiled
-    engine, when tests/engine/test_compiled_engine.py runs the suite against it), then `root`."""
-    return os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), root) if p)
-
-
-def engine_from(*documents: str) -> Engine:
-    texts = [(f"policy-{i}.yaml", textwrap.dedent(doc)) for i, doc in enumerate(documents)]
-    result = load_texts(texts)
-    assert not result.problems, [str(p) for p in result.problems]
-    return PatchCheckingEngine(PolicySet(result.policies))
-
-
-def policy(name: str = "p", spec: str = "") -> str:
-    body = textwrap.indent(textwrap.dedent(spec).strip(), "  ")
-    return f"apiVersion: gpu-admission.io/v1alpha1\nkind: GPUPolicy\nmetadata:\n  name: {name}\nspec:\n{body}\n"
-
-
-def pod(
-    *containers: dict[str, Any],
-    namespace: str = "ml",
-    annotations: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
-    init: tuple[dict[str, Any], ...] = (),
-    **spec: Any,
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": "p", "namespace": namespace}
-    if annotations:
-        metadata["annotations"] = {f"gpu-admission.io/{k}" if "/" not in k else k: v for k, v in annotations.items()}
-    if labels:
-        metadata["labels"] = labels
-    body: dict[str, Any] = {"containers": list(containers) or [gpu_container()], **spec}
-    if init:
-        body["initContainers"] = list(init)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": body}
-
-
-def gpu_container(name: str = "main", gpus: int | str = 1, where: str = "limits", **extra: Any) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    for section in ("limits", "requests") if where == "both" else (where,):
-        resources[section] = {"nvidia.com/gpu": gpus}
-    return {"name": name, "image": "cuda", "resources": resources, **extra}
-
-
-def plain_container(name: str = "sidecar") -> dict[str, Any]:
-    return {"name": name, "image": "busybox", "resources": {"limits": {"cpu": "1"}}}
-
-
-def as_v1pod_and_back(document: dict[str, Any]) -> Any:
-    """Deserialize through the kubernetes client's V1Pod model and serialize again."""
-    model = _API._ApiClient__deserialize(document, "V1Pod")  # type: ignore[attr-defined]
-    return _API.sanitize_for_serialization(model)
 
 
 @pytest.fixture
@@ -106,14 +26,24 @@ def default_engine() -> Engine:
 
 @pytest.fixture
 def kube():
-    """The in-process API server (tests/kube_fake.py), empty; files that need objects in it at
+    """The in-process API server (tests/support/kube_fake.py), empty; files that need objects in it at
     the start request this fixture from their own `kube` and add them."""
-    from tests.kube_fake import FakeKube
+    from tests.support.kube_fake import FakeKube
 
     fake = FakeKube()
     fake.start()
     yield fake
     fake.stop()
+
+
+@pytest.fixture
+def replicas(kube):
+    """Webhook replicas a test starts against `kube` (tests.support.cluster.start), each stopped
+    at its end."""
+    started: list = []
+    yield started
+    for replica in started:
+        replica.stop()
 
 
 @pytest.fixture
@@ -124,12 +54,11 @@ def kube_on_path(kube, tmp_path, monkeypatch):
 
 
 # -- the end of the run -------------------------------------------------------------------------------
-# The suite leaves daemon threads behind by design (in-process fake API servers, watch and lease
-# threads of the engines the tests built, the e2e balancer). In a run of the whole suite, one of
-# them writing to stderr while the interpreter finalizes made CPython abort after every test had
-# passed and been reported (exit 134, seen 2 runs in 3 with the e2e suite in the same process, never
-# with `-X dev`). The verdict is final once the session has finished: the process then leaves with
-# it, as os._exit does, without finalizing the interpreter under those threads.
+# Every thread a test starts is stopped by it (the quick suite ends with the main thread alone and
+# the interpreter finalizes as usual). A thread left running used to make CPython abort while it
+# finalized, after every test had passed and been reported (exit 134: a watch thread of a test that
+# stopped its watches but not the replica's background threads, writing to stderr). Should one be
+# left again, the run names it and leaves with the verdict already reached, as os._exit does.
 _EXIT_STATUS: list[int] = []
 
 
@@ -142,31 +71,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not _EXIT_STATUS or threading.active_count() == 1:
         return  # nothing left running: finalize as usual
+    left = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
+    print(f"threads a test left running: {', '.join(left)}", file=sys.stderr)  # each one is a test to fix
+    # The summary line is in the terminal writer's buffer (its own file, not sys.stdout, while
+    # output is captured): flushed, it reaches a pipe too (`pytest | tail`).
+    config.get_terminal_writer().flush()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(_EXIT_STATUS[-1])
-
-
-class Calls:
-    """The calls of a method as events: `wait_for(predicate)` is woken as each call ends, so a
-    test waits for what it waits for, never out a timeout nobody signals (the fake API server's
-    own `wait_for` wakes only on its own changes, not on what a replica does with them)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
-        self._ended = threading.Condition()
-        self.count = 0  # calls ended so far
-        real = getattr(owner, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return real(*args, **kwargs)
-            finally:
-                with self._ended:
-                    self.count += 1
-                    self._ended.notify_all()
-
-        monkeypatch.setattr(owner, name, call)
-
-    def wait_for(self, predicate: Any, timeout: float = 10.0) -> bool:
-        with self._ended:
-            return self._ended.wait_for(predicate, timeout)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -209,7 +208,9 @@ def connect(
             keeper.warm_soon()
 
     threading.Thread(target=pods_once_policies_and_namespaces_are_known, name="watch-pods-start", daemon=True).start()
-    threading.Thread(target=_sweep_forged, args=(view, pods, core), name="reservation-sweep", daemon=True).start()
+    sweep = ForgedReservationSweep(view, pods, core)
+    view.background.append(sweep)
+    sweep.start()
     return watches
 
 
@@ -250,16 +251,31 @@ def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: An
     return [*claims, device_classes, slices]
 
 
-def _sweep_forged(view: ClusterView, pods: ListWatch, core: client.CoreV1Api, interval: float = 1.0) -> None:
-    """Once the pod watch is live, reservations it has not shown the pod of are asked about."""
-    while not pods.stopping:
-        time.sleep(interval)
-        if not (pods.synced.is_set() and pods.healthy):
-            continue
-        try:
-            view.usage.sweep_forged(lambda ref: _pod_exists(core, ref))
-        except Exception:
-            log.exception("reservation sweep failed")
+class ForgedReservationSweep:
+    """Once the pod watch is live, reservations it has not shown the pod of are asked about, every
+    `interval` seconds, until stopped (or the pod watch is)."""
+
+    def __init__(self, view: ClusterView, pods: ListWatch, core: client.CoreV1Api, interval: float = 1.0) -> None:
+        self._view, self._pods, self._core, self._interval = view, pods, core, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reservation-sweep", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, wait: bool = True) -> None:
+        self._stop.set()
+        if wait and self._thread.is_alive():
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval) and not self._pods.stopping:
+            if not (self._pods.synced.is_set() and self._pods.healthy):
+                continue
+            try:
+                self._view.usage.sweep_forged(lambda ref: _pod_exists(self._core, ref))
+            except Exception:
+                log.exception("reservation sweep failed")
 
 
 def _pod_exists(api: client.CoreV1Api, ref: PodRef) -> bool | None:
