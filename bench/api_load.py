@@ -1,6 +1,6 @@
 """The load one replica puts on the API server, counted from the API server's side.
 
-Starts the test suite's in-process API server (tests/kube_fake.py) holding a cluster (pods on GPU
+Starts the test suite's in-process API server (tests/support/kube_fake.py) holding a cluster (pods on GPU
 nodes, namespaces, a policy ConfigMap), then one replica as the Deployment runs it (the
 container's gunicorn command), and counts from the API server's request log:
   - watch streams open at steady state, and requests per minute (by verb) over `--seconds`;
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from certs.files import ensure_dev_certificates  # noqa: E402
-from tests.kube_fake import FakeKube  # noqa: E402
+from tests.support.kube_fake import FakeKube  # noqa: E402
 
 NS = "gpu-admission"
 POLICY = """apiVersion: gpu-admission.io/v1alpha1

@@ -34,12 +34,12 @@ from pathlib import Path
 from kubernetes import client, config
 
 from policies import load_texts, native_policies
-from tests.dra import GPU_CLASS, MIG_CLASS
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
 from tests.e2e.harness import install, pod, policy_configmap, register_nodes, wait_for, wait_refused
 from tests.e2e.kubectl import Kubectl
-from tests.e2e.test_neighbours import TEAM_LABEL_VAP
+from tests.e2e.policies import TEAM_LABEL_VAP
+from tests.support.dra import GPU_CLASS, MIG_CLASS
 from webhook.cli.native import render
 
 TEAM_RULE = """\

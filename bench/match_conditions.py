@@ -38,10 +38,10 @@ import yaml
 
 from bench.control_plane import histograms, metric_lines
 from policies.native.reach import pod_condition
-from tests.deploy.test_workload_webhook import strip_gpus
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
 from tests.e2e.kubectl import Kubectl
+from tests.support.deploy import strip_gpus
 from tools.policy_schema.workload_conditions import custom_kinds, kind_condition
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"

@@ -35,7 +35,7 @@ from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
 from policies.planning.published import policy_ladders  # noqa: E402
 from policies.review.cluster import KnownCluster  # noqa: E402
-from tests.dra import GPU_CLASS, MIG_CLASS, dra_capacity, resource_slice, slice_device  # noqa: E402
+from tests.support.dra import GPU_CLASS, MIG_CLASS, dra_capacity, resource_slice, slice_device  # noqa: E402
 from tools.mig_classes import device_classes  # noqa: E402
 
 BACKENDS = ("devicePlugin", "draExtendedResource", "draClaim")

@@ -188,7 +188,7 @@ def contended(
     clients, the policies, the counters' list and the warm-up's grants)."""
     import kubernetes
 
-    from tests.kube_fake import FakeKube
+    from tests.support.kube_fake import FakeKube
     from webhook.cluster.quota.escrow import Escrow
     from webhook.cluster.quota.share_writers import ShareKeeper
 

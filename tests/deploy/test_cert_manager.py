@@ -20,7 +20,7 @@ from kubernetes import client
 
 from certs.manager import CertManager
 from certs.rotation import Action, RotationPolicy
-from tests.kube_fake import FakeKube
+from tests.support.kube_fake import FakeKube
 from webhook.serving.tls import ReloadingContext
 
 NS, SERVICE = "gpu-admission", "gpu-admission"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes.client import ApiClient
 
 import policies.bundled
 from policies.model.cel import CelInput, compile_expression
-from tests.conftest import gpu_container, plain_container, pod
+from tests.support.builders import gpu_container, plain_container, pod
+from tests.support.deploy import API, MODELS
 from tools.policy_schema.workload_conditions import custom_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,26 +26,6 @@ OVERLAYS = [
 ]
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
-API = ApiClient()
-MODELS = {
-    "Namespace": "V1Namespace",
-    "ServiceAccount": "V1ServiceAccount",
-    "Role": "V1Role",
-    "ClusterRole": "V1ClusterRole",
-    "RoleBinding": "V1RoleBinding",
-    "ClusterRoleBinding": "V1ClusterRoleBinding",
-    "ConfigMap": "V1ConfigMap",
-    "Secret": "V1Secret",
-    "Service": "V1Service",
-    "PriorityClass": "V1PriorityClass",
-    "Deployment": "V1Deployment",
-    "PodDisruptionBudget": "V1PodDisruptionBudget",
-    "NetworkPolicy": "V1NetworkPolicy",
-    "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
-    "ValidatingWebhookConfiguration": "V1ValidatingWebhookConfiguration",
-    "CustomResourceDefinition": "V1CustomResourceDefinition",
-    "DeviceClass": "V1DeviceClass",
-}
 CRDS = {"Certificate", "Issuer"}
 EXCLUDED = {
     "kube-system",

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.test_deploy import API, MODELS
+from tests.support.deploy import API, MODELS
 
 helm = pytest.importorskip("helm_python")
 ROOT = Path(__file__).parents[2]

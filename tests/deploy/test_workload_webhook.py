@@ -12,6 +12,7 @@ from cel_expr_python import cel
 from policies.judge.controllers import pod_templates
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.review.pod import parse_pod
+from tests.support.deploy import strip_gpus
 from tools.policy_schema.workload_conditions import custom_kinds, kind_condition
 
 ROOT = Path(__file__).parents[2]
@@ -54,19 +55,6 @@ def corpus_workloads():
         for document in yaml.safe_load_all(path.read_text()):
             if document and (document["apiVersion"].rpartition("/")[0], document["kind"]) in kinds:
                 yield pytest.param(document, id=f"{path.stem}")
-
-
-def strip_gpus(node):
-    """`node` asking for no GPU: no nvidia.com/ resource, and no operator's `gpu` count either."""
-    if isinstance(node, dict):
-        return {
-            k: strip_gpus(v)
-            for k, v in node.items()
-            if not (isinstance(k, str) and (k.startswith("nvidia.com/") or k in ("gpu", "gpuType", "custom")))
-        }
-    if isinstance(node, list):
-        return [strip_gpus(v) for v in node]
-    return node
 
 
 @pytest.mark.parametrize("document", list(corpus_workloads()))

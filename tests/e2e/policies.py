@@ -1,4 +1,5 @@
-"""The policies the e2e cases install as ConfigMaps, beside the shipped default."""
+"""The policies the e2e cases install as ConfigMaps, beside the shipped default, and the
+ValidatingAdmissionPolicy of the team rule the neighbours test and bench/control_plane.py compare."""
 
 TEAMS = """\
 apiVersion: gpu-admission.io/v1alpha1
@@ -62,4 +63,27 @@ spec:
     - name: unclosed
       expression: "object.metadata.name == "
       message: "never compiles"
+"""
+
+TEAM_LABEL_VAP = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: require-team-label}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  validations:
+    - expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
+      message: "GPU pods need a team label"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: require-team-label}
+spec:
+  policyName: require-team-label
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: vap-side}}
 """

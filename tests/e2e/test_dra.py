@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.dra import (
+from tests.e2e.harness import Installation, policy_configmap, register_nodes, wait_for
+from tests.e2e.kubectl import Kubectl
+from tests.support.dra import (
     GPU_CLASS,
     MIG_CLASS,
     claim,
@@ -25,8 +27,6 @@ from tests.dra import (
     shareable,
     slice_device,
 )
-from tests.e2e.harness import Installation, policy_configmap, register_nodes, wait_for
-from tests.e2e.kubectl import Kubectl
 
 NAMESPACE = "dra-team"
 POLICY = """\

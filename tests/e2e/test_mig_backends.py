@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.dra import GPU_CLASS, MIG_CLASS
 from tests.e2e.harness import Installation, policy_configmap, register_nodes, wait_for
 from tests.e2e.kubectl import Kubectl
+from tests.support.dra import GPU_CLASS, MIG_CLASS
 
 H100 = "NVIDIA H100 80GB HBM3"
 AUTO, LADDERS = "backends", "ladders"

@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.harness import Installation, pod, policy_configmap, wait_for, wait_refused, wait_rewritten
 from tests.e2e.kubectl import Kubectl
-from tests.e2e.policies import TEAMS
+from tests.e2e.policies import TEAM_LABEL_VAP, TEAMS
 
 LABEL_MIG_PODS = """\
 apiVersion: admissionregistration.k8s.io/v1beta1
@@ -38,29 +38,6 @@ kind: MutatingAdmissionPolicyBinding
 metadata: {name: label-mig-pods}
 spec:
   policyName: label-mig-pods
-"""
-
-TEAM_LABEL_VAP = """\
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: require-team-label}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules:
-      - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
-  validations:
-    - expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
-      message: "GPU pods need a team label"
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {name: require-team-label}
-spec:
-  policyName: require-team-label
-  validationActions: [Deny]
-  matchResources:
-    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: vap-side}}
 """
 
 

@@ -15,7 +15,7 @@ from policies.audit.judging import audit_pods
 from policies.audit.policyreport import MAX_RESULTS, TRUNCATED, policy_reports
 from policies.gpu.capacity import node_gpus
 from policies.review.cluster import KnownCluster
-from tests.conftest import engine_from
+from tests.support.builders import engine_from
 from webhook.cli.main import main
 from webhook.cluster.audit.background_audit import BackgroundAudit, run_process
 from webhook.metrics import exposition

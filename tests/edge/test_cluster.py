@@ -4,140 +4,32 @@ namespaceSelector, free-capacity preference, and strict quotas shared by replica
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from kubernetes import client
 
-from tests.conftest import Calls, gpu_container, pod, policy
-from tests.kube_fake import FakeKube
-from tests.server.test_server import review
+from tests.support.builders import Calls, gpu_container, pod, policy
+from tests.support.cluster import (
+    NS,
+    TEAM_QUOTA,
+    WATCHED,
+    Replica,
+    eventually,
+    namespace,
+    node,
+    patch_of,
+    slice_pod,
+    start,
+)
 from webhook.cluster.api.identity import api_client
 from webhook.cluster.api.policy_status import LOAD_ERRORS_ANNOTATION
 from webhook.cluster.wiring import connect
-from webhook.serving import admission
-from webhook.serving.review import parse_review
 from webhook.sources.configmaps import LAST_GOOD_ANNOTATION
 from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder, Settings
-
-NS = "gpu-admission"
-# What one replica watches, in the order it starts them (tests.server.test_replicas counts the streams).
-WATCHED = (
-    "configmaps",
-    "gpupolicies",
-    "namespaces",
-    "nodes",
-    "resourcequotas",
-    "resourceclaims",
-    "resourceclaimtemplates",
-    "deviceclasses",
-    "resourceslices",
-    "leases",
-    "pods",
-)
-
-
-class Replica:
-    """One webhook instance: its own engine, counters, watches and API client."""
-
-    count = 0
-
-    def __init__(self, kube: FakeKube, all_namespaces: bool = False, page: int = 500, **connected: Any) -> None:
-        Replica.count += 1
-        self.identity = f"replica-{Replica.count}"
-        self.holder = EngineHolder(Settings(policy_namespace=NS))
-        self.store = PolicyStore(self.holder.swap)
-        api = api_client(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))  # the replica's pool
-        api.user_agent = f"gpu-admission/test ({self.identity})"
-        options: dict[str, Any] = {"watch_seconds": 1, "backoff": (0.05, 0.2), "page": page}
-        options.update(connected)
-        self.watches = connect(
-            self.holder.view, self.store, NS, api, all_namespaces=all_namespaces, identity=self.identity, **options
-        )
-
-    def wait_ready(self) -> None:
-        assert all(w.synced.wait(10) for w in self.watches) and self.holder.ready
-
-    def validate(self, obj: dict[str, Any], dry_run: bool = False) -> Any:
-        uid = obj["metadata"].get("uid", "review")
-        namespace = obj["metadata"]["namespace"]  # as the API server sends it: the object's own
-        return admission.validate(self.holder, parse_review(review(obj, uid=uid, dry_run=dry_run, namespace=namespace)))
-
-    def mutate(self, obj: dict[str, Any]) -> Any:
-        return admission.mutate(self.holder, parse_review(review(obj, namespace=obj["metadata"]["namespace"])))
-
-    def quota_pods(self, policy_name: str, scope: str) -> int:
-        found = self.holder.engine.policy_set.by_name(policy_name)
-        return self.holder.usage.usage(found, scope).pods
-
-    def stop(self) -> None:
-        for thread in [*self.watches, *self.holder.view.background]:
-            thread.stop(wait=False)
-        for thread in [*self.watches, *self.holder.view.background]:
-            thread.stop()
-
-
-@pytest.fixture
-def replicas(kube: FakeKube) -> Iterator[list[Replica]]:
-    started: list[Replica] = []
-    yield started
-    for replica in started:
-        replica.stop()
-
-
-def start(kube: FakeKube, replicas: list[Replica], **options: Any) -> Replica:
-    replica = Replica(kube, **options)
-    replicas.append(replica)
-    replica.wait_ready()
-    return replica
-
-
-def slice_pod(name: str, namespace: str = "team-a", node: str | None = None, **labels: str) -> dict[str, Any]:
-    container = {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}
-    obj = pod(container, namespace=namespace, labels=labels or None)
-    obj["metadata"].update(name=name, uid=f"uid-{namespace}-{name}")
-    if node:
-        obj["spec"]["nodeName"] = node
-    return obj
-
-
-def namespace(name: str, **labels: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
-
-
-def node(name: str, product: str, allocatable: dict[str, str]) -> dict[str, Any]:
-    resources = {f"nvidia.com/{resource}": amount for resource, amount in allocatable.items()}
-    metadata = {"name": name, "labels": {"nvidia.com/gpu.product": product}}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "status": {"allocatable": resources}}
-
-
-def patch_of(response: Any) -> list[dict[str, Any]]:
-    return json.loads(base64.b64decode(response.to_review("admission.k8s.io/v1")["response"]["patch"]))
-
-
-def eventually(predicate: Any, timeout: float = 10) -> bool:
-    done = threading.Event()
-    for _ in range(int(timeout / 0.02)):
-        if predicate():
-            return True
-        done.wait(0.02)
-    return bool(predicate())
-
-
-TEAM_QUOTA = policy(
-    "team-quota",
-    """
-match: {namespaces: [team-a]}
-mig: {gpuModels: [A100-80GB]}
-quota: {limits: {pods: 3}}
-""",
-)
 
 
 def test_a_replica_is_ready_only_once_policies_pods_namespaces_and_nodes_have_listed(kube, replicas):
@@ -369,8 +261,10 @@ def test_a_relist_asked_for_in_the_middle_of_a_long_watch_starts_at_once(kube, r
         pods.relist()
         assert eventually(lambda: pods.relists == relisted + 1, timeout=5)
     finally:
-        for watch in watches:
-            watch.stop(wait=False)
+        for thread in [*watches, *holder.view.background]:
+            thread.stop(wait=False)
+        for thread in [*watches, *holder.view.background]:
+            thread.stop()
 
 
 def test_a_resourcequota_on_whole_gpus_that_the_rewrite_sidesteps_is_warned_about(kube, replicas):

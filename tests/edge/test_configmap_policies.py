@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from tests.conftest import policy
+from tests.support.builders import policy
 from webhook.cluster.watches.policy_configmaps import configmap_watch
 from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder

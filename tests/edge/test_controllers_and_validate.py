@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from policies.judge.quota import NoUsage
-from tests.conftest import engine_from, gpu_container, policy
+from tests.support.builders import engine_from, gpu_container, policy
 from webhook.cli.main import main
 
 POLICY = policy(

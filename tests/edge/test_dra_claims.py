@@ -15,14 +15,12 @@ from policies.gpu.device_classes import NVIDIA_CLASSES, DeviceClasses, read_devi
 from policies.judge.ledger import Ledger
 from policies.judge.quota import NoUsage
 from policies.review.cluster import KnownCluster
-from tests.conftest import Calls, engine_from, plain_container, pod, policy
-from tests.edge import test_cluster
-from tests.edge.test_cluster import NS, Replica, start
-from tests.kube_fake import FakeKube
-from tests.server_harness import api_server, holder_of
+from tests.support.builders import Calls, engine_from, plain_container, pod, policy
+from tests.support.cluster import NS, Replica, start
+from tests.support.kube_fake import FakeKube
+from tests.support.server_harness import api_server, holder_of
 from webhook.cluster.quota.usage import PodUsageTracker
 
-replicas = test_cluster.replicas  # the fixture: replicas started by a test, stopped after it
 PROFILE_1G = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import engine_from, policy
-from tests.dra import GPU_CLASS, MIG_CLASS, resource_slice, slice_device
+from tests.support.builders import engine_from, policy
+from tests.support.dra import GPU_CLASS, MIG_CLASS, resource_slice, slice_device
 from webhook.cluster.ladders import LadderPublisher
 from webhook.cluster.live import ClusterView
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from policies.model.advice import constant_outcome, unguarded_indexes
-from tests.conftest import policy
+from tests.support.builders import policy
 from tools.mig_classes import class_name, device_classes
 from webhook.cli.main import main
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from tests.conftest import Calls, policy
+from tests.support.builders import Calls, policy
 from webhook.cluster.watches.policy_configmaps import configmap_watch
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
 from webhook.sources.store import PolicyStore

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from policies.judge.usage import Usage
-from tests.conftest import engine_from, pod, policy
-from tests.server_harness import admission_review
+from tests.support.builders import engine_from, pod, policy
+from tests.support.server_harness import admission_review
 from webhook.serving import admission
 from webhook.serving.review import parse_review
 from webhook.state import EngineHolder

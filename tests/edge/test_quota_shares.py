@@ -10,14 +10,12 @@ import time
 
 import pytest
 
-from tests.conftest import policy
-from tests.edge import test_cluster
-from tests.edge.test_cluster import NS, Replica, slice_pod
-from tests.kube_fake import FakeKube
+from tests.support.builders import policy
+from tests.support.cluster import NS, Replica, slice_pod
+from tests.support.kube_fake import FakeKube
 
 pytestmark = pytest.mark.slow
 
-replicas = test_cluster.replicas  # the fixture: replicas started by a test, stopped after it
 TTL = 2.0  # how long shares and reservations count after they are read (30 s as shipped)
 
 

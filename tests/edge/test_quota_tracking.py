@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from tests.conftest import engine_from, pod, policy
-from tests.server.test_server import review
+from tests.support.builders import engine_from, pod, policy
+from tests.support.reviews import review
 from webhook.serving import admission
 from webhook.serving.review import parse_review
 from webhook.state import EngineHolder

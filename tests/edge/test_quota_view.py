@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from policies.judge.usage import Usage
-from tests.conftest import engine_from
-from tests.server_harness import holder_of
+from tests.support.builders import engine_from
+from tests.support.server_harness import holder_of
 from webhook.cli.main import main
 from webhook.cluster.quota.ledger import LEDGER_LABEL, RESERVATIONS, Entry
 from webhook.metrics import exposition

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import policy
-from tests.edge.test_cluster import NS, TEAM_QUOTA, Replica, eventually, namespace, replicas, slice_pod, start
-from tests.kube_fake import FakeKube
+from tests.support.builders import policy
+from tests.support.cluster import NS, TEAM_QUOTA, Replica, eventually, namespace, slice_pod, start
+from tests.support.kube_fake import FakeKube
 from webhook.cluster import wiring
-
-__all__ = ["replicas"]  # fixtures (kube comes from conftest)
 
 
 def pod_lists(kube: FakeKube, replica: Replica) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from policies.engine import COMPILED
-from tests.conftest import engine_from, policy
+from tests.support.builders import engine_from, policy
 from webhook.sources.directories import DirectoryWatcher
 from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder

@@ -9,7 +9,7 @@ from policies.gpu.capacity import CapacityLedger
 from policies.gpu.catalog import CATALOG
 from policies.judge.quota import NoUsage
 from policies.review.cluster import KnownCluster
-from tests.conftest import engine_from, gpu_container, pod, policy
+from tests.support.builders import engine_from, gpu_container, pod, policy
 
 SLICES = sorted({(model.key, profile.resource) for model in CATALOG.models for profile in model.profiles})
 

@@ -7,7 +7,7 @@ from policies.model.cel import CelCompileError, CelEvaluationError, CelInput, co
 from policies.model.loader import load_texts
 from policies.review.cluster import KnownCluster
 from policies.review.request import Operation, RequestInfo
-from tests.conftest import engine_from, gpu_container, pod, policy
+from tests.support.builders import engine_from, gpu_container, pod, policy
 
 POD = {
     "apiVersion": "v1",

@@ -13,7 +13,7 @@ from policies.gpu.catalog import CATALOG
 from policies.judge.quota import NoUsage
 from policies.judge.usage import pod_usage
 from policies.review.pod import parse_pod
-from tests.conftest import engine_from, gpu_container, pod, policy
+from tests.support.builders import engine_from, gpu_container, pod, policy
 
 SLICES_BY_DEFAULT = policy("slices", "mig: {defaultProfile: 1g.10gb}")
 WITHOUT_MIG = [

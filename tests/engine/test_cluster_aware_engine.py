@@ -15,7 +15,7 @@ from policies.model.loader import load_texts
 from policies.model.policy import Consistency
 from policies.model.policyset import PolicySet
 from policies.review.cluster import KnownCluster
-from tests.conftest import engine_from, gpu_container, pod, policy
+from tests.support.builders import engine_from, gpu_container, pod, policy
 from webhook.cli.main import main
 
 SELECTED = policy("gold", "match: {namespaceSelector: {matchLabels: {tier: gold}}}")

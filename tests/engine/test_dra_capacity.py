@@ -15,8 +15,8 @@ from policies.gpu.catalog import CATALOG
 from policies.gpu.device_classes import DeviceClasses, read_device_class
 from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice
 from policies.review.cluster import KnownCluster
-from tests.conftest import engine_from, gpu_container, pod, policy
-from tests.dra import GPU_CLASS, NIC_CLASS, allocated, profile_class, resource_slice, slice_device
+from tests.support.builders import engine_from, gpu_container, pod, policy
+from tests.support.dra import GPU_CLASS, NIC_CLASS, allocated, profile_class, resource_slice, slice_device
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100_40 = "NVIDIA A100-SXM4-40GB"

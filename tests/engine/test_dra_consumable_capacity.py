@@ -20,8 +20,8 @@ from policies.gpu.device_shares import SharedCapacity, read_capacities, share_of
 from policies.gpu.dra_inventory import DraInventory, read_slice
 from policies.judge.quota import NoUsage
 from policies.review.cluster import KnownCluster
-from tests.conftest import engine_from, policy
-from tests.dra import claim, claim_pod, claim_spec, cluster, exactly, resource_slice, shareable, slice_device
+from tests.support.builders import engine_from, policy
+from tests.support.dra import claim, claim_pod, claim_spec, cluster, exactly, resource_slice, shareable, slice_device
 
 H100 = slice_device("gpu-0", "NVIDIA H100 80GB HBM3", memory="80Gi")
 BUDGET = policy("budget", 'match: {namespaces: [ml]}\nquota: {limits: {gpuEquivalents: "8"}}')

@@ -16,8 +16,8 @@ from policies.gpu.device_classes import NVIDIA_CLASSES, DeviceClasses, read_devi
 from policies.judge.quota import NoUsage
 from policies.review.cluster import KnownCluster
 from policies.review.request import Operation, RequestInfo
-from tests.conftest import engine_from, pod, policy
-from tests.dra import claim, claim_pod, claim_spec, cluster, device_class, exactly, mig_profile, nvidia
+from tests.support.builders import engine_from, pod, policy
+from tests.support.dra import claim, claim_pod, claim_spec, cluster, device_class, exactly, mig_profile, nvidia
 
 BUDGET = policy("budget", 'match: {namespaces: [ml]}\nquota: {limits: {gpuEquivalents: "8"}}')
 

@@ -22,7 +22,7 @@ from policies.gpu.claims import claim_demand, with_allocation
 from policies.gpu.device_classes import DeviceClasses, read_device_class
 from policies.gpu.placement import ANYWHERE
 from policies.judge.claim_usage import demand_charge
-from tests.dra import claim_spec, device_class, exactly
+from tests.support.dra import claim_spec, device_class, exactly
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from policies.judge.ledger import Ledger, PodCounts
 from policies.judge.pod_facts import facts_of, needs_of
 from policies.review.cluster import KnownCluster
 from policies.review.request import Operation, RequestInfo
-from tests.conftest import engine_from, pod, policy
-from tests.dra import claim, claim_pod, claim_spec, cluster, exactly
+from tests.support.builders import engine_from, pod, policy
+from tests.support.dra import claim, claim_pod, claim_spec, cluster, exactly
 
 LIMIT = 3
 BUDGET = policy("budget", f"match: {{namespaces: [ml]}}\nquota: {{limits: {{gpus: {LIMIT}}}}}")

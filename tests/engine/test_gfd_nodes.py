@@ -17,9 +17,9 @@ from policies.engine import Engine
 from policies.judge.quota import NoUsage
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
-from tests.conftest import gpu_container, pod
-from tests.edge.test_cluster import NS, Replica
-from tests.kube_fake import FakeKube
+from tests.support.builders import gpu_container, pod
+from tests.support.cluster import NS, Replica
+from tests.support.kube_fake import FakeKube
 from webhook.cli.main import main
 from webhook.cli.offline import cluster_state
 

@@ -13,7 +13,7 @@ from policies.judge.pod_facts import Needs, facts_of
 from policies.judge.quota import NoUsage
 from policies.judge.usage import Usage, pod_usage
 from policies.review.pod import parse_pod
-from tests.conftest import engine_from, gpu_container, pod, policy
+from tests.support.builders import engine_from, gpu_container, pod, policy
 
 SLICES = policy(
     "slices",

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
-from tests.server_harness import admission_review, api_server, holder_of
+from tests.support.builders import engine_from, gpu_container, plain_container, pod, policy
+from tests.support.server_harness import admission_review, api_server, holder_of
 
 POLICIES = [
     policy(
@@ -66,7 +66,7 @@ def gpu_pod(
 
 
 def with_annotations(obj: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
-    """`obj` with these annotations as written (tests.conftest.pod prefixes a bare key with ours)."""
+    """`obj` with these annotations as written (tests.support.builders.pod prefixes a bare key with ours)."""
     obj["metadata"]["annotations"] = annotations
     return obj
 

@@ -16,7 +16,7 @@ from policies.judge.quota import NoUsage
 from policies.model.cel import CelInput, compile_expression
 from policies.review.pod import parse_pod
 from policies.review.request import RequestInfo
-from tests.conftest import engine_from, policy
+from tests.support.builders import engine_from, policy
 
 ENGINE = engine_from(policy("everywhere", "match: {}"))
 WEBHOOKS = Path(__file__).resolve().parents[2] / "deploy" / "base" / "webhooks.yaml"

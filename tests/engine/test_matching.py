@@ -10,7 +10,7 @@ from policies.model.cel import CelEvaluationError, CelInput
 from policies.model.cel_fields import required_field, required_label
 from policies.model.loader import load_texts
 from policies.model.policyset import PolicySet
-from tests.conftest import policy
+from tests.support.builders import policy
 
 PATTERNS = ["team-a", "team-*", "ml-?", "*", "[ab]-x", "prod", "ml-*-gpu"]
 NAMESPACES = ["team-a", "team-b", "ml-1", "ml-x-gpu", "a-x", "prod", "kube-system", "m"]

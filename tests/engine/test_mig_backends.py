@@ -22,8 +22,8 @@ from policies.judge.ledger import Ledger
 from policies.planning.ladder import MAX_RUNGS, claim_name
 from policies.planning.published import policy_ladders, publishes
 from policies.review.cluster import KnownCluster
-from tests.conftest import engine_from, gpu_container, pod, policy
-from tests.dra import GPU_CLASS, MIG_CLASS, allocated, dra_capacity, resource_slice, slice_device
+from tests.support.builders import engine_from, gpu_container, pod, policy
+from tests.support.dra import GPU_CLASS, MIG_CLASS, allocated, dra_capacity, resource_slice, slice_device
 from tools.mig_classes import class_name, device_classes
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -4,7 +4,7 @@ import pytest
 
 from policies.judge.quota import NoUsage
 from policies.review.request import RequestInfo
-from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
+from tests.support.builders import engine_from, gpu_container, plain_container, pod, policy
 
 
 def mig_policy(models="[A100-80GB]", strategy="mixed", default="", allowed="", extra=""):

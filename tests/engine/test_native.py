@@ -14,7 +14,7 @@ from policies import native_policies
 from policies.model.cel import CelEvaluationError, CelInput, compile_expression
 from policies.model.loader import load_texts
 from policies.native.validating import glob_regex
-from tests.conftest import policy
+from tests.support.builders import policy
 
 K8S = kubernetes_validate.latest_version()
 RULES = policy(

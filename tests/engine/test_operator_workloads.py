@@ -11,8 +11,8 @@ import pytest
 from policies.judge.controllers import pod_templates
 from policies.judge.quota import NoUsage
 from policies.model.loader import load_texts
-from tests.conftest import engine_from, policy
-from tests.server_harness import ApiServer, admission_review, api_server, holder_of
+from tests.support.builders import engine_from, policy
+from tests.support.server_harness import ApiServer, admission_review, api_server, holder_of
 
 POLICIES = [
     policy("one-gpu-a-pod", 'match: {namespaces: [capped]}\nquota: {perPod: {gpuEquivalents: "1"}}'),

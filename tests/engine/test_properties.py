@@ -12,7 +12,7 @@ from policies.judge.quota import check_quota
 from policies.judge.usage import Usage
 from policies.model.policy import GPUPolicy, Limits, Quota, Source
 from policies.review.request import RequestInfo
-from tests.conftest import as_v1pod_and_back, engine_from, policy
+from tests.support.builders import as_v1pod_and_back, engine_from, policy
 
 ENGINE = engine_from(
     policy(

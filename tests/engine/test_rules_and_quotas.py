@@ -9,7 +9,7 @@ from policies.judge.ledger import Ledger
 from policies.judge.quota import NoUsage
 from policies.model.cel import CelEvaluationError, CelInput, compile_expression
 from policies.model.policy import Action
-from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
+from tests.support.builders import engine_from, gpu_container, plain_container, pod, policy
 
 MIG = "mig: {gpuModels: [A100-80GB]}\n"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import engine_from, gpu_container, plain_container, pod, policy
+from tests.support.builders import engine_from, gpu_container, plain_container, pod, policy
 
 RUNTIME = policy(
     "rt",

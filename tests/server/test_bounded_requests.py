@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from certs.files import CA_FILE, generate_client
-from tests.server.test_serve_gunicorn import free_port, wait_ready
-from tests.server_harness import Client
+from tests.support.processes import free_port, wait_ready
+from tests.support.server_harness import Client
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from policies.errors import InputError
 from policies.judge.ledger import Ledger
 from policies.review.request import Operation, RequestInfo
-from tests.conftest import engine_from, policy
-from tests.server_harness import Client, admission_review, holder_of, https_server
+from tests.support.builders import engine_from, policy
+from tests.support.server_harness import Client, admission_review, holder_of, https_server
 
 ENGINE = engine_from(
     policy(

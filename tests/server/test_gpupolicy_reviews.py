@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import engine_from, policy
-from tests.server_harness import ApiServer, admission_review, api_server, holder_of
+from tests.support.builders import engine_from, policy
+from tests.support.server_harness import ApiServer, admission_review, api_server, holder_of
 
 HELD = [policy("held-by-a-configmap", "priority: 1")]
 

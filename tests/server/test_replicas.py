@@ -23,12 +23,11 @@ import pytest
 import yaml
 
 from certs.files import ensure_dev_certificates
-from tests.conftest import child_pythonpath, policy
-from tests.edge.test_cluster import WATCHED
-from tests.kube_fake import FakeKube
-from tests.server.test_serve_gunicorn import free_port
-from tests.server.test_serve_in_cluster import SERVICE_NAME
-from tests.server.test_server import review
+from tests.support.builders import child_pythonpath, policy
+from tests.support.cluster import WATCHED
+from tests.support.kube_fake import FakeKube
+from tests.support.processes import SERVICE_NAME, free_port
+from tests.support.reviews import review
 from webhook.cluster.quota.ledger import parse_lease
 
 pytestmark = pytest.mark.slow

@@ -20,33 +20,12 @@ import pytest
 from cryptography import x509
 
 from certs.files import CA_FILE, generate
-from tests.conftest import child_pythonpath
-from tests.server.test_server import gpu_pod, review, send_chunked
-from tests.server_harness import Client
+from tests.support.builders import child_pythonpath
+from tests.support.processes import free_port, wait_ready
+from tests.support.reviews import gpu_pod, review, send_chunked
+from tests.support.server_harness import Client
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(
-    port: int, ca: Path, process: subprocess.Popen, deadline: float = 60.0, certificate: tuple[Path, Path] | None = None
-) -> None:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited with {process.returncode}: {process.stderr.read().decode()[-2000:]}")
-        try:
-            if ca.exists() and Client(port, ca, certificate=certificate).request("GET", "/readyz")[0] == 200:
-                return
-        except (OSError, ssl.SSLError):
-            pass
-        time.sleep(0.1)
-    raise AssertionError("serve did not become ready")
 
 
 def wait_for_line(process: subprocess.Popen, text: str, deadline: float = 20.0) -> None:

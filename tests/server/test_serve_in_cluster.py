@@ -18,16 +18,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import child_pythonpath, policy
-from tests.kube_fake import FakeKube
-from tests.server.test_serve_gunicorn import free_port
-from tests.server.test_server import gpu_pod, review
+from tests.support.builders import child_pythonpath, policy
+from tests.support.kube_fake import FakeKube
+from tests.support.processes import SERVICE_NAME, free_port
+from tests.support.reviews import gpu_pod, review
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "gpu-admission"
-SERVICE_NAME = f"gpu-admission.{NS}.svc"
 QUOTA = policy(
     "team-a",
     "match: {namespaces: [team-a]}\nmig: {gpuModels: [A100-80GB], defaultProfile: 1g.10gb}\nquota: {limits: {pods: 1}}",

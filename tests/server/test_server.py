@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from certs.files import generate
 from policies.engine import Engine
-from tests.conftest import as_v1pod_and_back, engine_from, gpu_container, plain_container, pod, policy
-from tests.server_harness import Client, https_server
+from tests.support.builders import as_v1pod_and_back, engine_from, gpu_container, plain_container, pod, policy
+from tests.support.reviews import gpu_pod, review, send_chunked
+from tests.support.server_harness import Client, https_server
 from webhook.state import EngineHolder, Settings
 
 POLICY = policy(
@@ -53,38 +54,6 @@ def client(server):
     connection = Client(port, ca)
     yield connection
     connection.close()
-
-
-def review(
-    obj,
-    operation="CREATE",
-    kind="Pod",
-    group="",
-    version="v1",
-    uid="uid-1",
-    dry_run=False,
-    api_version="admission.k8s.io/v1",
-    namespace="team-a",
-):
-    return {
-        "apiVersion": api_version,
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": group, "version": version, "kind": kind},
-            "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
-            "operation": operation,
-            "namespace": namespace,
-            "name": "",
-            "dryRun": dry_run,
-            "userInfo": {"username": "alice", "groups": ["dev"]},
-            "object": obj,
-        },
-    }
-
-
-def gpu_pod(labels=None):
-    return pod(gpu_container(gpus="1"), plain_container(), namespace="team-a", labels=labels)
 
 
 def decoded_patch(response):
@@ -351,16 +320,6 @@ def test_validate_admits_good_policy_configmaps_and_ignores_unlabelled_ones(clie
     for obj in (configmap({"p.yaml": POLICY}), configmap({"p.yaml": "not: [yaml"}, labelled=False)):
         _, body = client.review("/validate", review(obj, kind="ConfigMap", namespace="gpu-admission"))
         assert body["response"]["allowed"] is True
-
-
-def send_chunked(client, path, body, chunk=64 * 1024):
-    """A body sent without Content-Length, in chunks (Transfer-Encoding: chunked)."""
-    pieces = (body[i : i + chunk] for i in range(0, len(body), chunk))
-    client.connection.request(
-        "POST", path, body=pieces, headers={"Content-Type": "application/json"}, encode_chunked=True
-    )
-    response = client.connection.getresponse()
-    return response.status, json.loads(response.read())
 
 
 def test_a_json_content_type_with_parameters_is_accepted(client):

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import engine_from, gpu_container, pod, policy
-from tests.server_harness import ApiServer, admission_review, api_server, holder_of, scale_review
+from tests.support.builders import engine_from, gpu_container, pod, policy
+from tests.support.server_harness import ApiServer, admission_review, api_server, holder_of, scale_review
 
 POLICIES = [
     policy("four-gpus", "match: {namespaces: [team]}\nquota: {limits: {gpus: 4}}"),

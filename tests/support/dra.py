@@ -12,7 +12,7 @@ from policies.gpu.claims import claim_demand
 from policies.gpu.device_classes import DeviceClasses, read_device_class
 from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice
 from policies.review.cluster import KnownCluster
-from tests.conftest import pod
+from tests.support.builders import pod
 
 API_VERSION = "resource.k8s.io/v1"
 DRIVER = "gpu.nvidia.com"
