@@ -6,7 +6,8 @@ Starts the e2e control plane (tests/e2e: built from Go modules on the first run)
    a time) with no admission webhook or policy, with the team-label rule as a hand-written
    ValidatingAdmissionPolicy, as the one `gpu-admission native` generates from the GPUPolicy
    (the webhook's scope in its matchConditions), and with gpu-admission installed (MIG rewrite
-   and the same rule);
+   and the same rule); then pods with no GPU, without and with gpu-admission installed (its
+   matchConditions keep them from the webhook: the API server still evaluates them);
 2. the API server's own admission latency (`apiserver_admission_webhook_admission_duration_seconds`
    from its /metrics: mean, p50 and p99 from the histogram) for our mutating and validating
    webhooks, and `apiserver_validating_admission_policy_check_duration_seconds` for the VAP;
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import itertools
 import json
 import re
 import shutil
@@ -56,6 +58,7 @@ spec:
 """
 NATIVE_RULE = TEAM_RULE.replace("bench-team-label", "bench-native").replace('"bench-*"', "bench-native")
 NATIVE_LABEL = "gpu-admission.io/native=true"
+_ROUNDS = itertools.count()
 SAMPLE = re.compile(r"^(?P<name>[a-z_]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>[-0-9.e+]+)$")
 
 
@@ -101,11 +104,14 @@ def mean(before: dict[str, float], after: dict[str, float]) -> float:
     return (after.get("sum", 0.0) - before.get("sum", 0.0)) / count if count else float("nan")
 
 
-def create_pods(api: client.CoreV1Api, namespace: str, count: int, threads: int, prefix: str) -> float:
-    """Pods created per second by `threads` threads; every create must succeed."""
+def create_pods(
+    api: client.CoreV1Api, namespace: str, count: int, threads: int, prefix: str, gpus: bool = True
+) -> float:
+    """Pods created per second by `threads` threads (GPU pods, or plain ones); every create must succeed."""
 
     def create(index: int) -> None:
-        body = json.loads(pod(f"{prefix}{index}", namespace, gpus="1", labels={"team": "a"}))
+        asks = {"gpus": "1"} if gpus else {"resources": {"cpu": "100m"}}
+        body = json.loads(pod(f"{prefix}{index}", namespace, labels={"team": "a"}, **asks))
         api.create_namespaced_pod(namespace, body)
 
     started = time.perf_counter()
@@ -133,10 +139,11 @@ def started() -> Iterator[tuple[ControlPlane, Kubectl, client.CoreV1Api, Path]]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def measure(api: client.CoreV1Api, namespace: str, pods: int) -> tuple[float, float]:
+def measure(api: client.CoreV1Api, namespace: str, pods: int, gpus: bool = True) -> tuple[float, float]:
     """(pods/s with 16 threads, ms a pod one at a time)."""
-    rate = create_pods(api, namespace, pods, 16, "c")
-    sequential = create_pods(api, namespace, pods // 2, 1, "s")
+    kind = ("g" if gpus else "p") + str(next(_ROUNDS))  # names of their own, however often it runs
+    rate = create_pods(api, namespace, pods, 16, f"{kind}c", gpus)
+    sequential = create_pods(api, namespace, pods // 2, 1, f"{kind}s", gpus)
     return rate, 1000 / sequential
 
 
@@ -199,7 +206,9 @@ def main() -> None:
             for namespace in ("bench-without", "bench-with", "vap-side", "bench-native"):
                 kubectl.run("create", "namespace", namespace)
                 kubectl.run("label", "namespace", namespace, "gpu-admission.io/mig=default")
+            create_pods(api, "bench-without", 100, 16, "warm")  # the plane's caches and connections, once
             figures = {"no admission webhook or policy": measure(api, "bench-without", args.pods)}
+            plain = {"no admission webhook or policy": measure(api, "bench-without", args.pods, gpus=False)}
 
             kubectl.apply(TEAM_LABEL_VAP)
             wait_refused(kubectl, pod("probe", "vap-side", gpus=1), "the ValidatingAdmissionPolicy in force")
@@ -221,12 +230,25 @@ def main() -> None:
             hooks_before = histograms(plane, webhook_metric)
             figures["gpu-admission (MIG rewrite + the team rule)"] = measure(api, "bench-with", args.pods)
             hooks_after = histograms(plane, webhook_metric)
+            plain["gpu-admission installed"] = measure(api, "bench-with", args.pods, gpus=False)
+            # The same cluster (as many pods, as much for the scheduler) without the webhook's
+            # process, then without its configurations: what each costs a plain pod.
+            if not args.backends:  # the back-ends are measured through the webhook, at the end
+                for replica in installed.replicas:
+                    replica.stop()
+                plain["its configurations only (replicas stopped)"] = measure(api, "bench-with", args.pods, gpus=False)
+                kubectl.run("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "gpu-admission")
+                plain["no admission again (configurations deleted)"] = measure(api, "bench-with", args.pods, gpus=False)
 
             base_rate, base_ms = figures["no admission webhook or policy"]
             print(f"GPU pods through the API server ({args.pods} by 16 threads, {args.pods // 2} one at a time):")
             print(f"  {'':46s} {'pods/s':>8s} {'ratio':>6s} {'ms a pod':>9s} {'ratio':>6s}")
             for setup, (rate, ms) in figures.items():
                 print(f"  {setup:46s} {rate:8.1f} {rate / base_rate:5.2f}x {ms:9.2f} {ms / base_ms:5.2f}x")
+            plain_rate, plain_ms = plain["no admission webhook or policy"]
+            print("pods with no GPU (the webhooks' matchConditions keep them away):")
+            for setup, (rate, ms) in plain.items():
+                print(f"  {setup:46s} {rate:8.1f} {rate / plain_rate:5.2f}x {ms:9.2f} {ms / plain_ms:5.2f}x")
             print("admission latency as the API server measures it, CREATE (ms):")
             rows = [
                 (n, hooks_before, hooks_after)
@@ -252,7 +274,14 @@ def main() -> None:
                 }
                 latency = {name: q for name, q in latency.items() if q["p50"] == q["p50"]}  # NaN: no samples
                 rates = {setup: {"pods_per_s": rate, "ms_a_pod": ms} for setup, (rate, ms) in figures.items()}
-                written = {"bench": "bench/control_plane.py", "pods": args.pods, "setups": rates, "latency": latency}
+                plain_rates = {setup: {"pods_per_s": rate, "ms_a_pod": ms} for setup, (rate, ms) in plain.items()}
+                written = {
+                    "bench": "bench/control_plane.py",
+                    "pods": args.pods,
+                    "setups": rates,
+                    "plain_pods": plain_rates,
+                    "latency": latency,
+                }
                 Path(args.json).write_text(json.dumps(written, indent=2) + "\n")
             if args.backends:
                 measure_backends(kubectl, api, args.pods)

@@ -11,10 +11,11 @@ only the object, the request and the namespace. Each policy with rules becomes, 
 
 Each is scoped as the webhook is: pods that could reach a GPU (policies.native.reach, the same
 condition the validating webhook is sent them by), not a kubelet's mirror pod, outside the
-control plane's and the GPU stack's namespaces; then the policy's own match: `namespaces` (globs,
-over the request's namespace), `podSelector` and `namespaceSelector` (the binding's
-matchResources, which the API server evaluates with the same selector semantics) and
-`condition` (a matchCondition: an error there denies, as the engine does, with failurePolicy
+control plane's and the GPU stack's namespaces; then the policy's own match: `podSelector` and
+`namespaceSelector` (the binding's matchResources, which the API server evaluates with the same
+selector semantics), and one matchCondition joining `namespaces` (globs, over the request's
+namespace), the scope and `condition` with && in that order, so the condition is evaluated only
+where the engine evaluates it (an error there denies, as in the engine, with failurePolicy
 Fail). `variables` are VAP variables of the same names. Messages are the engine's: the rule's
 message, `(policy <name>)`, and the rule and field path in brackets, on one line.
 
@@ -186,21 +187,22 @@ def _namespaces_condition(patterns: Sequence[str]) -> str:
     return " || ".join(parts)
 
 
-def _condition(name: str, lines: Sequence[str] | str) -> dict[str, object]:
-    return {"name": name, "expression": lines if isinstance(lines, str) else "\n".join(lines)}
+def _condition(name: str, expression: str) -> dict[str, object]:
+    return {"name": name, "expression": expression}
 
 
 def _policy(
     policy: GPUPolicy, name: str, validations: list[dict[str, object]], left_alone: Sequence[str]
 ) -> dict[str, object]:
-    conditions = [
-        _condition("pods-that-can-reach-a-gpu", pod_condition("object", asks=ANY_EXTENDED)),
-        _condition("not-kubelet-mirror-pods", MIRROR_PODS),
-    ]
-    if policy.match.namespaces:
-        conditions.append(_condition("match-namespaces", _namespaces_condition(policy.match.namespaces)))
+    # One condition, its parts joined by && in the engine's order: the API server evaluates every
+    # matchCondition of a policy, where && stops at the first false. So a pod outside the
+    # namespaces costs one comparison, and the policy's own condition is evaluated only for pods
+    # the engine would evaluate it for: an error there (which denies) never reaches other pods.
+    parts = [_namespaces_condition(policy.match.namespaces)] if policy.match.namespaces else []
+    parts += ["\n".join(pod_condition("object", asks=ANY_EXTENDED)), "\n".join(MIRROR_PODS)]
     if policy.match.condition is not None:
-        conditions.append(_condition("match-condition", policy.match.condition.source))
+        parts.append(policy.match.condition.source)
+    conditions = [_condition("the-policy-matches", " &&\n".join(f"({part})" for part in parts))]
     spec: dict[str, object] = {
         "failurePolicy": "Fail",  # an error denies, as the engine fails closed
         "matchConstraints": {

@@ -217,3 +217,40 @@ def test_with_the_webhook_away_the_native_rules_still_deny(installation: Install
         lambda: sides.create(in_namespace(teamless, "native-hook"), "--dry-run=server", check=False).code != 0,
         "the webhook back",
     )
+
+
+UNGUARDED = """\
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: e2e-native-unguarded
+spec:
+  match:
+    namespaces: [native-vap]
+    condition: "object.metadata.labels['owner'] != ''"
+  rules:
+    - {name: anything, expression: "true", message: never}
+"""
+
+
+def test_a_condition_that_fails_on_other_pods_never_reaches_them(installation: Installation, sides: Kubectl):
+    """The engine evaluates a policy's condition only for GPU pods in its namespaces; so do the
+    generated policies, though the API server evaluates every pod against them."""
+    policy_file = installation.workdir / "native-unguarded.yaml"
+    policy_file.write_text(UNGUARDED)
+    generated = sides.run("gpu-admission", "native", "--policies", str(policy_file)).stdout
+    sides.apply(generated)
+    container = {"name": "main", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"}
+    container["resources"] = {"limits": {"nvidia.com/gpu": "1", "memory": "1Gi"}}
+    labelled = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unowned", "labels": {"team": "a"}}}
+    labelled["spec"] = {"containers": [container]}
+    try:
+        wait_refused(sides, in_namespace(labelled, "native-vap"), "the unguarded condition in force")
+        refused = sides.create(in_namespace(labelled, "native-vap"), "--dry-run=server", check=False)
+        assert "gpu-admission.e2e-native-unguarded" in refused.stderr, refused.stderr
+        plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"}}
+        plain["spec"] = {"containers": [{"name": "main", "image": "busybox"}]}
+        assert sides.create(in_namespace(plain, "native-vap"), "--dry-run=server", check=False).code == 0
+        assert sides.create(in_namespace(labelled, "native-hook"), "--dry-run=server", check=False).code == 0
+    finally:
+        sides.run("delete", "-f", "-", stdin=generated)

@@ -14,7 +14,7 @@ from policies import native_policies
 from policies.model.cel import CelEvaluationError, CelInput, compile_expression
 from policies.model.loader import load_texts
 from policies.native.validating import glob_regex
-from tests.support.builders import policy
+from tests.support.builders import pod, policy
 
 K8S = kubernetes_validate.latest_version()
 RULES = policy(
@@ -75,14 +75,11 @@ def test_the_match_is_the_webhook_scope_then_the_policy_own():
     assert vap["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE"]
     left_alone = vap["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"]
     assert {"kube-system", "gpu-admission"} <= set(left_alone)
-    conditions = {c["name"]: c["expression"] for c in vap["matchConditions"]}
-    assert list(conditions) == [
-        "pods-that-can-reach-a-gpu",
-        "not-kubelet-mirror-pods",
-        "match-namespaces",
-        "match-condition",
-    ]
-    assert conditions["match-condition"] == "object.metadata.name != 'exempt'"
+    (condition,) = vap["matchConditions"]
+    assert condition["name"] == "the-policy-matches"
+    parts = condition["expression"].split(" &&\n")
+    assert parts[0] == "(request.namespace in ['team-a'] || request.namespace.matches('^team\\\\-a\\\\-.*$'))"
+    assert parts[-1] == "(object.metadata.name != 'exempt')"
     assert vap["variables"] == [
         {"name": "team", "expression": "has(object.metadata.labels) && 'team' in object.metadata.labels"}
     ]
@@ -105,8 +102,36 @@ def test_messages_are_the_engine_on_one_line_naming_policy_rule_and_field():
     )
 
 
-def evaluate(expression: str, obj: dict) -> object:
-    return compile_expression(expression).evaluate(CelInput({"object": obj, "variables": {"team": True}}))
+def evaluate(expression: str, obj: dict, namespace: str = "ml") -> object:
+    request = {"namespace": namespace, "userInfo": {"username": "alice", "groups": []}}
+    return compile_expression(expression).evaluate(
+        CelInput({"object": obj, "request": request, "variables": {"team": True}})
+    )
+
+
+def test_the_policy_condition_is_evaluated_only_where_the_engine_evaluates_it():
+    """A condition that fails on pods without labels: for a pod outside the namespaces, or with no
+    GPU, it is never reached (the API server would deny on the error); for a GPU pod in them it is."""
+    unguarded = policy(
+        "u",
+        """
+        match: {namespaces: [team-a], condition: "object.metadata.labels['owner'] != ''"}
+        rules: [{name: r, expression: "true", message: m}]
+        """,
+    )
+    (condition,) = by_name(objects(unguarded))["ValidatingAdmissionPolicy", "gpu-admission.u"]["spec"][
+        "matchConditions"
+    ]
+    plain = pod({"name": "c", "image": "busybox"})
+    gpu = pod()
+    assert evaluate(condition["expression"], gpu, namespace="team-b") is False
+    assert evaluate(condition["expression"], plain, namespace="team-a") is False
+    try:
+        evaluate(condition["expression"], gpu, namespace="team-a")
+    except CelEvaluationError:
+        pass
+    else:
+        raise AssertionError("a GPU pod in the namespace meets the condition, and its error")
 
 
 def test_the_deny_policy_guards_warn_and_audit_rules_so_an_error_denies_as_the_engine_does():
