@@ -29,8 +29,10 @@ every pair, and the order of the modules inside each folder too):
 
 The image runs these modules compiled by mypyc from this same source (tools/compile_engine.py;
 COMPILED says which): so what is written here stays what mypyc compiles. No class is made at
-run time outside model/yamldoc.py, and value classes made on every review are plain classes
-with __slots__ (native, one C call, when compiled) rather than NamedTuples or frozen dataclasses.
+run time outside model/yamldoc.py. Value classes follow one rule by how often a value is made
+(docs/architecture.md, with bench/value_classes.py's figures): frozen dataclasses for what is
+loaded once, plain slotted classes for what a review makes many of, NamedTuples for the few
+records a review makes once and its callers take apart.
 """
 
 from policies.audit.judging import AuditReport, Finding, audit_env_sources, audit_pods

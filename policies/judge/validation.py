@@ -37,8 +37,8 @@ def audit_key(name: str, digest: bool = False) -> str:
     return key[:63].strip("-.") or "audit"
 
 
-# A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
-# the cost (a frozen dataclass sets each field through object.__setattr__).
+# Made once a review and taken apart by its callers: a NamedTuple (the value-class rule,
+# docs/architecture.md).
 class Decision(NamedTuple):
     allowed: bool
     verdicts: tuple[Verdict, ...] = ()

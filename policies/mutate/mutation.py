@@ -25,8 +25,8 @@ from policies.review.request import RequestInfo
 MUTATED_ANNOTATION = ANNOTATION_PREFIX + "mutated"
 
 
-# A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
-# the cost (a frozen dataclass sets each field through object.__setattr__).
+# Made once a review and taken apart by its callers: a NamedTuple (the value-class rule,
+# docs/architecture.md).
 class MutationResult(NamedTuple):
     object: JSON
     patch: tuple[JSON, ...] = ()  # RFC 6902 operations from the pod as sent to object, as written

@@ -11,9 +11,8 @@ from policies.model.policy import GPUPolicy, Strategy
 from policies.planning.backends import PLUGIN, Via
 from policies.review.containers import ContainerView
 
-# Rewrite and MigPlan are made on every review: plain classes, which mypyc compiles to native
-# ones built by one C call (a frozen dataclass sets each field through object.__setattr__, in
-# Python even in the compiled engine). Never changed once made.
+# Rewrite and MigPlan are made per container and per review: plain classes, never changed once
+# made (the value-class rule, docs/architecture.md).
 
 
 class Rewrite:

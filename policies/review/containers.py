@@ -34,10 +34,8 @@ class DeviceEnv(NamedTuple):
 
 
 class ContainerView:
-    """One container as read. A plain class, not a NamedTuple or a frozen dataclass: made for
-    every container of every review, and mypyc compiles a plain class to a native one built by
-    one C call (a NamedTuple's constructor stays Python, a frozen dataclass sets each field through
-    object.__setattr__). Never changed once made."""
+    """One container as read. Made for every container of every review: a plain class, never
+    changed once made (the value-class rule, docs/architecture.md)."""
 
     __slots__ = ("position", "name", "init", "requests", "limits", "env", "mounts_shm", "restart_always", "gpus")
 

@@ -15,9 +15,8 @@ JSON = Any
 
 
 class Change:
-    """One edit and the policy that asked for it. Made dozens of times a pod: a plain class, which
-    mypyc compiles to a native one built by one C call (a NamedTuple's constructor stays Python
-    even in the compiled engine), and as cheap as a NamedTuple where the source runs."""
+    """One edit and the policy that asked for it. Made dozens of times a pod: a plain class (the
+    value-class rule, docs/architecture.md)."""
 
     __slots__ = ("path", "what", "policy")
 

@@ -20,8 +20,8 @@ class Operation(enum.Enum):
     CONNECT = "CONNECT"
 
 
-# A NamedTuple, not a frozen dataclass: as immutable, and built on every review for a quarter of
-# the cost (a frozen dataclass sets each field through object.__setattr__).
+# Made once a review and taken apart by its callers: a NamedTuple (the value-class rule,
+# docs/architecture.md).
 class RequestInfo(NamedTuple):
     """What the API server says of the request. Of all a review carries, only this (userInfo, the
     operation, the namespace) is not written by the requester; the object and oldObject are."""
