@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 import itertools
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -152,6 +153,21 @@ def measure(api: client.CoreV1Api, namespace: str, pods: int, gpus: bool = True)
     return rate, 1000 / sequential
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system) a process has used so far (Linux's /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_plain(plane: ControlPlane, api: client.CoreV1Api, namespace: str, pods: int) -> tuple[float, float, float]:
+    """measure() of pods with no GPU, and the API server's own CPU ms a pod meanwhile: what a
+    webhook costs the API server, apart from what its process costs a machine it shares."""
+    (apiserver,) = [p.popen.pid for p in plane.processes if p.name == "kube-apiserver" and p.popen]
+    before = process_cpu(apiserver)
+    rate, ms = measure(api, namespace, pods, gpus=False)
+    return rate, ms, (process_cpu(apiserver) - before) * 1000 / (pods + pods // 2)
+
+
 BACKENDS = ("devicePlugin", "draExtendedResource", "draClaim")
 
 
@@ -213,7 +229,7 @@ def main() -> None:
                 kubectl.run("label", "namespace", namespace, "gpu-admission.io/mig=default")
             create_pods(api, "bench-without", 100, 16, "warm")  # the plane's caches and connections, once
             figures = {"no admission webhook or policy": measure(api, "bench-without", args.pods)}
-            plain = {"no admission webhook or policy": measure(api, "bench-without", args.pods, gpus=False)}
+            plain = {"no admission webhook or policy": measure_plain(plane, api, "bench-without", args.pods)}
 
             kubectl.apply(TEAM_LABEL_VAP)
             wait_refused(kubectl, pod("probe", "vap-side", gpus=1), "the ValidatingAdmissionPolicy in force")
@@ -238,25 +254,29 @@ def main() -> None:
             hooks_before = histograms(plane, webhook_metric)
             figures["gpu-admission (MIG rewrite + the team rule)"] = measure(api, "bench-with", args.pods)
             hooks_after = histograms(plane, webhook_metric)
-            plain["gpu-admission installed"] = measure(api, "bench-with", args.pods, gpus=False)
+            plain["gpu-admission installed"] = measure_plain(plane, api, "bench-with", args.pods)
             # The same cluster (as many pods, as much for the scheduler) without the webhook's
             # process, then without its configurations: what each costs a plain pod.
             if not args.backends:  # the back-ends are measured through the webhook, at the end
                 for replica in installed.replicas:
                     replica.stop()
-                plain["its configurations only (replicas stopped)"] = measure(api, "bench-with", args.pods, gpus=False)
+                plain["its configurations only (replicas stopped)"] = measure_plain(plane, api, "bench-with", args.pods)
                 kubectl.run("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "gpu-admission")
-                plain["no admission again (configurations deleted)"] = measure(api, "bench-with", args.pods, gpus=False)
+                again = measure_plain(plane, api, "bench-with", args.pods)
+                plain["no admission again (configurations deleted)"] = again
 
             base_rate, base_ms = figures["no admission webhook or policy"]
             print(f"GPU pods through the API server ({args.pods} by 16 threads, {args.pods // 2} one at a time):")
             print(f"  {'':46s} {'pods/s':>8s} {'ratio':>6s} {'ms a pod':>9s} {'ratio':>6s}")
             for setup, (rate, ms) in figures.items():
                 print(f"  {setup:46s} {rate:8.1f} {rate / base_rate:5.2f}x {ms:9.2f} {ms / base_ms:5.2f}x")
-            plain_rate, plain_ms = plain["no admission webhook or policy"]
-            print("pods with no GPU (the webhooks' matchConditions keep them away):")
-            for setup, (rate, ms) in plain.items():
-                print(f"  {setup:46s} {rate:8.1f} {rate / plain_rate:5.2f}x {ms:9.2f} {ms / plain_ms:5.2f}x")
+            plain_rate, plain_ms, plain_cpu = plain["no admission webhook or policy"]
+            print("pods with no GPU (the webhooks' matchConditions keep them away); the API server's CPU ms a pod:")
+            for setup, (rate, ms, cpu) in plain.items():
+                print(
+                    f"  {setup:46s} {rate:8.1f} {rate / plain_rate:5.2f}x {ms:9.2f} {ms / plain_ms:5.2f}x "
+                    f"{cpu:6.2f} {cpu / plain_cpu:5.2f}x"
+                )
             print("admission latency as the API server measures it, CREATE (ms):")
             rows = [
                 (n, hooks_before, hooks_after)
@@ -282,7 +302,10 @@ def main() -> None:
                 }
                 latency = {name: q for name, q in latency.items() if q["p50"] == q["p50"]}  # NaN: no samples
                 rates = {setup: {"pods_per_s": rate, "ms_a_pod": ms} for setup, (rate, ms) in figures.items()}
-                plain_rates = {setup: {"pods_per_s": rate, "ms_a_pod": ms} for setup, (rate, ms) in plain.items()}
+                plain_rates = {
+                    setup: {"pods_per_s": rate, "ms_a_pod": ms, "apiserver_cpu_ms_a_pod": cpu}
+                    for setup, (rate, ms, cpu) in plain.items()
+                }
                 written = {
                     "bench": "bench/control_plane.py",
                     "pods": args.pods,
