@@ -117,10 +117,11 @@ def _object_name(policy: str) -> str:
     return f"gpu-admission.{slug}-{digest}"
 
 
-def _message(rule: Rule, policy: GPUPolicy, index: int) -> str:
-    """The engine's message on one line (the API server refuses a message with line breaks)."""
-    text = _WHITESPACE.sub(" ", f"{rule.message} (policy {policy.name})").strip()
-    return f"{text} [rule {rule.name}, spec.rules[{index}].expression]"
+def _where(rule: Rule, policy: GPUPolicy, index: int) -> str:
+    """What follows a rule's message: the policy, then the rule and its field, on one line (the
+    API server refuses a message with line breaks)."""
+    named = _WHITESPACE.sub(" ", f"(policy {policy.name})")
+    return f" {named} [rule {rule.name}, spec.rules[{index}].expression]"
 
 
 def _cel_string(text: str) -> str:
@@ -130,20 +131,19 @@ def _cel_string(text: str) -> str:
 def _validations(policy: GPUPolicy, action: Action) -> list[dict[str, object]]:
     found: list[dict[str, object]] = []
     for index, rule in enumerate(policy.rules):
-        message = _message(rule, policy, index)
+        where = _where(rule, policy, index)
         if rule.action is action:
+            message = _WHITESPACE.sub(" ", rule.message).strip() + where
             validation: dict[str, object] = {"expression": rule.expression.source, "message": message}
             if rule.message_expression is not None:
-                suffix = message[len(_WHITESPACE.sub(" ", rule.message).strip()) :]
-                validation["messageExpression"] = f"string({rule.message_expression.source}) + {_cel_string(suffix)}"
+                validation["messageExpression"] = f"string({rule.message_expression.source}) + {_cel_string(where)}"
             found.append(validation)
         elif action is Action.DENY:  # the guard: denies where the rule cannot be evaluated
             source = rule.expression.source
             found.append(
                 {
                     "expression": f"({source}) || !({source})",
-                    "message": f"rule could not be evaluated, denied to be safe (policy {policy.name}) "
-                    f"[rule {rule.name}, spec.rules[{index}].expression]",
+                    "message": f"rule could not be evaluated, denied to be safe{where}",
                 }
             )
     return found
@@ -187,10 +187,6 @@ def _namespaces_condition(patterns: Sequence[str]) -> str:
     return " || ".join(parts)
 
 
-def _condition(name: str, expression: str) -> dict[str, object]:
-    return {"name": name, "expression": expression}
-
-
 def _policy(
     policy: GPUPolicy, name: str, validations: list[dict[str, object]], left_alone: Sequence[str]
 ) -> dict[str, object]:
@@ -202,7 +198,7 @@ def _policy(
     parts += ["\n".join(pod_condition("object", asks=ANY_EXTENDED)), "\n".join(MIRROR_PODS)]
     if policy.match.condition is not None:
         parts.append(policy.match.condition.source)
-    conditions = [_condition("the-policy-matches", " &&\n".join(f"({part})" for part in parts))]
+    conditions = [{"name": "the-policy-matches", "expression": " &&\n".join(f"({part})" for part in parts)}]
     spec: dict[str, object] = {
         "failurePolicy": "Fail",  # an error denies, as the engine fails closed
         "matchConstraints": {
