@@ -174,6 +174,40 @@ def test_a_body_that_is_not_an_admission_review_gets_a_short_4xx_never_a_traceba
     assert message in answer["error"] and "Traceback" not in json.dumps(answer)
 
 
+def test_a_review_endpoint_asked_with_another_method_is_a_405_naming_post(client):
+    status, answer = client.request("GET", "/mutate")
+    assert status == 405 and answer == {"error": "Method Not Allowed", "code": 405}
+
+
+def test_an_unexpected_fault_reading_a_request_is_a_500_with_no_traceback(caplog):
+    """Outside the engine's guard (here the body's stream breaks): a short JSON 500, the fault
+    logged on the server, nothing of it to the client."""
+    import io
+
+    from webhook.serving.app import create_app
+
+    class Broken(io.RawIOBase):
+        def read(self, size=-1):
+            raise OSError("connection reset while reading")
+
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/validate",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": "10",
+        "wsgi.input": Broken(),
+    }
+    said = []
+    body = b"".join(create_app(holder_with()).wsgi_app(environ, lambda status, headers: said.append(status)))
+    assert said == ["500 Internal Server Error"] and json.loads(body) == {"error": "internal error", "code": 500}
+    assert "unexpected error outside a review" in caplog.text and b"Traceback" not in body
+
+
+def test_paths_other_than_the_reviews_are_the_flask_apps(client):
+    assert client.request("GET", "/healthz") == (200, "ok\n")
+    assert client.request("POST", "/mutate/extra", b"{}")[0] == 404
+
+
 UNREADABLE_OBJECTS = [
     (review({"kind": "Service"}), 400, "request.object is a Service"),
     (review(pod(gpu_container(gpus="lots"), namespace="team-a")), 422, "containers[0].resources.limits.nvidia.com/gpu"),
