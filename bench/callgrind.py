@@ -107,11 +107,18 @@ def collected(source: Path, command: list[str], toggle: bool = False, exits: tup
     return int(found.group(1))
 
 
+def counted(source: Path, child: str, spec: object, calls: int, *arguments: str) -> float:
+    """Instructions one call costs in `child`, a script that reads `spec` from the JSON file its
+    first argument names and makes its call as many times as its second says, counting them as
+    CHILD does; `arguments` follow those two."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
+        json.dump(spec, file)
+    try:
+        return collected(source, [sys.executable, "-c", child, file.name, str(calls), *arguments], toggle=True) / calls
+    finally:
+        os.unlink(file.name)
+
+
 def per_call(source: Path, what: str, texts: list[tuple[str, str]], pod: object = None, calls: int = 100) -> float:
     """Instructions one call of `what` (mutate, validate or load) costs under `texts`."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as spec:
-        json.dump({"what": what, "texts": texts, "pod": pod}, spec)
-    try:
-        return collected(source, [sys.executable, "-c", CHILD, spec.name, str(calls)], toggle=True) / calls
-    finally:
-        os.unlink(spec.name)
+    return counted(source, CHILD, {"what": what, "texts": texts, "pod": pod}, calls)

@@ -17,14 +17,13 @@ Compiled: this tree with its engine compiled by mypyc, as the image ships it.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 
 import callgrind  # bench/callgrind.py: the script's own folder is on the path
 from engine import POD, policy  # bench/engine.py: its pod and its 10 matching policies
+
+sys.path.insert(0, str(callgrind.ROOT))
+from tests.support.reviews import review  # noqa: E402
 
 CHILD = r"""
 import collections, io, json, sys
@@ -85,30 +84,6 @@ collections.deque(map(call, range(calls)), maxlen=0)  # the only part counted
 LAYERS = (("engine", "the engine call"), ("review", "+ review parsed, answer encoded"), ("app", "+ WSGI app"))
 
 
-def review_of(obj: dict[str, object]) -> dict[str, object]:
-    request = {
-        "uid": "bench",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "namespace": "team-a",
-        "operation": "CREATE",
-        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-        "object": obj,
-        "dryRun": False,
-    }
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-
-
-def per_review(source: Path, spec: dict[str, object], calls: int) -> float:
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
-        json.dump(spec, file)
-    try:
-        command = [sys.executable, "-c", CHILD, file.name, str(calls), str(callgrind.ROOT)]
-        return callgrind.collected(source, command, toggle=True) / calls
-    finally:
-        os.unlink(file.name)
-
-
 def mutated_pod(texts: list[tuple[str, str]]) -> dict[str, object]:
     from policies.engine import Engine
     from policies.model.loader import load_texts
@@ -129,8 +104,8 @@ def main() -> None:
     print(f"instructions a review (callgrind), side by side: {args.baseline} | this tree | this tree compiled")
     for endpoint, obj in (("mutate", POD), ("validate", mutated_pod(texts))):
         for layer, label in LAYERS:
-            spec = {"endpoint": endpoint, "layer": layer, "texts": texts, "review": review_of(obj)}
-            counts = [per_review(source, spec, args.calls) for source in trees]
+            spec = {"endpoint": endpoint, "layer": layer, "texts": texts, "review": review(obj)}
+            counts = [callgrind.counted(source, CHILD, spec, args.calls, str(callgrind.ROOT)) for source in trees]
             print(
                 f"  /{endpoint:<9} {label:<34} {counts[0] / 1e6:7.3f} M | {counts[1] / 1e6:7.3f} M"
                 f" ({counts[1] / counts[0]:.2f}x) | {counts[2] / 1e6:7.3f} M ({counts[2] / counts[0]:.2f}x)"

@@ -1,12 +1,17 @@
 """The one place errors become HTTP. A malformed request is a 4xx with a short message; a policy
 verdict is never an error (it is HTTP 200 with allowed: false); nothing else reaches a client.
+
+The review endpoints (webhook.serving.review_endpoints, plain WSGI) and the Flask app's views
+answer an error with the same body and log line, written here.
 """
 
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
 
-from flask import Flask, Response, jsonify
+import orjson
+from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger("gpu_admission.http")
@@ -21,23 +26,35 @@ class BadRequest(Exception):
         self.code = code
 
 
-def _reply(message: str, code: int) -> tuple[Response, int]:
-    return jsonify({"error": message, "code": code}), code
+# Made once: every review answers with one, and an enum lookup a request is not free.
+_STATUS_LINES = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
+
+
+def status_line(code: int) -> str:
+    """WSGI's status: `413 Request Entity Too Large`."""
+    return _STATUS_LINES[code]
+
+
+def rejected(code: int, message: str) -> bytes:
+    """A request refused with `code`: logged, and its JSON body."""
+    log.warning("rejected request", extra={"fields": {"code": code, "error": message}})
+    return orjson.dumps({"error": message, "code": code})
+
+
+def failed() -> bytes:
+    """A fault outside any review (called where it is caught): logged with its traceback for the
+    server, and the body the client gets, which holds none of it."""
+    log.exception("unexpected error outside a review")
+    return orjson.dumps({"error": "internal error", "code": 500})
 
 
 def register(app: Flask) -> None:
-    @app.errorhandler(BadRequest)
-    def bad_request(error: BadRequest) -> tuple[Response, int]:
-        log.warning("rejected request", extra={"fields": {"code": error.code, "error": error.message}})
-        return _reply(error.message, error.code)
-
     @app.errorhandler(HTTPException)
-    def http_error(error: HTTPException) -> tuple[Response, int]:
+    def http_error(error: HTTPException) -> Response:
         code = error.code or 500
-        log.warning("rejected request", extra={"fields": {"code": code, "error": error.name}})
-        return _reply(error.name if code != 413 else "request body over 3 MiB", code)
+        body = rejected(code, error.name if code != 413 else "request body over 3 MiB")
+        return Response(body, status=code, mimetype="application/json")
 
     @app.errorhandler(Exception)
-    def unexpected(error: Exception) -> tuple[Response, int]:
-        log.exception("unexpected error outside a review")
-        return _reply("internal error", 500)
+    def unexpected(error: Exception) -> Response:
+        return Response(failed(), status=500, mimetype="application/json")

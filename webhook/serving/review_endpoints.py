@@ -20,27 +20,18 @@ import orjson
 
 from webhook.metrics import REJECTED, latency_of, reviews_counted
 from webhook.serving import admission, deadlines
-from webhook.serving.errors import BadRequest
+from webhook.serving.errors import BadRequest, failed, rejected, status_line
 from webhook.serving.review import AdmissionRequest, AdmissionResponse, parse_review
 from webhook.state import EngineHolder
 
 MAX_BODY = 3 * 1024 * 1024
 log = logging.getLogger("gpu_admission.review")
-http_log = logging.getLogger("gpu_admission.http")
 
 Decide = Callable[[EngineHolder, AdmissionRequest], AdmissionResponse]
 StartResponse = Callable[..., Any]
 ENDPOINTS: dict[str, tuple[str, Decide]] = {
     "/mutate": ("mutate", admission.mutate),
     "/validate": ("validate", admission.validate),
-}
-_STATUS = {
-    200: "200 OK",
-    400: "400 Bad Request",
-    405: "405 Method Not Allowed",
-    413: "413 Request Entity Too Large",
-    415: "415 Unsupported Media Type",
-    500: "500 Internal Server Error",
 }
 
 
@@ -105,10 +96,6 @@ def answer_review(holder: EngineHolder, endpoint: str, decide: Decide, environ: 
     return orjson.dumps(answer.to_review(review.api_version))
 
 
-def _error(code: int, message: str) -> bytes:
-    return orjson.dumps({"error": message, "code": code})
-
-
 class ReviewEndpoints:
     """The WSGI app: reviews here, any other path to `rest` (the Flask app's own wsgi_app)."""
 
@@ -125,19 +112,16 @@ class ReviewEndpoints:
         headers = [("Content-Type", "application/json")]
         code = 200
         if environ.get("REQUEST_METHOD") != "POST":
-            code, body = 405, _error(405, "Method Not Allowed")
+            code, body = 405, rejected(405, "Method Not Allowed")
             headers.append(("Allow", "POST"))
-            http_log.warning("rejected request", extra={"fields": {"code": code, "error": "Method Not Allowed"}})
         else:
             try:
                 body = answer_review(self.holder, route[0], route[1], environ)
             except BadRequest as error:
-                code, body = error.code, _error(error.code, error.message)
+                code, body = error.code, rejected(error.code, error.message)
                 REJECTED.labels(str(code)).inc()
-                http_log.warning("rejected request", extra={"fields": {"code": code, "error": error.message}})
             except Exception:
-                http_log.exception("unexpected error outside a review")
-                code, body = 500, _error(500, "internal error")
+                code, body = 500, failed()
         headers.append(("Content-Length", str(len(body))))
-        start_response(_STATUS.get(code, f"{code} Error"), headers)
+        start_response(status_line(code), headers)
         return [body]
