@@ -42,13 +42,18 @@ def lease_writes(kube: FakeKube) -> int:
 def admit_all(kube: FakeKube, started: list[Replica], count: int, prefix: str) -> list[bool]:
     """Pods judged concurrently by the replicas in turn, and created when admitted (as the API
     server would: the replicas' watches then show them)."""
+    return [allowed for allowed, _ in judge_all(kube, started, count, prefix)]
 
-    def create(i: int) -> bool:
+
+def judge_all(kube: FakeKube, started: list[Replica], count: int, prefix: str) -> list[tuple[bool, str]]:
+    """As admit_all, with each refusal's message."""
+
+    def create(i: int) -> tuple[bool, str]:
         pod = slice_pod(f"{prefix}{i}")
-        allowed = started[i % len(started)].validate(pod).allowed
-        if allowed:
+        decision = started[i % len(started)].validate(pod)
+        if decision.allowed:
             kube.put_pod(pod)
-        return bool(allowed)
+        return bool(decision.allowed), decision.message or ""
 
     with concurrent.futures.ThreadPoolExecutor(12) as pool:
         return list(pool.map(create, range(count)))
@@ -247,7 +252,18 @@ def test_a_share_drawn_down_is_refilled_ahead_by_the_keeper_out_of_admission(kub
     escrow = replica.holder.usage.escrow
     print(f"{escrow.refills} grants, {escrow.ahead} of them ahead")
     assert escrow.ahead >= 1
-    assert admit_all(kube, [replica], 601, "more").count(True) == 600  # then exactly to the limit
+    # Then exactly to the limit. The last 64 are judged per pod, one Lease write each, in turn: on
+    # a loaded machine some wait out the strict time budget and are refused as contended, "try
+    # again" (never as over a budget that holds them); tried again, as their controller would,
+    # they fill the budget exactly.
+    judged = judge_all(kube, [replica], 601, "more")
+    contended = [i for i, (allowed, message) in enumerate(judged) if not allowed and "contended" in message]
+    print(f"{len(contended)} of 601 refused as contended")
+    again = [replica.validate(slice_pod(f"more{i}")) for i in contended]
+    for i, decision in zip(contended, again, strict=True):
+        if decision.allowed:
+            kube.put_pod(slice_pod(f"more{i}"))
+    assert [allowed for allowed, _ in judged].count(True) + [d.allowed for d in again].count(True) == 600
 
 
 def test_a_replica_starting_with_pods_under_a_strict_budget_holds_a_share_before_it_admits(kube, replicas):
