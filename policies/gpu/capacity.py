@@ -13,7 +13,8 @@ is about to change, so it offers nothing until it is done."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from policies.gpu.catalog import Catalog
 from policies.gpu.cloud import GKE_ACCELERATOR, GKE_PARTITION, named_by
@@ -104,14 +105,16 @@ class NoCapacity:
         return False
 
 
-class NodeGpus(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class NodeGpus:
     """What a Node says of its GPUs: its name, product label, allocatable GPU resources in whole
-    units, and the NVIDIA labels that qualify them (strategy, config state, memory)."""
+    units, and the NVIDIA labels that qualify them (strategy, config state, memory). Made once per
+    Node as the cluster view loads it."""
 
     name: str
     product: str | None
     allocatable: dict[str, int]
-    labels: Mapping[str, str] = {}
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 K = TypeVar("K")
@@ -182,6 +185,10 @@ class CapacityLedger:
 
     def mark_synced(self) -> None:
         self._synced = True
+
+    def set_node_gpus(self, node: NodeGpus) -> None:
+        """What a Node says of its GPUs, as the cluster view reads it (node_gpus)."""
+        self.set_node(node.name, node.product, node.allocatable, node.labels)
 
     def set_node(
         self, name: str, product: str | None, allocatable: Mapping[str, int], labels: Mapping[str, str] = {}

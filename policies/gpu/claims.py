@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from policies.errors import InputError
 from policies.gpu.device_classes import ANY_DEVICE, NVIDIA_DRIVER, DeviceClasses, Selection, read_selectors
@@ -31,7 +30,8 @@ DRA_WHOLE_GPU = DRA_EXTENDED_PREFIX + "gpu.nvidia.com"
 Ask = tuple[tuple[str, int], ...]  # (resource name, count): one way a request can be met
 
 
-class DeviceAsk(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class DeviceAsk:
     """One way a request can be met: `amount` devices of `device_class` (None: all it admits)."""
 
     device_class: str
@@ -42,7 +42,8 @@ class DeviceAsk(NamedTuple):
     capacity: CapacityAsk = ()  # consumable capacity asked of each device (policies.gpu.device_shares)
 
 
-class ClaimRequest(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
     name: str
     path: str
     alternatives: tuple[DeviceAsk, ...]
@@ -83,7 +84,8 @@ def unreadable_claim() -> ClaimDemand:
     return ClaimDemand((ClaimRequest("(unreadable)", "spec", (ask,)),))
 
 
-class Resolved(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Resolved:
     """What one alternative can allocate: `ask` in resource names (() for no GPU), or `unbounded`."""
 
     ask: Ask

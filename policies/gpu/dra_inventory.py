@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from policies.gpu.capacity import Capacity
 from policies.gpu.catalog import Catalog
@@ -31,7 +31,10 @@ DeviceKey = tuple[str, str, str]  # (driver, pool, device), as an allocation res
 Counter = tuple[str, str]  # (counter set, counter)
 
 
-class DraDevice(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class DraDevice:
+    """One NVIDIA device a ResourceSlice offers: made once per device as the cluster view loads it."""
+
     key: DeviceKey
     model: str  # the catalog's model key
     profile: str | None  # None: a whole GPU

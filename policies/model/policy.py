@@ -6,7 +6,6 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import NamedTuple
 
 from policies.gpu.models import GpuModel
 from policies.model.cel import CompiledExpression, Variables  # at run time: mypyc builds the fields' types
@@ -178,8 +177,9 @@ class Rule:
     message_expression: CompiledExpression | None = None
 
 
-class Bound(NamedTuple):
-    """One limit, as quota checks read it: its amount also as an integer ratio, so a check
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """One limit, as quota checks read it (made once per load): its amount also as an integer ratio, so a check
     cross-multiplies ints (Fraction's operators and even its properties cost several times more)."""
 
     name: str  # as messages name the dimension: gpuEquivalents, slices <profile>, gpus, pods
