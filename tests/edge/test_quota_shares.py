@@ -47,16 +47,17 @@ def admit_all(kube: FakeKube, started: list[Replica], count: int, prefix: str) -
 
 def judge_all(kube: FakeKube, started: list[Replica], count: int, prefix: str) -> list[tuple[bool, str]]:
     """As admit_all, with each refusal's message."""
-
-    def create(i: int) -> tuple[bool, str]:
-        pod = slice_pod(f"{prefix}{i}")
-        decision = started[i % len(started)].validate(pod)
-        if decision.allowed:
-            kube.put_pod(pod)
-        return bool(decision.allowed), decision.message or ""
-
     with concurrent.futures.ThreadPoolExecutor(12) as pool:
-        return list(pool.map(create, range(count)))
+        return list(pool.map(lambda i: admit(kube, started[i % len(started)], f"{prefix}{i}"), range(count)))
+
+
+def admit(kube: FakeKube, replica: Replica, name: str) -> tuple[bool, str]:
+    """The pod `name` judged by `replica`, and created if admitted; the refusal's message."""
+    pod = slice_pod(name)
+    decision = replica.validate(pod)
+    if decision.allowed:
+        kube.put_pod(pod)
+    return bool(decision.allowed), decision.message or ""
 
 
 def test_replicas_admit_from_their_shares_writing_the_lease_once_a_share_not_once_a_pod(kube, replicas):
@@ -193,23 +194,17 @@ def test_under_concurrent_load_no_pod_is_refused_as_over_a_budget_that_holds_it(
     fills exactly, and holds."""
     kube.put(NS, "big", {"b.yaml": strict(100)})
     started = [start(kube, replicas, ttl=30.0) for _ in range(3)]
-    refusals: list[str] = []
-
-    def create(i: int) -> bool:
-        pod = slice_pod(f"c{i}")
-        decision = started[i % 3].validate(pod)
-        if decision.allowed:
-            kube.put_pod(pod)
-        else:
-            refusals.append(decision.message)
-        return bool(decision.allowed)
-
-    with concurrent.futures.ThreadPoolExecutor(12) as pool:
-        admitted = list(pool.map(create, range(100))).count(True)
+    judged = judge_all(kube, started, 100, "c")
+    admitted = [allowed for allowed, _ in judged].count(True)
+    refusals = [message for allowed, message in judged if not allowed]
     assert all("contended" in message for message in refusals), refusals
     print(f"{len(refusals)} of 100 refused as contended")
-    left = [create(100 + i) for i in range(100 - admitted)]  # one by one: what is left, exactly
-    assert all(left), f"{left.count(False)} of the {100 - admitted} left refused: {refusals[-3:]}"
+    # One by one: what is left, exactly.
+    left = [admit(kube, started[(100 + i) % 3], f"c{100 + i}") for i in range(100 - admitted)]
+    refusals += [message for allowed, message in left if not allowed]
+    assert all(allowed for allowed, _ in left), (
+        f"{[a for a, _ in left].count(False)} of the {100 - admitted} left refused: {refusals[-3:]}"
+    )
     assert not any(admit_all(kube, started, 10, "over")), "the budget overshot"
 
 
@@ -259,11 +254,8 @@ def test_a_share_drawn_down_is_refilled_ahead_by_the_keeper_out_of_admission(kub
     judged = judge_all(kube, [replica], 601, "more")
     contended = [i for i, (allowed, message) in enumerate(judged) if not allowed and "contended" in message]
     print(f"{len(contended)} of 601 refused as contended")
-    again = [replica.validate(slice_pod(f"more{i}")) for i in contended]
-    for i, decision in zip(contended, again, strict=True):
-        if decision.allowed:
-            kube.put_pod(slice_pod(f"more{i}"))
-    assert [allowed for allowed, _ in judged].count(True) + [d.allowed for d in again].count(True) == 600
+    again = [admit(kube, replica, f"more{i}") for i in contended]
+    assert [allowed for allowed, _ in judged + again].count(True) == 600
 
 
 def test_a_replica_starting_with_pods_under_a_strict_budget_holds_a_share_before_it_admits(kube, replicas):

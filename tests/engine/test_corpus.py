@@ -3,13 +3,9 @@ under the bundled default and each example policy set, as the API server would t
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
-
 import jsonpatch
 import kubernetes_validate
 import pytest
-import yaml
 
 from policies.engine import Engine
 from policies.judge.controllers import pod_templates
@@ -17,23 +13,11 @@ from policies.judge.ledger import Ledger
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import Form
 from policies.mutate.mutation import MUTATED_ANNOTATION
-from policies.review.cluster import KnownCluster
 from policies.review.request import RequestInfo
-from webhook.sources.files import load_policies
+from tests.support.corpus import CLUSTER, SETS, engine_for, manifests, placed
 
-CORPUS = Path(__file__).parents[1] / "corpus"
-EXAMPLES = Path(__file__).parents[2] / "examples" / "policies"
 K8S = kubernetes_validate.latest_version()
 
-# policy set: (file under examples/policies, or None for the bundled default; namespace judged in)
-SETS = {
-    "bundled": (None, "ml"),
-    "slices-everywhere": ("slices-everywhere.yaml", "ml"),
-    "training": ("training-quota.yaml", "team-a"),
-    "dev": ("dev-no-whole-gpus.yaml", "dev-alice"),
-    "inference": ("inference-triton.yaml", "serving"),
-}
-CLUSTER = KnownCluster({"serving": {"gpu-admission.io/workload": "inference"}, "ml": {}, "team-a": {}, "dev-alice": {}})
 MULTI_GPU = ("jobset-pytorch-gpu", "leaderworkerset-vllm", "mpijob-nccl-tests", "rayservice-vllm")
 HAMI = ("pod-hami-default-use", "pod-hami-memory-fraction")
 UNLABELLED = (
@@ -84,10 +68,9 @@ DENIED: dict[str, dict[str, set[str]]] = {
 
 def documents(keep=lambda document: True):
     """The corpus's documents a test applies to (`keep`): chosen when collected, never skipped."""
-    for path in sorted(CORPUS.glob("*.yaml")):
-        for index, document in enumerate(yaml.safe_load_all(path.read_text())):
-            if document and keep(document):
-                yield pytest.param(path.stem, document, id=f"{path.stem}[{index}]")
+    for stem, index, document in manifests():
+        if keep(document):
+            yield pytest.param(stem, document, id=f"{stem}[{index}]")
 
 
 def judged(document) -> bool:
@@ -106,20 +89,7 @@ def workload(document) -> bool:
     return judged(document) and document.get("kind") != "Pod"
 
 
-def engine_for(name: str) -> Engine:
-    file, _ = SETS[name]
-    policy_set, result = load_policies([EXAMPLES / file] if file else None)
-    assert not result.problems
-    return Engine(policy_set)
-
-
 ENGINES = {name: engine_for(name) for name in SETS}
-
-
-def placed(document: dict, namespace: str) -> dict:
-    document = copy.deepcopy(document)
-    document.setdefault("metadata", {})["namespace"] = namespace
-    return document
 
 
 def pods_of(engine: Engine, document: dict, namespace: str) -> list[dict]:

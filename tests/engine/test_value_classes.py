@@ -3,15 +3,14 @@
 A value's class follows how often it is made: many times a review (per container, policy,
 device, patch edit), a plain class with `__slots__`; otherwise a frozen dataclass, or a
 NamedTuple where its callers take it apart like a tuple (and then it is made per review).
-Nothing here is a list kept beside the code: the value classes are found by walking `policies/`,
-and how often each is made is counted while the engine judges sample reviews (the public corpus
+The value classes are found by walking `policies/`, not listed here (only the exceptions are,
+each with its reason), and how often each is made is counted while the engine judges sample reviews (the public corpus
 under every example policy set, a pod holding its GPU through a DRA claim, a pod pinned by a
 cloud label and reaching devices through its environment)."""
 
 from __future__ import annotations
 
 import collections
-import copy
 import dataclasses
 import functools
 import importlib
@@ -19,12 +18,10 @@ import inspect
 import pkgutil
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import CodeType
 from typing import Any
 
 import pytest
-import yaml
 
 import policies
 import policies.engine
@@ -33,9 +30,8 @@ from policies.judge.ledger import Ledger
 from policies.review.cluster import KnownCluster
 from tests.support import dra
 from tests.support.builders import gpu_container, plain_container, pod
-from webhook.sources.files import load_policies
+from tests.support.corpus import CLUSTER, SETS, engine_for, manifests, placed
 
-ROOT = Path(__file__).parents[2]
 PLAIN, NAMED_TUPLE, DATACLASS = "plain class with __slots__", "NamedTuple", "dataclass"
 # Dataclasses that are records filled in as they go, not values.
 MUTABLE_RECORDS = {
@@ -83,8 +79,8 @@ def constructor(cls: type, style: str) -> CodeType | None:
 CONSTRUCTORS = {code: name for name, (cls, style) in VALUES.items() if (code := constructor(cls, style)) is not None}
 
 
-def made_while(judge: Callable[[], Any]) -> collections.Counter[str]:
-    """How many of each value class `judge` makes."""
+def made_while(judge: Callable[[], Any]) -> tuple[Any, collections.Counter[str]]:
+    """What `judge` returns, and how many of each value class it makes."""
     counts: collections.Counter[str] = collections.Counter()
 
     def count(frame: Any, event: str, arg: Any) -> None:
@@ -93,40 +89,20 @@ def made_while(judge: Callable[[], Any]) -> collections.Counter[str]:
 
     sys.setprofile(count)
     try:
-        judge()
+        return judge(), counts
     finally:
         sys.setprofile(None)
-    return counts
-
-
-def engine_of(file: str | None) -> Engine:
-    policy_set, result = load_policies([ROOT / "examples" / "policies" / file] if file else None)
-    assert not result.problems
-    return Engine(policy_set)
-
-
-SETS = {
-    None: "ml",
-    "slices-everywhere.yaml": "ml",
-    "training-quota.yaml": "team-a",
-    "dev-no-whole-gpus.yaml": "dev-alice",
-    "inference-triton.yaml": "serving",
-}
-CORPUS_CLUSTER = KnownCluster({"serving": {"gpu-admission.io/workload": "inference"}, "ml": {}, "team-a": {}})
 
 
 def samples() -> Iterator[tuple[str, Engine, dict[str, Any], KnownCluster]]:
     """(label, engine, object, cluster): each judged by mutate, then its result by validate."""
-    engines = {file: engine_of(file) for file in SETS}
-    for path in sorted((ROOT / "tests" / "corpus").glob("*.yaml")):
-        for index, document in enumerate(yaml.safe_load_all(path.read_text())):
-            for file, namespace in SETS.items():
-                engine = engines[file]
-                if document and engine.judges(document.get("apiVersion"), document.get("kind")):
-                    placed = copy.deepcopy(document)
-                    placed.setdefault("metadata", {})["namespace"] = namespace
-                    yield f"{path.stem}[{index}] under {file or 'the default'}", engine, placed, CORPUS_CLUSTER
-    slices = engines["slices-everywhere.yaml"]
+    engines = {name: engine_for(name) for name in SETS}
+    for stem, index, document in manifests():
+        for name, (_, namespace) in SETS.items():
+            engine = engines[name]
+            if engine.judges(document.get("apiVersion"), document.get("kind")):
+                yield f"{stem}[{index}] under {name}", engine, placed(document, namespace), CLUSTER
+    slices = engines["slices-everywhere"]
     claim = dra.claim("one-slice", "ml", dra.claim_spec(dra.exactly("mig.nvidia.com", 1)))
     yield "a pod holding a slice through a DRA claim", slices, dra.claim_pod("one-slice"), dra.cluster(claim)
     env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
@@ -135,27 +111,26 @@ def samples() -> Iterator[tuple[str, Engine, dict[str, Any], KnownCluster]]:
         dict(plain_container(), env=env),
         nodeSelector={"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"},
     )
-    yield "a pod pinned by a cloud label, with devices in its environment", slices, pinned, CORPUS_CLUSTER
+    yield "a pod pinned by a cloud label, with devices in its environment", slices, pinned, CLUSTER
 
 
 def census() -> tuple[collections.Counter[str], dict[str, tuple[float, str]]]:
     """Values made over all samples, and the most of each made per pod judged in one review."""
     total: collections.Counter[str] = collections.Counter()
     most: dict[str, tuple[float, str]] = {}
-    pods_judged = "policies.review.pod.PodView"
+
+    def tally(label: str, counts: collections.Counter[str]) -> None:
+        total.update(counts)
+        pods_judged = max(1, counts["policies.review.pod.PodView"])
+        for name, made in counts.items():
+            if made / pods_judged > most.get(name, (0.0, ""))[0]:
+                most[name] = (made / pods_judged, label)
+
     for label, engine, document, cluster in samples():
-        mutated = engine.mutate_any(document, cluster=cluster).object
-        judging = (
-            functools.partial(engine.mutate_any, document, cluster=cluster),
-            functools.partial(engine.validate, mutated, Ledger(), cluster=cluster),
-        )
-        for judged in judging:
-            counts = made_while(judged)
-            total.update(counts)
-            for name, made in counts.items():
-                per_pod = made / max(1, counts[pods_judged])
-                if per_pod > most.get(name, (0.0, ""))[0]:
-                    most[name] = (per_pod, label)
+        mutated, counts = made_while(functools.partial(engine.mutate_any, document, cluster=cluster))
+        tally(label, counts)
+        _, counts = made_while(functools.partial(engine.validate, mutated.object, Ledger(), cluster=cluster))
+        tally(label, counts)
     return total, most
 
 

@@ -9,4 +9,5 @@ conftest (tests/deploy/test_house.py holds them to that).
     processes.py       server processes: free ports, readiness
     deploy.py          the kubernetes client's models for the deploy manifests
     dra.py             DRA objects: device classes, ResourceSlices, claims
+    corpus.py          the public GPU manifests and the example policy sets they are judged under
 """
