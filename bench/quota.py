@@ -1,12 +1,14 @@
 """Quota admission with many pods tracked: the cost of one admission with 100 and with 100,000
 pods in one replica's counters, the memory the counters take, what charging them under a new
 policy set costs from what they keep (against counting them again, as a relist did), and the
-latency of a strict admission with two replicas contending for one quota's Lease.
+latency of a strict admission with three replicas contending for one quota's Lease.
 
 Pods are fed to the server's own tracker (webhook.cluster.quota.usage) as a relist would feed them:
 200 namespaces, pods of 20 shapes (slices of several profiles, on 500 nodes), matched by a
 namespace quota, a policy-wide quota and a rule. Admission is measured the way /validate runs it
-(engine decision, check and reservation under the tracker's lock), on a pod that fits.
+(the engine's judgment, then the budgets settled and the reservation made under the tracker's
+lock), on a pod that fits. Beside it, what the lock is held for: the budgets settled, against the
+whole engine that ran under it before (and on every strict retry), with 0 and 10 CEL rules.
 Memory is the growth of this process's RSS while the pods are counted (the pods themselves are
 made one at a time and dropped, as pages of a list are).
 
@@ -14,7 +16,8 @@ Strict contention: three replicas (each a tracker with its Lease client, through
 kubernetes client, and with shares its keeper thread, as a replica runs them) against the test
 suite's in-process API server, 8 threads each admitting distinct pods under one quota that
 already holds 100 running pods (each replica's counters list them first), all at once and
-offered at 150, 300 and 1,000 a second; p50/p99 per admission (and the p99 of the last two
+offered at 150, 300 and 1,000 a second (each replica runs its engine behind its gate, as
+webhook.state does, `--rules` CEL rules in the policy); p50/p99 per admission (and the p99 of the last two
 thirds offered, "steady"), throughput and Lease requests per admission (from the first
 admission on), side by side in one run for:
 - `local`;
@@ -28,7 +31,7 @@ admission on), side by side in one run for:
 Every denial is a false one (the budget holds a million pods), and counted.
 
     python bench/quota.py [--pods 100000] [--rounds 5] [--contended 450] [--rates burst,150,300,1000]
-        [--limit 1000000] [--contended-only] [--compiled]
+        [--limit 1000000] [--contended-only] [--rules 0] [--compiled]
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ import concurrent.futures
 import gc
 import statistics
 import sys
+import threading
 import time
+import timeit
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -121,7 +126,7 @@ def admission_us(engine: Engine, tracker: PodUsageTracker, admissions: int) -> f
     ref = PodRef("team-7", "candidate")
     start = time.perf_counter()
     for _ in range(admissions):
-        decision = tracker.admit(lambda: engine.validate(candidate, tracker), ref, dry_run=True)
+        decision = tracker.admit(engine.judge(candidate, tracker), ref, dry_run=True)
     elapsed = time.perf_counter() - start
     assert decision.allowed, decision.message
     return elapsed / admissions * 1e6
@@ -153,7 +158,14 @@ metadata: {name: contended}
 spec:
   match: {namespaces: [team-a]}
   quota: {limits: {pods: %d}, consistency: %s}
-"""
+%s"""
+
+
+def rules(count: int) -> str:
+    """`count` CEL rules for the contended policy, each its own text (none evaluated once for all)."""
+    rule = "    - {{name: r{0}, expression: \"object.spec.containers.all(c, c.name != 'x{0}')\"}}"
+    lines = [rule.format(k) for k in range(count)]
+    return "  rules:\n" + "\n".join(lines) + "\n" if lines else ""
 
 
 MODES = {  # label: (consistency, shares, warmed: shares granted as the replica starts)
@@ -182,6 +194,7 @@ def contended(
     limit: int = 1_000_000,
     replica_count: int = 3,
     threads: int = 8,
+    rule_count: int = 0,
 ) -> Run:
     """`admissions` by `replica_count` replicas at once (`threads` each), all at once or offered at
     `rate` a second, under a budget of `limit` pods (not the set-up: the API server, the
@@ -195,7 +208,8 @@ def contended(
     consistency, shares, warmed = MODES[mode]
     kube = FakeKube()
     kube.start()
-    loaded = load_texts([("strict.yaml", STRICT % (limit, consistency))])
+    loaded = load_texts([("strict.yaml", STRICT % (limit, consistency, rules(rule_count)))])
+    assert not loaded.problems, loaded.problems
     engine = Engine(PolicySet(loaded.policies))
     replicas, keepers = [], []
     for index in range(replica_count):
@@ -218,6 +232,7 @@ def contended(
         conflicts = sum(r.shared.conflicts for r in replicas if r.shared is not None)
         return conflicts, sum(e.refills for e in escrows), sum(e.ahead for e in escrows)
 
+    gates = [threading.Semaphore(1) for _ in replicas]
     at_start = counted()  # the warm-up's are the replicas' start, not the admissions'
     seconds = [0.0] * admissions  # by admission, in the order offered
     denied = []
@@ -232,7 +247,9 @@ def contended(
         candidate["metadata"]["namespace"] = "team-a"
         ref = PodRef("team-a", f"pod-{i}", uid=f"uid-{i}")
         start = time.perf_counter()
-        decision = tracker.admit(lambda: engine.validate(candidate, tracker), ref, dry_run=False)
+        with gates[i % replica_count]:  # as a replica runs its engine: one run at a time (webhook.state)
+            judged = engine.judge(candidate, tracker)
+        decision = tracker.admit(judged, ref, dry_run=False)
         seconds[i] = time.perf_counter() - start
         if not decision.allowed:
             denied.append(decision.message)
@@ -272,10 +289,12 @@ def main() -> None:
     parser.add_argument("--rates", default="burst,150,300,1000", help="offered loads: burst or admissions a second")
     parser.add_argument("--limit", type=int, default=1_000_000, help="pods the contended budget holds")
     parser.add_argument("--contended-only", action="store_true", help="only the contended admissions")
+    parser.add_argument("--rules", type=int, default=0, help="CEL rules in the contended policy")
     parser.add_argument("--compiled", action="store_true", help="with the engine compiled by mypyc (read at import)")
     args = parser.parse_args()
     if not args.contended_only:
         tracking(args)
+        settling(args.rounds)
     contention(args)
 
 
@@ -291,7 +310,7 @@ def tracking(args: argparse.Namespace) -> None:
         figures["100"].append(admission_us(engine, small, args.admissions))
         figures[str(args.pods)].append(admission_us(engine, large, args.admissions))
     base = statistics.median(figures["100"])
-    print("quota admission (decide, check, reserve under the lock), 2 quotas and a rule matching")
+    print("quota admission (judge, then settle and reserve under the lock), 2 quotas and a rule matching")
     for label, values in figures.items():
         median = statistics.median(values)
         print(
@@ -308,16 +327,40 @@ def tracking(args: argparse.Namespace) -> None:
     )
 
 
+def settling(rounds: int) -> None:
+    """What runs under the counters' lock for an admission, and again on each strict retry: the
+    budgets settled (Decision.settle), beside the engine run it replaced there (Engine.validate),
+    on one pod under the contended policy with 0 and 10 CEL rules."""
+    print("under the counters' lock, per admission and per strict retry (µs, best of rounds):")
+    for count in (0, 10):
+        whole, settle = settle_us(count, rounds)
+        ratio = whole / settle
+        print(f"  {count:2} rules: the engine {whole:6.1f}   budgets settled {settle:5.1f}   ({ratio:.1f}x less)")
+
+
+def settle_us(rule_count: int, rounds: int, calls: int = 2000) -> tuple[float, float]:
+    loaded = load_texts([("s.yaml", STRICT % (1_000_000, "local", rules(rule_count)))])
+    engine = Engine(PolicySet(loaded.policies))
+    tracker = PodUsageTracker(lambda: engine.policy_set)
+    tracker.replace_all(running())
+    candidate = pod(7)
+    candidate["metadata"]["namespace"] = "team-a"
+    judged = engine.judge(candidate, tracker)
+    whole = min(timeit.repeat(lambda: engine.validate(candidate, tracker), number=calls, repeat=rounds))
+    settle = min(timeit.repeat(lambda: judged.settle(tracker), number=calls, repeat=rounds))
+    return whole / calls * 1e6, settle / calls * 1e6
+
+
 def contention(args: argparse.Namespace) -> None:
     print(
         f"three replicas x 8 threads admitting {args.contended} pods under one quota of {args.limit:,}"
-        f" holding {RUNNING} already, side by side:"
+        f" holding {RUNNING} already, {args.rules} CEL rules, side by side:"
     )
     for offered in args.rates.split(","):
         rate = None if offered == "burst" else float(offered)
         print(f"  offered: {offered if rate is None else f'{rate:g}/s'}")
         for mode in MODES:
-            run = contended(mode, args.contended, rate, args.limit)
+            run = contended(mode, args.contended, rate, args.limit, rule_count=args.rules)
             p50, p99 = (percentile(run.seconds, share) * 1000 for share in (0.5, 0.99))
             steady = percentile(run.seconds[len(run.seconds) // 3 :], 0.99) * 1000
             grants = f"  grants {run.grants} ({run.ahead} ahead)" if MODES[mode][1] else ""

@@ -26,7 +26,7 @@ from policies.judge.controllers import Template, pod_templates, put_back, scaled
 from policies.judge.env_sources import ENV_SOURCE_KINDS, judge_env_source
 from policies.judge.quota import NoUsage, UsageSource
 from policies.judge.usage import EMPTY, Usage
-from policies.judge.validation import Decision, ratchet, subject_of, validate_ephemeral, validate_pod
+from policies.judge.validation import Decision, judge_pod, ratchet, subject_of, validate_ephemeral, validate_pod
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action
 from policies.model.policyset import PolicySet
@@ -150,6 +150,14 @@ class Engine:
         denial its old version earned too only warns (request.old_object); an ephemeral
         container (pods/ephemeralcontainers) is judged for its device access and by the rules.
         """
+        return self.judge(raw, usage, request, cluster).settle(usage)
+
+    def judge(
+        self, raw: JSON, usage: UsageSource, request: RequestInfo | None = None, cluster: ClusterState = NO_CLUSTER
+    ) -> Decision:
+        """`validate`, but a Pod's budgets are left to `Decision.settle`: the webhook judges the
+        rest once, outside its counters' lock, and settles under it, as it reserves. `usage` is
+        read here only for what reserves nothing (a workload's replicas, a claim's creation)."""
         kind = require_judged(raw, self.policy_set)
         request = request or RequestInfo()
         judge = self._judge
@@ -164,7 +172,7 @@ class Engine:
             if old.get("kind") not in (None, kind):
                 return decision  # an old object of another kind excuses nothing
             try:
-                before = judge(kind, old, NoUsage(), request, cluster)
+                before = judge(kind, old, NoUsage(), request, cluster).settle(NoUsage())
             except InputError:
                 return decision  # an old version this engine cannot read excuses nothing
             decision = ratchet(decision, before)
@@ -177,7 +185,7 @@ class Engine:
 
     def _judge(self, kind: str, raw: JSON, usage: UsageSource, request: RequestInfo, cluster: ClusterState) -> Decision:
         if kind == "Pod":
-            return validate_pod(raw, self.policy_set, usage, request, cluster=cluster)
+            return judge_pod(raw, self.policy_set, request, cluster=cluster)
         if kind in ENV_SOURCE_KINDS:
             return judge_env_source(raw, kind, request.namespace, self.policy_set, cluster)
         if is_claim_object(raw.get("apiVersion"), kind):
@@ -220,7 +228,7 @@ class Engine:
     def _pod_usage(self, template: Template, request: RequestInfo, cluster: ClusterState) -> Usage:
         creating = request._replace(namespace=template.pod["metadata"]["namespace"], operation=Operation.CREATE)
         mutated = mutate_pod(template.pod, self.policy_set, creating, cluster).object
-        return validate_pod(mutated, self.policy_set, NoUsage(), creating, cluster=cluster).usage
+        return judge_pod(mutated, self.policy_set, creating, cluster=cluster).usage
 
     def validate_scale(
         self,

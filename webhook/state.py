@@ -32,6 +32,13 @@ class EngineHolder:
         self.load_errors = 0
         self.sources: list[Any] = []  # policy sources with a thread (webhook.sources.directories)
         self.gates: list[Callable[[], str]] = []  # more readiness conditions: why not ready, or ""
+        # One engine run at a time in a replica, first come first served. The engine is Python
+        # bound to the GIL, so two runs at once end no sooner than one after the other; but each
+        # thread running it keeps every thread doing I/O (a strict quota's Lease write in its
+        # turn at the Lease, a watch event) waiting for the GIL after each socket call, up to a
+        # switch interval apiece. Queued here, they wait without holding it. Taken with no
+        # other lock held (docs/quota-internals.md, the lock order); `admit` settles after it.
+        self.engine_gate = threading.Semaphore(1)
 
     def _policy_set(self) -> PolicySet | None:
         return self._engine.policy_set if self._engine else None
@@ -84,16 +91,17 @@ class EngineHolder:
 
     def admit(
         self,
-        decide: Callable[[], Decision],
+        judged: Decision,
         namespace: str,
         name: str,
         obj: Mapping[str, Any],
         dry_run: bool,
         update: bool = False,
     ) -> Decision:
-        """Decide and, if allowed for real, reserve the pod's usage, as one step (the object is
-        kept with the reservation: a new policy set charges it again). An `update` that grows a
-        pod's charge holds what it grows to (webhook.cluster.quota.reservations.UPDATE)."""
+        """Settle the engine's `judged` decision's budgets and, if allowed for real, reserve the
+        pod's usage, as one step (the object is kept with the reservation: a new policy set
+        charges it again). An `update` that grows a pod's charge holds what it grows to
+        (webhook.cluster.quota.reservations.UPDATE)."""
         found = obj.get("metadata")
         metadata: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         uid = str(metadata.get("uid") or "")
@@ -103,4 +111,4 @@ class EngineHolder:
             str(metadata.get("generateName") or ""),
             f"{uid or namespace + '/' + name}{UPDATE}" if update else uid,
         )
-        return self.view.usage.admit(decide, pod, dry_run, obj)
+        return self.view.usage.admit(judged, pod, dry_run, obj)

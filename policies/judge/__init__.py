@@ -1,5 +1,6 @@
 """What the validating webhook decides: a pod's usage in quota units (usage.py), quota checks
-(quota.py), usage held per budget (ledger.py) and what is kept of each counted pod to charge it
+(quota.py) and a pod's budgets left to settle on the counts when they are read (budgets.py),
+usage held per budget (ledger.py) and what is kept of each counted pod to charge it
 again under new policies (pod_facts.py), CEL rules (rules.py), device access (security.py),
 verdicts (verdict.py), pod controllers judged by their template (controllers.py) and what their
 replicas earn at apply time (apply_time.py), ConfigMaps and

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import replace
 from typing import NamedTuple
 
 from policies.errors import InputError
+from policies.judge.budgets import BudgetCheck, budget_verdicts
 from policies.judge.claim_checks import pod_claim_checks
 from policies.judge.claim_usage import ClaimsCharge, SharedClaims, claim_verdicts, claims_charge, with_claims
-from policies.judge.quota import UsageSource, check_quota, scope_of
+from policies.judge.quota import UsageSource, scope_of
 from policies.judge.rules import check_rules
 from policies.judge.security import check_security
 from policies.judge.usage import EMPTY, Usage, pod_usage
@@ -47,6 +47,19 @@ class Decision(NamedTuple):
     charges: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()  # what is worth knowing but judges nothing (who makes a workload's pods)
     shared: SharedClaims = ()  # the ResourceClaims the pod names, in `usage` (a budget charges each once)
+    # A pod's budgets not judged yet (policies.judge.budgets): `settle` judges them on a
+    # UsageSource's counts.
+    budgets: tuple[BudgetCheck, ...] = ()
+
+    def settle(self, source: UsageSource) -> Decision:
+        """The decision with its budgets judged on what `source` counts now; itself when it has
+        none left to judge. Cheap (no CEL, no pod read again): the webhook runs it under its
+        counters' lock, as one step with the reservation, and again on each strict retry."""
+        if not self.budgets:
+            return self
+        verdicts = (*self.verdicts, *budget_verdicts(self.budgets, source))
+        allowed = not any(v.action is Action.DENY for v in verdicts)
+        return self._replace(allowed=allowed, verdicts=verdicts, budgets=())
 
     @property
     def own_usage(self) -> Usage:
@@ -121,7 +134,20 @@ def validate_pod(
     subject: str = "",
     cluster: ClusterState = NO_CLUSTER,
 ) -> Decision:
-    """InputError if the Pod is malformed; otherwise the verdicts of every matching policy."""
+    """InputError if the Pod is malformed; otherwise the verdicts of every matching policy, its
+    budgets judged on `usage_source`."""
+    return judge_pod(raw, policy_set, request, subject, cluster).settle(usage_source)
+
+
+def judge_pod(
+    raw: JSON,
+    policy_set: PolicySet,
+    request: RequestInfo | None = None,
+    subject: str = "",
+    cluster: ClusterState = NO_CLUSTER,
+) -> Decision:
+    """InputError if the Pod is malformed; otherwise the verdicts of every matching policy but
+    its budgets, left to `Decision.settle` (they read what other pods hold)."""
     applies = applicable(raw, policy_set, request or RequestInfo(), cluster)
     if applies is None:
         return Decision(True)
@@ -155,20 +181,19 @@ def validate_pod(
     usage = with_claims(base, claims)
     added = _added_by_update(usage, claims, request, policy_set)
     charges: list[tuple[str, str]] = []
+    budgets: list[BudgetCheck] = []
     for policy in matched:
         verdicts.extend(check_rules(policy, applies.data))
-        if policy.quota is None or usage.empty or (request.operation is not Operation.CREATE and added is None):
+        quota = policy.quota
+        if quota is None or usage.empty or (request.operation is not Operation.CREATE and added is None):
             continue
-        scope = scope_of(policy.quota, namespace)
-        current = usage_source.usage(policy, scope)
-        charge = usage
-        if claims.shared:  # a claim the budget's pods name already adds nothing again
-            charge = with_claims(base, claims, usage_source.shared_claims(policy, scope))
-        verdicts.extend(check_quota(policy, policy.quota, namespace, charge, current, added))
+        scope = scope_of(quota, namespace)
+        budgets.append(BudgetCheck(policy, quota, namespace, scope, usage, base, claims, added, subject))
         charges.append((policy.name, scope))  # an UPDATE's growth is held too, until the watch shows it
     verdicts = [v.about(subject) for v in verdicts]
     allowed = not any(v.action is Action.DENY for v in verdicts)
-    return Decision(allowed, tuple(verdicts), usage, tuple(p.name for p in matched), tuple(charges), (), claims.shared)
+    matched_names = tuple(p.name for p in matched)
+    return Decision(allowed, tuple(verdicts), usage, matched_names, tuple(charges), (), claims.shared, tuple(budgets))
 
 
 def _added_by_update(usage: Usage, claims: ClaimsCharge, request: RequestInfo, policy_set: PolicySet) -> Usage | None:
@@ -207,14 +232,10 @@ def validate_ephemeral(raw: JSON, policy_set: PolicySet, request: RequestInfo, c
 def ratchet(now: Decision, before: Decision) -> Decision:
     """An UPDATE is not denied for what the object already was (ValidatingAdmissionPolicy's
     ratcheting): a denial the old object earned too (same policy, rule and field) becomes a
-    warning, so controllers can still remove finalizers, add labels, finish."""
+    warning, so controllers can still remove finalizers, add labels, finish. (Budgets settled
+    later judge only what the update adds: the old object never earned one of those.)"""
     old = {(v.policy, v.rule, v.path) for v in before.denials}
     if not old:
         return now
-    verdicts = tuple(
-        replace(v, action=Action.WARN, message=f"already so before this update: {v.message}")
-        if v.action is Action.DENY and (v.policy, v.rule, v.path) in old
-        else v
-        for v in now.verdicts
-    )
+    verdicts = tuple(v.excused() if (v.policy, v.rule, v.path) in old else v for v in now.verdicts)
     return now._replace(allowed=not any(v.action is Action.DENY for v in verdicts), verdicts=verdicts)

@@ -22,3 +22,11 @@ class Verdict:
 
     def about(self, subject: str) -> Verdict:
         return Verdict(self.policy, self.rule, self.path, self.message, self.action, subject)
+
+    def excused(self) -> Verdict:
+        """A denial the object earned before an UPDATE too, as a warning (ratcheting,
+        policies.judge.validation.ratchet)."""
+        if self.action is not Action.DENY:
+            return self
+        message = f"already so before this update: {self.message}"
+        return Verdict(self.policy, self.rule, self.path, message, Action.WARN, self.subject)

@@ -3,9 +3,14 @@ dry-run, expiry, and pod events releasing what they free."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 
+import pytest
+
+from policies.engine import COMPILED, Engine
 from tests.support.builders import engine_from, pod, policy
+from tests.support.cluster import NS, Replica
 from tests.support.reviews import review
 from webhook.serving import admission
 from webhook.serving.review import parse_review
@@ -20,6 +25,9 @@ quota:
   limits: {pods: 5}
 """,
 )
+
+
+STRICT = "match: {namespaces: [team-a]}\nquota: {limits: {pods: 1000}, consistency: strict}\n"
 
 
 def slice_pod(name: str, generate_name: str = "", phase: str | None = None) -> dict:
@@ -128,3 +136,53 @@ def test_a_pod_the_engine_cannot_read_is_left_out_and_the_relist_goes_on():
     odd["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.10gb"] = "lots"
     held.usage.replace_all([slice_pod("p0"), odd, slice_pod("p1")])
     assert pods_held(held) == 2
+
+
+def test_pod_events_are_counted_while_an_admission_is_being_judged():
+    """The engine runs outside the counters' lock: the pod watch, a strict turn and the keeper
+    never wait on an admission's rules, only on its budgets' check."""
+    entered, release = threading.Event(), threading.Event()
+
+    class PausedEngine(Engine):
+        def judge(self, *args, **kwargs):
+            entered.set()
+            assert release.wait(10)
+            return super().judge(*args, **kwargs)
+
+    held = EngineHolder()
+    held.swap(PausedEngine(engine_from(QUOTA).policy_set))
+    results: list[bool] = []
+    admitting = threading.Thread(target=lambda: results.append(admit(held, slice_pod("p0"))))
+    admitting.start()
+    try:
+        assert entered.wait(10)
+        counted = threading.Event()
+        watch = threading.Thread(target=lambda: (held.usage.observe("ADDED", slice_pod("running")), counted.set()))
+        watch.start()
+        assert counted.wait(10), "a pod event waited on an engine run"
+        watch.join()
+        assert pods_held(held) == 1
+    finally:
+        release.set()
+        admitting.join()
+    assert results == [True] and pods_held(held) == 2
+
+
+@pytest.mark.skipif(COMPILED, reason="counts calls by patching the engine's class, which compiled is native")
+def test_a_strict_admission_runs_the_engine_once_however_often_its_lease_moves(monkeypatch, kube):
+    judged: list[int] = []
+    real = Engine.judge
+    monkeypatch.setattr(Engine, "judge", lambda self, *a, **k: judged.append(1) or real(self, *a, **k))
+    kube.put(NS, "strict", {"s.yaml": policy("strict", STRICT)})
+    replicas = [Replica(kube, strict_shares=False) for _ in range(3)]  # a Lease write a pod: they conflict
+    try:
+        for replica in replicas:
+            replica.wait_ready()
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            allowed = list(pool.map(lambda i: replicas[i % 3].validate(slice_pod(f"s{i}")).allowed, range(60)))
+        conflicts = sum(r.holder.usage.shared.conflicts for r in replicas)
+    finally:
+        for replica in replicas:
+            replica.stop()
+    assert all(allowed) and conflicts > 0  # written again after conflicts, and settled again each time
+    assert len(judged) == 60

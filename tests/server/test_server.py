@@ -254,10 +254,13 @@ def test_readyz_waits_for_a_policy_set_and_healthz_does_not(tmp_path):
 
 
 class BrokenEngine(Engine):
-    def mutate(self, raw, request=None):
+    def mutate(self, *args, **kwargs):
         raise RuntimeError("engine bug")
 
-    def validate(self, raw, usage, request=None):
+    def validate(self, *args, **kwargs):
+        raise RuntimeError("engine bug")
+
+    def judge(self, *args, **kwargs):
         raise RuntimeError("engine bug")
 
 

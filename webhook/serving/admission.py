@@ -70,7 +70,8 @@ def mutate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse
 
     def run() -> AdmissionResponse:
         raw = _require_object(request)
-        result = engine.mutate(raw, request.info(), holder.cluster)
+        with holder.engine_gate:
+            result = engine.mutate(raw, request.info(), holder.cluster)
         return AdmissionResponse(request.uid, True, result.patch, result.warnings)
 
     return _guarded("mutate", holder, request, run)
@@ -145,7 +146,9 @@ def _env_source(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRes
     engine = holder.engine
     if engine is None:
         return AdmissionResponse(request.uid, True)
-    decision = engine.validate(_require_object(request), holder.usage, request.info(), holder.cluster)
+    raw = _require_object(request)
+    with holder.engine_gate:
+        decision = engine.validate(raw, holder.usage, request.info(), holder.cluster)
     return AdmissionResponse(request.uid, decision.allowed, warnings=decision.warnings, message=decision.message)
 
 
@@ -175,7 +178,8 @@ def _scale(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse
     if workload is None:
         warning = f"gpu-admission: {plural} {request.namespace}/{request.name} could not be read; scale not judged"
         return AdmissionResponse(request.uid, True, warnings=(warning,))
-    decision = engine.validate_scale(workload, was, now, holder.usage, request.info(), holder.cluster)
+    with holder.engine_gate:
+        decision = engine.validate_scale(workload, was, now, holder.usage, request.info(), holder.cluster)
     return AdmissionResponse(request.uid, decision.allowed, warnings=decision.warnings, message=decision.message)
 
 
@@ -201,8 +205,11 @@ def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRespon
 
     def run() -> AdmissionResponse:
         raw = _require_object(request)
+        # Judged once, outside the counters' lock; only its budgets are judged under it.
+        with holder.engine_gate:
+            judged = engine.judge(raw, holder.usage, request.info(), holder.cluster)
         decision = holder.admit(
-            lambda: engine.validate(raw, holder.usage, request.info(), holder.cluster),
+            judged,
             request.namespace,
             request.name,
             raw,

@@ -1,11 +1,13 @@
 """Admission against quota usage in the server: check and reserve, as one step.
 
 Between admitting a pod and seeing it in the pod watch, its usage is held as a reservation,
-released when the pod shows up or after a timeout; dry-run never reserves. Check and reserve
-happen under one lock, so concurrent admissions in one process never admit more than a quota
-allows. Quotas with `consistency: strict` also hold their reservations in a Lease shared by
-every replica (webhook.cluster.quota.shared_quota), written by compare-and-swap, unless the
-admission takes from this replica's share of the budget (webhook.cluster.quota.escrow).
+released when the pod shows up or after a timeout; dry-run never reserves. The engine judges
+the pod outside every lock, all but its budgets; the budgets are checked (Decision.settle) and
+the pod reserved under one lock, so concurrent admissions in one process never admit more than a
+quota allows, and none waits on another's CEL. Quotas with `consistency: strict` also hold their
+reservations in a Lease shared by every replica (webhook.cluster.quota.shared_quota), written by
+compare-and-swap, unless the admission takes from this replica's share of the budget
+(webhook.cluster.quota.escrow).
 
 What a budget holds in this replica's view, and the shares it grants itself, are
 webhook.cluster.quota.budget_view's; the pods themselves and the reservations are counted by
@@ -41,29 +43,26 @@ class PodUsageTracker(BudgetView):
     confirm_after = 5.0  # seconds without the watch showing a pod before asking for it
     strict_budget = STRICT_BUDGET
 
-    def admit(
-        self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None = None
-    ) -> Decision:
-        """Decide and, if allowed for real, reserve, as one step (retried while a strict Lease
-        moves, within the strict time budget).
+    def admit(self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None = None) -> Decision:
+        """Settle the engine's `judged` decision (its budgets, on these counters) and, if allowed
+        for real, reserve, as one step (settled again while a strict Lease moves, within the
+        strict time budget; the engine itself ran once, before, outside every lock).
 
         A strict quota whose Lease cannot be read or written denies: it cannot be judged.
         """
         try:
-            return self._admit(decide, pod, dry_run, raw)
+            return self._admit(judged, pod, dry_run, raw)
         except LedgerUnavailable as error:
             with self._lock:
                 self._reservations.release(pod.key)
             return _denied(Decision(False), f"strict quota ledger unreachable, denied to be safe: {error}")
 
-    def _admit(
-        self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None
-    ) -> Decision:
+    def _admit(self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None) -> Decision:
         deadline = self._clock() + self.strict_budget
         attempts = 0
         asked = False
         while True:
-            decision, strict = self._reserve(decide, pod, dry_run, raw)
+            decision, strict = self._reserve(judged, pod, dry_run, raw)
             if not strict:
                 if asked or not self._look_again(decision, deadline, dry_run):
                     return decision
@@ -74,13 +73,13 @@ class PodUsageTracker(BudgetView):
             with self.shared.turn(strict, deadline - self._clock()) as ours:
                 if not ours:
                     return self._out_of_time(decision, attempts)
-                decision, in_turn = self._reserve(decide, pod, dry_run, raw)
+                decision, in_turn = self._reserve(judged, pod, dry_run, raw)
                 if in_turn and self.escrow is not None:  # no share granted meanwhile: ask for one
                     self._release(pod)
                     quotas = self._quotas(in_turn)
                     refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self._free)
                     # Judged again either way: from the share, or on the Lease as the refill left it.
-                    decision, in_turn = self._reserve(decide, pod, dry_run, raw)
+                    decision, in_turn = self._reserve(judged, pod, dry_run, raw)
                 while in_turn:
                     if not set(in_turn) <= set(strict):  # a new policy set meanwhile: other Leases
                         self._release(pod)
@@ -91,7 +90,7 @@ class PodUsageTracker(BudgetView):
                     self._release(pod)  # another replica wrote first: read again, judge again
                     if self._clock() >= deadline:
                         return self._out_of_time(decision, attempts)
-                    decision, in_turn = self._reserve(decide, pod, dry_run, raw)
+                    decision, in_turn = self._reserve(judged, pod, dry_run, raw)
                 # Admitted without a write (from a share, or no strict budget left) stands. Denied
                 # in turn, the pod is judged again out of it, where a denial first reads the Leases
                 # again and asks for what other replicas' shares hold.
@@ -101,14 +100,14 @@ class PodUsageTracker(BudgetView):
                 return self._out_of_time(decision, attempts)
 
     def _reserve(
-        self, decide: Callable[[], Decision], pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None
+        self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None
     ) -> tuple[Decision, Charges]:
-        """Decide and, if allowed for real, hold the pod's usage; returns the strict quotas among
-        its charges (their reservation is not made until written to their Leases). A pod no
+        """Settle `judged` on the counters and, if allowed for real, hold the pod's usage; returns
+        the strict quotas among its charges (their reservation is not made until written to their Leases). A pod no
         budget charges is held too, charged nothing: a new policy set may charge it."""
         with self._lock:
             self._expire()
-            decision = decide()
+            decision = judged.settle(self)
             if dry_run or not decision.allowed or decision.usage.empty:
                 return decision, ()
             if updated_pod(pod.key) is not None and not decision.charges:
