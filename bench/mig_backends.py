@@ -27,7 +27,10 @@ import callgrind  # bench/callgrind.py: the script's own folder is on the path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from policies.engine import Engine  # noqa: E402
-from policies.gpu.capacity import CapacityLedger  # noqa: E402
+from policies.gpu.capacity import (
+    CapacityLedger,  # noqa: E402
+    NodeGpus,
+)
 from policies.gpu.catalog import CATALOG  # noqa: E402
 from policies.gpu.claims import claim_demand  # noqa: E402
 from policies.judge.ledger import Ledger  # noqa: E402
@@ -69,7 +72,8 @@ def engine(backend: str) -> Engine:
 def cluster(subject: Engine) -> KnownCluster:
     """A device-plugin node and a DRA node of H100s, our classes, and the templates published."""
     ledger = CapacityLedger(CATALOG)
-    ledger.set_node("dp", "NVIDIA-H100-80GB-HBM3", {"nvidia.com/mig-1g.20gb": 4}, {"nvidia.com/mig.strategy": "mixed"})
+    mixed = {"nvidia.com/mig.strategy": "mixed"}
+    ledger.set_node(NodeGpus("dp", "NVIDIA-H100-80GB-HBM3", {"nvidia.com/mig-1g.20gb": 4}, mixed))
     ledger.mark_synced()
     h100 = "NVIDIA H100 80GB HBM3"
     dra = resource_slice("dra", *(slice_device(f"mig-{i}", h100, "1g.20gb", "20096Mi") for i in range(4)))

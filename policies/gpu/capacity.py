@@ -186,13 +186,9 @@ class CapacityLedger:
     def mark_synced(self) -> None:
         self._synced = True
 
-    def set_node_gpus(self, node: NodeGpus) -> None:
+    def set_node(self, node: NodeGpus) -> None:
         """What a Node says of its GPUs, as the cluster view reads it (node_gpus)."""
-        self.set_node(node.name, node.product, node.allocatable, node.labels)
-
-    def set_node(
-        self, name: str, product: str | None, allocatable: Mapping[str, int], labels: Mapping[str, str] = {}
-    ) -> None:
+        name, product, allocatable, labels = node.name, node.product, node.allocatable, node.labels
         self.remove_node(name)
         found = self.catalog.from_product_label(product) if product else None
         if found is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.gpu.capacity import CapacityLedger
+from policies.gpu.capacity import CapacityLedger, NodeGpus
 from policies.gpu.catalog import CATALOG
 from policies.judge.quota import NoUsage
 from policies.review.cluster import KnownCluster
@@ -37,7 +37,7 @@ def test_a_policy_the_user_writes_still_narrows_the_models():
 def nodes(*products: str) -> KnownCluster:
     ledger = CapacityLedger(CATALOG)
     for i, product in enumerate(products):
-        ledger.set_node(f"n{i}", product, {"nvidia.com/mig-3g.40gb": 2, "nvidia.com/mig-1g.10gb": 1})
+        ledger.set_node(NodeGpus(f"n{i}", product, {"nvidia.com/mig-3g.40gb": 2, "nvidia.com/mig-1g.10gb": 1}))
     ledger.mark_synced()
     return KnownCluster(capacity=ledger)
 

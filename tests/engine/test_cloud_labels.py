@@ -9,6 +9,7 @@ from fractions import Fraction
 import pytest
 
 from policies.gpu import cloud
+from policies.gpu.capacity import NodeGpus
 from policies.gpu.catalog import CATALOG
 from policies.judge.quota import NoUsage
 from policies.judge.usage import pod_usage
@@ -118,7 +119,7 @@ def test_free_gke_partitions_steer_the_choice_and_count_as_capacity():
 
     ledger = CapacityLedger(CATALOG)
     labels = {cloud.GKE_ACCELERATOR: "nvidia-a100-80gb", cloud.GKE_PARTITION: "2g.20gb"}
-    ledger.set_node("gke-a100-2g", None, {"nvidia.com/gpu": 3}, labels)
+    ledger.set_node(NodeGpus("gke-a100-2g", None, {"nvidia.com/gpu": 3}, labels))
     ledger.mark_synced()
     assert ledger.free("A100-80GB", "2g.20gb", "nvidia.com/gpu") == 3
     engine = engine_from(policy("p", "mig: {}"))

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from policies.gpu.capacity import CapacityLedger
+from policies.gpu.capacity import CapacityLedger, NodeGpus
 from policies.gpu.catalog import CATALOG
 from policies.model.loader import load_texts
 from policies.model.policy import Consistency
@@ -41,7 +41,7 @@ def capacity(**free: int) -> CapacityLedger:
     for i, (slot, count) in enumerate(free.items()):
         model, profile = slot.split("__")
         product = CATALOG.model(model.replace("_", "-")).product_labels[0]
-        ledger.set_node(f"n{i}", product, {f"nvidia.com/mig-{profile.replace('_', '.')}": count})
+        ledger.set_node(NodeGpus(f"n{i}", product, {f"nvidia.com/mig-{profile.replace('_', '.')}": count}))
     ledger.mark_synced()
     return ledger
 
@@ -83,7 +83,7 @@ def test_single_strategy_steers_only_to_the_models_with_free_slices_of_the_profi
         policy("s", "mig: {strategy: single, gpuModels: [A100-80GB, H100-80GB], defaultProfile: 1g.10gb}")
     )
     ledger = CapacityLedger(CATALOG)
-    ledger.set_node("h", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", {"nvidia.com/gpu": 7})
+    ledger.set_node(NodeGpus("h", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", {"nvidia.com/gpu": 7}))
     ledger.mark_synced()
     result = engine.mutate(pod(gpu_container()), cluster=KnownCluster(capacity=ledger))
     terms = result.object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -95,17 +95,17 @@ def test_single_strategy_steers_only_to_the_models_with_free_slices_of_the_profi
 
 def test_capacity_follows_nodes_and_the_pods_bound_to_them():
     ledger = CapacityLedger(CATALOG)
-    ledger.set_node("a", "NVIDIA-A100-SXM4-80GB", {"nvidia.com/mig-1g.10gb": 7, "nvidia.com/gpu": 1})
+    ledger.set_node(NodeGpus("a", "NVIDIA-A100-SXM4-80GB", {"nvidia.com/mig-1g.10gb": 7, "nvidia.com/gpu": 1}))
     ledger.use("a", [("nvidia.com/mig-1g.10gb", 3)])
     ledger.use("b", [("nvidia.com/mig-1g.10gb", 5)])  # a node not seen yet
     slice_, whole = ("A100-80GB", "1g.10gb", "nvidia.com/mig-1g.10gb"), ("A100-80GB", None, "nvidia.com/gpu")
     assert ledger.free(*slice_) == 4 and ledger.free(*whole) == 1
-    ledger.set_node("b", "NVIDIA-A100-80GB-PCIe", {"nvidia.com/mig-1g.10gb": 7})
+    ledger.set_node(NodeGpus("b", "NVIDIA-A100-80GB-PCIe", {"nvidia.com/mig-1g.10gb": 7}))
     assert ledger.free(*slice_) == 6
     ledger.use("a", [("nvidia.com/mig-1g.10gb", 3)], -1)
     ledger.remove_node("b")
     assert ledger.free(*slice_) == 7
-    ledger.set_node("s", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", {"nvidia.com/gpu": 7})
+    ledger.set_node(NodeGpus("s", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", {"nvidia.com/gpu": 7}))
     assert ledger.free(*slice_) == 7 and ledger.free("A100-80GB", "1g.10gb", "nvidia.com/gpu") == 7
 
 

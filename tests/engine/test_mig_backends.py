@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.gpu.capacity import CapacityLedger
+from policies.gpu.capacity import CapacityLedger, NodeGpus
 from policies.gpu.catalog import CATALOG
 from policies.gpu.claims import claim_demand
 from policies.gpu.device_classes import DeviceClasses, read_device_class
@@ -37,7 +37,8 @@ MEMORY = {"gpu-memory": "15Gi"}
 def plugin_nodes(**allocatable: int) -> CapacityLedger:
     ledger = CapacityLedger(CATALOG)
     labels = {"nvidia.com/mig.strategy": "mixed"}
-    ledger.set_node("dp-1", "NVIDIA-H100-80GB-HBM3", {f"nvidia.com/mig-{k}": v for k, v in allocatable.items()}, labels)
+    resources = {f"nvidia.com/mig-{k}": v for k, v in allocatable.items()}
+    ledger.set_node(NodeGpus("dp-1", "NVIDIA-H100-80GB-HBM3", resources, labels))
     ledger.mark_synced()
     return ledger
 

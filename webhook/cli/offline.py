@@ -138,7 +138,7 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
         elif kind == "Node":
             gpus = node_gpus(item)
             nodes[gpus.name] = gpus
-            capacity.set_node_gpus(gpus)
+            capacity.set_node(gpus)
             capacity.mark_synced()
         elif kind == "ResourceQuota":
             resource_quotas.append(item)

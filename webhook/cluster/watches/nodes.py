@@ -24,7 +24,7 @@ class NodeCapacity:
             if kind == "DELETED":
                 self.capacity.remove_node(node.name)
             else:
-                self.capacity.set_node_gpus(node)
+                self.capacity.set_node(node)
 
     def replace_all(self, nodes: Iterable[dict[str, Any]]) -> None:
         parsed = [node_gpus(raw) for raw in nodes]
@@ -32,7 +32,7 @@ class NodeCapacity:
             for name in self.capacity.nodes():
                 self.capacity.remove_node(name)
             for node in parsed:
-                self.capacity.set_node_gpus(node)
+                self.capacity.set_node(node)
             self.capacity.mark_synced()
 
     # -- what pods hold, as the pod watch shows them -------------------------------------------
