@@ -79,7 +79,7 @@ def _being_deleted(raw: JSON) -> bool:
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # tests wrap it: a subclass holds each patch to its object
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Engine:
     policy_set: PolicySet
 

@@ -53,7 +53,7 @@ class Finding:
     kind: str = "Pod"  # of the object named `pod`: a Pod, or a ConfigMap or Secret (env sources)
 
 
-@dataclass
+@dataclass(slots=True)
 class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     judged: Counter[str] = field(default_factory=Counter)  # GPU pods judged, per namespace

@@ -121,7 +121,7 @@ class GpuResource:
         return self.kind in (ResourceKind.WHOLE, ResourceKind.MIG)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Catalog:
     models: tuple[GpuModel, ...] = MODELS
     _by_key: dict[str, GpuModel] = field(init=False, repr=False, compare=False)

@@ -152,7 +152,7 @@ NVIDIA_CLASSES = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeviceClasses:
     """The cluster's DeviceClasses; `known`: every class is here (a live replica's watch), so a
     name not here does not exist yet."""

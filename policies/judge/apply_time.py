@@ -6,7 +6,6 @@ they are made at once), and who makes the pods where an operator does."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 from policies.judge.quota import Amount, UsageSource, dimensions, scope_label, scope_of
 from policies.judge.usage import Usage
@@ -164,5 +163,5 @@ def at_apply(verdict: Verdict, certain: frozenset[tuple[str, str]]) -> Verdict:
     if not is_budget(verdict):
         return verdict
     if (verdict.policy, verdict.rule) in certain and verdict.action is Action.DENY:
-        return replace(verdict, message=f"every pod of this template would be denied: {verdict.message}")
-    return replace(verdict, action=Action.WARN)
+        return verdict.acting(Action.DENY, f"every pod of this template would be denied: {verdict.message}")
+    return verdict.acting(Action.WARN)

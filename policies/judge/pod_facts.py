@@ -30,7 +30,7 @@ from policies.review.request import RequestInfo
 Charges = tuple[tuple[str, str], ...]  # (policy, scope) budgets a pod is charged to
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Needs:
     """What charging pods under a policy set reads of them beyond their usage."""
 

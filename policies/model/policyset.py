@@ -49,7 +49,7 @@ def _prefix(pattern: str) -> str:
     return pattern[:cut]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PolicySet:
     policies: tuple[GPUPolicy, ...] = ()
     generation: int = 0

@@ -210,7 +210,7 @@ POD_TEMPLATE_KINDS: tuple[WorkloadKind, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkloadTable:
     kinds: tuple[WorkloadKind, ...] = POD_TEMPLATE_KINDS
 

@@ -54,7 +54,7 @@ class ClusterState(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KnownCluster:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     capacity: Capacity = field(default_factory=NoCapacity)

@@ -41,7 +41,6 @@ MUTABLE_RECORDS = {
 # More than twice per pod judged, where the rule asks for a plain class: owed, with the reason it
 # is not one yet. An entry the samples no longer show made that often fails too: take it out.
 OWED = {
-    "policies.judge.verdict.Verdict": "one per rule that denies or warns; compared field by field",
     "policies.judge.usage.Usage": "one per sum of charges; compared and used in arithmetic",
 }
 MANY = 2  # per pod judged: a value made more often is made per container, policy or device
@@ -148,6 +147,14 @@ def test_every_dataclass_is_frozen_but_the_records_filled_in_as_they_go():
         if style == DATACLASS and not cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
     }
     assert mutable == set(MUTABLE_RECORDS)
+
+
+def test_every_dataclass_is_slotted():
+    """Per load or per review, a value's fields are fixed: slots, as the rule says."""
+    unslotted = sorted(
+        name for name, (cls, style) in VALUES.items() if style == DATACLASS and "__slots__" not in cls.__dict__
+    )
+    assert not unslotted, f"dataclasses without slots=True (docs/architecture.md): {unslotted}"
 
 
 def test_a_value_made_more_than_twice_a_pod_is_a_plain_class(counted):
