@@ -16,7 +16,6 @@ The Namespace label that lets claims ask adminAccess is judged here too
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from policies.errors import InputError
 from policies.gpu.claims import claim_demand
@@ -75,7 +74,7 @@ def judge_claim_object(
         return Decision(True)
     verdicts += claim_checks(demand, policies, classes, policy_set.catalog)
     if not usage.is_zero:
-        usage = replace(usage, pods=1)  # the pod that names it is one pod
+        usage = usage.with_pods(1)  # the pod that names it is one pod
     for policy in policies:
         quota = policy.quota
         if quota is None:
@@ -104,7 +103,7 @@ def _named_already(
     if not isinstance(name, str) or not name:
         return []  # generateName: no pod can name it yet
     key = claim_key(namespace, name)
-    adds = replace(usage, pods=0)  # its pods are counted already
+    adds = usage.with_pods(0)  # its pods are counted already
     found: list[Verdict] = []
     for policy in policy_set.policies:
         quota = policy.quota

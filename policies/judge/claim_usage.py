@@ -12,7 +12,7 @@ can hold.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
 from policies.gpu.catalog import Catalog
@@ -102,9 +102,7 @@ def request_charge(
 def _share(held: Usage, share: Fraction) -> Usage:
     """`held` when each device is taken only `share` of: GPU-equivalents by the share; the devices
     it touches are still counted (whole GPUs, slices), as for any share of a device."""
-    return replace(
-        held, gpu_equivalents=held.gpu_equivalents * share, shared_equivalents=held.shared_equivalents * share
-    )
+    return Usage(held.gpu_equivalents * share, held.slices, held.gpus, held.pods, held.shared_equivalents * share)
 
 
 def demand_charge(
@@ -180,7 +178,7 @@ def with_claims(base: Usage, charge: ClaimsCharge, held: Collection[str] = ()) -
     if charge.usage.is_zero:
         return base
     total = base + charge.apart(held)
-    return total if total.pods else replace(total, pods=1)
+    return total if total.pods else total.with_pods(1)
 
 
 def kind_of(ref: ClaimRef) -> str:

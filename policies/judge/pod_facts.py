@@ -14,7 +14,7 @@ few dozen shapes cost a reference each.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from policies.gpu.catalog import CATALOG
 from policies.judge.claim_usage import SharedClaims, claims_charge, with_claims
@@ -111,7 +111,7 @@ def facts_of(raw: JSON, needs: Needs, cluster: ClusterState = NO_CLUSTER) -> Pod
             return None
         shared = claims.shared
         usage = with_claims(usage, claims, held=[key for key, _ in shared])
-        usage = usage if usage.pods else replace(usage, pods=1)
+        usage = usage if usage.pods else usage.with_pods(1)
     labels = tuple(sorted((key, view.labels[key]) for key in needs.label_keys if key in view.labels))
     holding: frozenset[str] = frozenset()
     if needs.conditions:

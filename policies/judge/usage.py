@@ -11,7 +11,6 @@ so a policy may weigh them less (`quota.sharedWeight`, at most 1).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 
@@ -21,21 +20,53 @@ from policies.gpu.placement import Placement, unit_charge
 from policies.review.pod import PodView
 
 
-@dataclass(frozen=True, slots=True)
 class Usage:
-    gpu_equivalents: Fraction = Fraction(0)  # of devices held outright
-    slices: Mapping[str, int] = field(default_factory=dict)
-    gpus: int = 0
-    pods: int = 0
-    shared_equivalents: Fraction = Fraction(0)  # of devices held as shares, at the device's full weight
-    # The two as (numerator, denominator), derived once: quota checks cross-multiply ints on every
-    # review, where even Fraction's properties are Python calls.
-    owned_ratio: tuple[int, int] = field(init=False, compare=False, repr=False)
-    shared_ratio: tuple[int, int] = field(init=False, compare=False, repr=False)
+    """What a pod, a reservation or a budget holds. Made several times a review (a pod's charge,
+    its claims', the sums a budget is checked on): a plain class (the value-class rule,
+    docs/architecture.md), set once in `__init__` and never changed; equal, and hashed, by its
+    five amounts."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "owned_ratio", self.gpu_equivalents.as_integer_ratio())
-        object.__setattr__(self, "shared_ratio", self.shared_equivalents.as_integer_ratio())
+    __slots__ = ("gpu_equivalents", "slices", "gpus", "pods", "shared_equivalents", "owned_ratio", "shared_ratio")
+
+    def __init__(
+        self,
+        gpu_equivalents: Fraction = Fraction(0),  # of devices held outright
+        slices: Mapping[str, int] | None = None,
+        gpus: int = 0,
+        pods: int = 0,
+        shared_equivalents: Fraction = Fraction(0),  # of devices held as shares, at the device's full weight
+    ) -> None:
+        self.gpu_equivalents = gpu_equivalents
+        self.slices: Mapping[str, int] = {} if slices is None else slices
+        self.gpus = gpus
+        self.pods = pods
+        self.shared_equivalents = shared_equivalents
+        # The two as (numerator, denominator), derived once: quota checks cross-multiply ints on
+        # every review, where even Fraction's properties are Python calls.
+        self.owned_ratio: tuple[int, int] = gpu_equivalents.as_integer_ratio()
+        self.shared_ratio: tuple[int, int] = shared_equivalents.as_integer_ratio()
+
+    def _amounts(self) -> tuple[Fraction, Mapping[str, int], int, int, Fraction]:
+        return (self.gpu_equivalents, self.slices, self.gpus, self.pods, self.shared_equivalents)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return self._amounts() == other._amounts()
+
+    def __hash__(self) -> int:
+        slices = frozenset(self.slices.items())
+        return hash((self.gpu_equivalents, slices, self.gpus, self.pods, self.shared_equivalents))
+
+    def __repr__(self) -> str:
+        return (
+            f"Usage(gpu_equivalents={self.gpu_equivalents!r}, slices={self.slices!r}, gpus={self.gpus!r}, "
+            f"pods={self.pods!r}, shared_equivalents={self.shared_equivalents!r})"
+        )
+
+    def with_pods(self, pods: int) -> Usage:
+        """The same amounts, counted as `pods` pods."""
+        return Usage(self.gpu_equivalents, self.slices, self.gpus, pods, self.shared_equivalents)
 
     def __add__(self, other: Usage) -> Usage:
         # Most sums on the admission path have an empty side (no reservation, no pods yet);
