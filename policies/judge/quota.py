@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterator
 from fractions import Fraction
 from typing import Protocol
 
-from policies.judge.usage import Usage
+from policies.judge.usage import EMPTY, Usage
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, Bound, GPUPolicy, Limits, Quota, QuotaScope
 
@@ -31,7 +31,7 @@ class UsageSource(Protocol):
 
 class NoUsage:
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
-        return Usage()
+        return EMPTY  # a Usage is never changed: one empty one serves every read
 
     def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
         return ()

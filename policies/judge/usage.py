@@ -19,6 +19,8 @@ from policies.gpu.models import HAMI_RESOURCES
 from policies.gpu.placement import Placement, unit_charge
 from policies.review.pod import PodView
 
+_ZERO = Fraction(0)  # the zero amount every default and empty sum shares, known by identity
+
 
 class Usage:
     """What a pod, a reservation or a budget holds. Made several times a review (a pod's charge,
@@ -30,11 +32,11 @@ class Usage:
 
     def __init__(
         self,
-        gpu_equivalents: Fraction = Fraction(0),  # of devices held outright
+        gpu_equivalents: Fraction = _ZERO,  # of devices held outright
         slices: Mapping[str, int] | None = None,
         gpus: int = 0,
         pods: int = 0,
-        shared_equivalents: Fraction = Fraction(0),  # of devices held as shares, at the device's full weight
+        shared_equivalents: Fraction = _ZERO,  # of devices held as shares, at the device's full weight
     ) -> None:
         self.gpu_equivalents = gpu_equivalents
         self.slices: Mapping[str, int] = {} if slices is None else slices
@@ -43,8 +45,10 @@ class Usage:
         self.shared_equivalents = shared_equivalents
         # The two as (numerator, denominator), derived once: quota checks cross-multiply ints on
         # every review, where even Fraction's properties are Python calls.
-        self.owned_ratio: tuple[int, int] = gpu_equivalents.as_integer_ratio()
-        self.shared_ratio: tuple[int, int] = shared_equivalents.as_integer_ratio()
+        # (The default zero's without a call: most values hold no share, many nothing at all.)
+        owned, shared = gpu_equivalents, shared_equivalents
+        self.owned_ratio: tuple[int, int] = (0, 1) if owned is _ZERO else owned.as_integer_ratio()
+        self.shared_ratio: tuple[int, int] = (0, 1) if shared is _ZERO else shared.as_integer_ratio()
 
     def _amounts(self) -> tuple[Fraction, Mapping[str, int], int, int, Fraction]:
         return (self.gpu_equivalents, self.slices, self.gpus, self.pods, self.shared_equivalents)
@@ -153,7 +157,6 @@ class Usage:
 
 
 EMPTY = Usage()
-_ZERO = Fraction(0)
 
 
 def effective_gpu_requests(pod: PodView) -> dict[str, Decimal]:

@@ -7,7 +7,7 @@ import re
 from typing import NamedTuple
 
 from policies.errors import InputError
-from policies.judge.budgets import BudgetCheck, budget_verdicts
+from policies.judge.budgets import PodBudgets
 from policies.judge.claim_checks import pod_claim_checks
 from policies.judge.claim_usage import ClaimsCharge, SharedClaims, claim_verdicts, claims_charge, with_claims
 from policies.judge.quota import UsageSource, scope_of
@@ -15,7 +15,7 @@ from policies.judge.rules import check_rules
 from policies.judge.security import check_security
 from policies.judge.usage import EMPTY, Usage, pod_usage
 from policies.judge.verdict import Verdict
-from policies.model.policy import Action
+from policies.model.policy import Action, GPUPolicy, Quota
 from policies.model.policyset import PolicySet
 from policies.planning.applicable import applicable, plan_mig
 from policies.planning.sidecar import triton_problem
@@ -49,17 +49,19 @@ class Decision(NamedTuple):
     shared: SharedClaims = ()  # the ResourceClaims the pod names, in `usage` (a budget charges each once)
     # A pod's budgets not judged yet (policies.judge.budgets): `settle` judges them on a
     # UsageSource's counts.
-    budgets: tuple[BudgetCheck, ...] = ()
+    budgets: PodBudgets | None = None
 
     def settle(self, source: UsageSource) -> Decision:
         """The decision with its budgets judged on what `source` counts now; itself when it has
         none left to judge. Cheap (no CEL, no pod read again): the webhook runs it under its
         counters' lock, as one step with the reservation, and again on each strict retry."""
-        if not self.budgets:
+        budgets = self.budgets
+        if budgets is None:
             return self
-        verdicts = (*self.verdicts, *budget_verdicts(self.budgets, source))
-        allowed = not any(v.action is Action.DENY for v in verdicts)
-        return self._replace(allowed=allowed, verdicts=verdicts, budgets=())
+        found = budgets.verdicts(source)
+        allowed = self.allowed and not any(v.action is Action.DENY for v in found)
+        verdicts = (*self.verdicts, *found) if found else self.verdicts
+        return Decision(allowed, verdicts, self.usage, self.policies, self.charges, self.notes, self.shared)
 
     @property
     def own_usage(self) -> Usage:
@@ -181,19 +183,20 @@ def judge_pod(
     usage = with_claims(base, claims)
     added = _added_by_update(usage, claims, request, policy_set)
     charges: list[tuple[str, str]] = []
-    budgets: list[BudgetCheck] = []
+    quotas: list[tuple[GPUPolicy, Quota, str]] = []
     for policy in matched:
         verdicts.extend(check_rules(policy, applies.data))
         quota = policy.quota
         if quota is None or usage.empty or (request.operation is not Operation.CREATE and added is None):
             continue
         scope = scope_of(quota, namespace)
-        budgets.append(BudgetCheck(policy, quota, namespace, scope, usage, base, claims, added, subject))
+        quotas.append((policy, quota, scope))
         charges.append((policy.name, scope))  # an UPDATE's growth is held too, until the watch shows it
+    budgets = PodBudgets(tuple(quotas), namespace, usage, base, claims, added, subject) if quotas else None
     verdicts = [v.about(subject) for v in verdicts]
     allowed = not any(v.action is Action.DENY for v in verdicts)
     matched_names = tuple(p.name for p in matched)
-    return Decision(allowed, tuple(verdicts), usage, matched_names, tuple(charges), (), claims.shared, tuple(budgets))
+    return Decision(allowed, tuple(verdicts), usage, matched_names, tuple(charges), (), claims.shared, budgets)
 
 
 def _added_by_update(usage: Usage, claims: ClaimsCharge, request: RequestInfo, policy_set: PolicySet) -> Usage | None:

@@ -56,10 +56,10 @@ class Unread:
 
 def test_judging_a_pod_reads_no_counts_and_leaves_each_budget_to_settle():
     judged = ENGINE.judge(slices(1), Unread())
-    assert [(c.policy.name, c.scope) for c in judged.budgets] == [("cluster", ""), ("team", "team-a")]
+    assert [(policy.name, scope) for policy, _, scope in judged.budgets.quotas] == [("cluster", ""), ("team", "team-a")]
     assert judged.charges == (("cluster", ""), ("team", "team-a"))
     settled = judged.settle(counts(3))
-    assert not settled.allowed and not settled.budgets
+    assert not settled.allowed and settled.budgets is None
     assert "pods 3 + 1 exceeds 3" in settled.message
     assert settled.settle(Unread()) is settled  # nothing left to settle: read no more
 
@@ -89,11 +89,11 @@ def test_an_update_is_judged_once_and_settled_on_what_it_adds():
     narrowed["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}
     update = RequestInfo("team-a", Operation.UPDATE, old_object=gated)
     judged = engine.judge(narrowed, Unread(), update)
-    assert [c.added.slices for c in judged.budgets] == [{"1g.10gb": 1}]
+    assert judged.budgets.added.slices == {"1g.10gb": 1}
     assert judged.settle(NoUsage()).allowed
     full = Ledger.from_pods([slices(1)], engine.policy_set)
     settled = judged.settle(full)
     assert settled == engine.validate(narrowed, full, update)
     assert not settled.allowed and "slices" in settled.message
     unchanged = engine.judge(gated, Unread(), RequestInfo("team-a", Operation.UPDATE, old_object=gated))
-    assert not unchanged.budgets  # an update that adds nothing meets no budget
+    assert unchanged.budgets is None  # an update that adds nothing meets no budget
