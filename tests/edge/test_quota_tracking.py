@@ -186,3 +186,25 @@ def test_a_strict_admission_runs_the_engine_once_however_often_its_lease_moves(m
             replica.stop()
     assert all(allowed) and conflicts > 0  # written again after conflicts, and settled again each time
     assert len(judged) == 60
+
+
+def test_no_lease_is_read_from_the_api_server_under_the_counters_lock(kube):
+    """A slow API server may slow a strict admission, never every admission and the pod watch:
+    a Lease never read yet is read before the counters' lock is taken."""
+    kube.put(NS, "strict", {"s.yaml": policy("strict", STRICT)})
+    replica = Replica(kube, strict_shares=False)
+    try:
+        replica.wait_ready()
+        tracker, reads = replica.holder.usage, []
+        real = tracker.shared._read
+
+        def read(key):
+            reads.append(tracker._lock._is_owned())
+            return real(key)
+
+        tracker.shared._read = read
+        assert replica.validate(slice_pod("s0")).allowed
+        assert replica.quota_pods("strict", "team-a") == 1  # its reservation, through the Lease read
+    finally:
+        replica.stop()
+    assert reads and not any(reads), f"Lease reads under the counters' lock: {reads.count(True)} of {len(reads)}"

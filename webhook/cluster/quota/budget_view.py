@@ -58,8 +58,9 @@ class BudgetView(PodCounting):
 
     # -- UsageSource -------------------------------------------------------------------------
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
+        self._read_lease(policy, scope)
         with self._lock:
-            return self._counts.ledger.usage(policy, scope) + self.reserved(policy, scope)
+            return self._counts.ledger.usage(policy, scope) + self._reserved(policy, scope)
 
     def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
         """Named claims the counted pods hold (reservations charge each pod's whole: a pod that
@@ -69,17 +70,27 @@ class BudgetView(PodCounting):
 
     def reserved(self, policy: GPUPolicy, scope: str) -> Usage:
         """Admitted but not yet seen as pods: the quota view's `reserved`."""
-        key = (policy.name, scope)
+        self._read_lease(policy, scope)
         with self._lock:
-            self._expire()
-            total = self._reservations.total(key)  # a strict budget's too: pods admitted from a share
-            for update in self._reservations.updates(key):
-                created = self._reservations.get(updated_pod(update.pod.key) or "")
-                held = created.usage if created is not None else None
-                total = total + self._outstanding(update.pod.key, update.usage, held)
-            if self.shared is not None and is_strict(policy):
-                total = total + self.shared.pending(key, self._outstanding)
-            return total
+            return self._reserved(policy, scope)
+
+    def _reserved(self, policy: GPUPolicy, scope: str) -> Usage:
+        key = (policy.name, scope)
+        self._expire()
+        total = self._reservations.total(key)  # a strict budget's too: pods admitted from a share
+        for update in self._reservations.updates(key):
+            created = self._reservations.get(updated_pod(update.pod.key) or "")
+            held = created.usage if created is not None else None
+            total = total + self._outstanding(update.pod.key, update.usage, held)
+        if self.shared is not None and is_strict(policy):
+            total = total + self.shared.pending(key, self._outstanding)
+        return total
+
+    def _read_lease(self, policy: GPUPolicy, scope: str) -> None:
+        """A strict budget's Lease read before the counters' lock is taken, if never read yet
+        (a caller holding it already has read it: PodUsageTracker.admit reads first)."""
+        if self.shared is not None and is_strict(policy):
+            self.shared.read_once(((policy.name, scope),))
 
     @property
     def reservations(self) -> int:
@@ -173,6 +184,8 @@ class BudgetView(PodCounting):
         be in neither)."""
         policy_set = self._policy_set()
         policy = policy_set.by_name(key[0]) if policy_set is not None else None
+        if policy is not None:
+            self._read_lease(policy, key[1])
         with self._lock:
             used = dims_of(quota, self.usage(policy, key[1]) if policy is not None else EMPTY)
             own = self.escrow.remaining(key, quota) if self.escrow is not None and own_share else {}

@@ -17,7 +17,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -144,6 +144,13 @@ class LedgerLeases:
         if deleted:
             log.info("strict quota leases deleted", extra={"fields": {"deleted": deleted}})
         return deleted
+
+    def read_once(self, keys: Iterable[Key]) -> None:
+        """Read each Lease of `keys` this replica has not read yet: called before a lock its
+        entries are counted under (the quota counters'), so no request to the API server is made
+        while that lock is held."""
+        for key in keys:
+            self._state(key)
 
     def refresh(self, keys: tuple[Key, ...]) -> None:
         """Read again each Lease of `keys` whose watch does not show the version this replica

@@ -61,6 +61,8 @@ class PodUsageTracker(BudgetView):
         deadline = self._clock() + self.strict_budget
         attempts = 0
         asked = False
+        if self.shared is not None:  # no request to the API server under the counters' lock
+            self.shared.read_once(self._strict_charges(judged.charges))
         while True:
             decision, strict = self._reserve(judged, pod, dry_run, raw)
             if not strict:
