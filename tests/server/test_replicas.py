@@ -24,7 +24,7 @@ import yaml
 
 from certs.files import ensure_dev_certificates
 from tests.support.builders import child_pythonpath, policy
-from tests.support.cluster import WATCHED
+from tests.support.cluster import WATCHED, namespace
 from tests.support.kube_fake import FakeKube
 from tests.support.processes import SERVICE_NAME, free_port
 from tests.support.reviews import review
@@ -174,6 +174,7 @@ def test_a_worker_count_other_than_one_is_refused_with_the_reason(kube, tmp_path
 
 def test_a_thousand_concurrent_creates_over_three_replicas_admit_exactly_the_limit(kube, launch):
     kube.put(NS, "limits", {"l.yaml": LIMITED})
+    kube.store("namespaces", namespace("team-a"))  # as the API server has it before any pod in it
     replicas = launch(3)
 
     def create(i: int) -> tuple[bool, float, str]:

@@ -70,11 +70,18 @@ def mutate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse
 
     def run() -> AdmissionResponse:
         raw = _require_object(request)
+        _read_namespace_first(holder, request)
         with holder.engine_gate:
             result = engine.mutate(raw, request.info(), holder.cluster)
         return AdmissionResponse(request.uid, True, result.patch, result.warnings)
 
     return _guarded("mutate", holder, request, run)
+
+
+def _read_namespace_first(holder: EngineHolder, request: AdmissionRequest) -> None:
+    """A namespace the watch has not shown yet is read from the API server before the engine
+    gate, not inside it: every engine run of the replica would wait on that request."""
+    holder.cluster.namespace_labels(request.namespace)
 
 
 def _dict(value: object) -> dict[str, Any]:
@@ -206,6 +213,7 @@ def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRespon
     def run() -> AdmissionResponse:
         raw = _require_object(request)
         # Judged once, outside the counters' lock; only its budgets are judged under it.
+        _read_namespace_first(holder, request)
         with holder.engine_gate:
             judged = engine.judge(raw, holder.usage, request.info(), holder.cluster)
         decision = holder.admit(
