@@ -60,7 +60,11 @@ class BudgetView(PodCounting):
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
         self._read_lease(policy, scope)
         with self._lock:
-            return self._counts.ledger.usage(policy, scope) + self._reserved(policy, scope)
+            return self._usage(policy, scope)
+
+    def _usage(self, policy: GPUPolicy, scope: str) -> Usage:
+        """`usage`, its Lease read already and the counters' lock held."""
+        return self._counts.ledger.usage(policy, scope) + self._reserved(policy, scope)
 
     def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
         """Named claims the counted pods hold (reservations charge each pod's whole: a pod that
@@ -187,7 +191,7 @@ class BudgetView(PodCounting):
         if policy is not None:
             self._read_lease(policy, key[1])
         with self._lock:
-            used = dims_of(quota, self.usage(policy, key[1]) if policy is not None else EMPTY)
+            used = dims_of(quota, self._usage(policy, key[1]) if policy is not None else EMPTY)
             own = self.escrow.remaining(key, quota) if self.escrow is not None and own_share else {}
         return {name: limit - used.get(name, 0) - own.get(name, 0) for name, limit in limits_of(quota).items()}
 

@@ -105,8 +105,9 @@ class PodUsageTracker(BudgetView):
         self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None
     ) -> tuple[Decision, Charges]:
         """Settle `judged` on the counters and, if allowed for real, hold the pod's usage; returns
-        the strict quotas among its charges (their reservation is not made until written to their Leases). A pod no
-        budget charges is held too, charged nothing: a new policy set may charge it."""
+        the strict quotas among its charges (their reservation is not made until written to their
+        Leases). A pod no budget charges is held too, charged nothing: a new policy set may charge
+        it."""
         with self._lock:
             self._expire()
             decision = judged.settle(self)
