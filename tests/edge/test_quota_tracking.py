@@ -10,7 +10,7 @@ import pytest
 
 from policies.engine import COMPILED, Engine
 from tests.support.builders import engine_from, pod, policy
-from tests.support.cluster import NS, Replica
+from tests.support.cluster import NS, start
 from tests.support.reviews import review
 from webhook.serving import admission
 from webhook.serving.review import parse_review
@@ -169,42 +169,32 @@ def test_pod_events_are_counted_while_an_admission_is_being_judged():
 
 
 @pytest.mark.skipif(COMPILED, reason="counts calls by patching the engine's class, which compiled is native")
-def test_a_strict_admission_runs_the_engine_once_however_often_its_lease_moves(monkeypatch, kube):
+def test_a_strict_admission_runs_the_engine_once_however_often_its_lease_moves(monkeypatch, kube, replicas):
     judged: list[int] = []
     real = Engine.judge
     monkeypatch.setattr(Engine, "judge", lambda self, *a, **k: judged.append(1) or real(self, *a, **k))
     kube.put(NS, "strict", {"s.yaml": policy("strict", STRICT)})
-    replicas = [Replica(kube, strict_shares=False) for _ in range(3)]  # a Lease write a pod: they conflict
-    try:
-        for replica in replicas:
-            replica.wait_ready()
-        with concurrent.futures.ThreadPoolExecutor(12) as pool:
-            allowed = list(pool.map(lambda i: replicas[i % 3].validate(slice_pod(f"s{i}")).allowed, range(60)))
-        conflicts = sum(r.holder.usage.shared.conflicts for r in replicas)
-    finally:
-        for replica in replicas:
-            replica.stop()
+    started = [start(kube, replicas, strict_shares=False) for _ in range(3)]  # a Lease write a pod: they conflict
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        allowed = list(pool.map(lambda i: started[i % 3].validate(slice_pod(f"s{i}")).allowed, range(60)))
+    conflicts = sum(r.holder.usage.shared.conflicts for r in started)
     assert all(allowed) and conflicts > 0  # written again after conflicts, and settled again each time
     assert len(judged) == 60
 
 
-def test_no_lease_is_read_from_the_api_server_under_the_counters_lock(kube):
+def test_no_lease_is_read_from_the_api_server_under_the_counters_lock(kube, replicas):
     """A slow API server may slow a strict admission, never every admission and the pod watch:
     a Lease never read yet is read before the counters' lock is taken."""
     kube.put(NS, "strict", {"s.yaml": policy("strict", STRICT)})
-    replica = Replica(kube, strict_shares=False)
-    try:
-        replica.wait_ready()
-        tracker, reads = replica.holder.usage, []
-        real = tracker.shared._read
+    replica = start(kube, replicas, strict_shares=False)
+    tracker, reads = replica.holder.usage, []
+    real = tracker.shared._read
 
-        def read(key):
-            reads.append(tracker._lock._is_owned())
-            return real(key)
+    def read(key):
+        reads.append(tracker._lock._is_owned())
+        return real(key)
 
-        tracker.shared._read = read
-        assert replica.validate(slice_pod("s0")).allowed
-        assert replica.quota_pods("strict", "team-a") == 1  # its reservation, through the Lease read
-    finally:
-        replica.stop()
+    tracker.shared._read = read
+    assert replica.validate(slice_pod("s0")).allowed
+    assert replica.quota_pods("strict", "team-a") == 1  # its reservation, through the Lease read
     assert reads and not any(reads), f"Lease reads under the counters' lock: {reads.count(True)} of {len(reads)}"
