@@ -3,7 +3,7 @@ pods in one replica's counters, the memory the counters take, what charging them
 policy set costs from what they keep (against counting them again, as a relist did), and the
 latency of a strict admission with three replicas contending for one quota's Lease.
 
-Pods are fed to the server's own tracker (webhook.cluster.quota.usage) as a relist would feed them:
+Pods are fed to the server's own tracking (webhook.cluster.quota.tracking) as a relist would feed them:
 200 namespaces, pods of 20 shapes (slices of several profiles, on 500 nodes), matched by a
 namespace quota, a policy-wide quota and a rule. Admission is measured the way /validate runs it
 (the engine's judgment, then the budgets settled and the reservation made under the tracker's
@@ -57,9 +57,10 @@ if "--compiled" in sys.argv:  # the engine compiled by mypyc, as the image runs 
 from policies.engine import Engine  # noqa: E402
 from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
+from webhook.cluster.quota.pod_counting import PodCounting  # noqa: E402
 from webhook.cluster.quota.reservations import PodRef  # noqa: E402
 from webhook.cluster.quota.shared_quota import SharedReservations  # noqa: E402
-from webhook.cluster.quota.usage import PodUsageTracker  # noqa: E402
+from webhook.cluster.quota.tracking import QuotaTracking, build_tracking  # noqa: E402
 
 POLICIES = """
 apiVersion: gpu-admission.io/v1alpha1
@@ -108,25 +109,25 @@ def rss_mib() -> float:
     return 0.0
 
 
-def tracked(engine: Engine, count: int) -> tuple[PodUsageTracker, float, float]:
-    """A tracker holding `count` pods; with the seconds and the RSS growth of counting them."""
-    tracker = PodUsageTracker(lambda: engine.policy_set)
+def tracked(engine: Engine, count: int) -> tuple[QuotaTracking, float, float]:
+    """Tracking holding `count` pods; with the seconds and the RSS growth of counting them."""
+    tracker = build_tracking(PodCounting(lambda: engine.policy_set))
     gc.collect()
     before = rss_mib()
     start = time.perf_counter()
-    tracker.replace_all(pod(i) for i in range(count))
+    tracker.counting.replace_all(pod(i) for i in range(count))
     elapsed = time.perf_counter() - start
     gc.collect()
     return tracker, elapsed, rss_mib() - before
 
 
-def admission_us(engine: Engine, tracker: PodUsageTracker, admissions: int) -> float:
+def admission_us(engine: Engine, tracker: QuotaTracking, admissions: int) -> float:
     candidate = pod(10**9)
     candidate["metadata"]["namespace"] = "team-7"
     ref = PodRef("team-7", "candidate")
     start = time.perf_counter()
     for _ in range(admissions):
-        decision = tracker.admit(engine.judge(candidate, tracker), ref, dry_run=True)
+        decision = tracker.admission.admit(engine.judge(candidate, tracker.budgets), ref, dry_run=True)
     elapsed = time.perf_counter() - start
     assert decision.allowed, decision.message
     return elapsed / admissions * 1e6
@@ -140,13 +141,13 @@ def recharge_ms(count: int, rounds: int) -> float:
         for i in range(2)
     ]
     current = [sets[0]]
-    tracker = PodUsageTracker(lambda: current[0])
-    tracker.replace_all(pod(i) for i in range(count))
+    counting = PodCounting(lambda: current[0])
+    counting.replace_all(pod(i) for i in range(count))
     timings = []
     for i in range(rounds):
         current[0] = sets[(i + 1) % 2]
         start = time.perf_counter()
-        assert tracker.recharge()
+        assert counting.recharge()
         timings.append((time.perf_counter() - start) * 1000)
     return statistics.median(timings)
 
@@ -203,7 +204,6 @@ def contended(
 
     from tests.support.kube_fake import FakeKube
     from webhook.cluster.quota.escrow import Escrow
-    from webhook.cluster.quota.share_writers import ShareKeeper
 
     consistency, shares, warmed = MODES[mode]
     kube = FakeKube()
@@ -216,20 +216,21 @@ def contended(
         name = f"replica-{index}"
         api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
         shared = SharedReservations(kubernetes.client.CoordinationV1Api(api), "gpu-admission", name)
-        tracker = PodUsageTracker(lambda: engine.policy_set, shared=shared)
-        tracker.replace_all(running())
-        if shares:  # as a replica runs them: its shares, and their keeper (entries rewritten, refills ahead)
-            tracker.escrow = Escrow(name)
-            keepers.append(ShareKeeper(tracker.escrow, shared, top_up=tracker.top_up))
-            keepers[-1].start()
+        counting = PodCounting(lambda: engine.policy_set)
+        counting.replace_all(running())
+        # As a replica runs them: its shares, and their keeper (entries rewritten, refills ahead).
+        tracker = build_tracking(counting, shared, Escrow(name) if shares else None)
+        if tracker.keeper is not None:
+            keepers.append(tracker.keeper)
+            tracker.keeper.start()
         replicas.append(tracker)
     if warmed:  # as each replica does once its pod watch has listed, before admissions arrive
-        assert all(tracker.warm() for tracker in replicas)
+        assert all(tracker.budgets.warm() for tracker in replicas)
 
     def counted() -> tuple[int, int, int]:
         """Lease conflicts, grants and grants made ahead, so far."""
-        escrows = [r.escrow for r in replicas if r.escrow is not None]
-        conflicts = sum(r.shared.conflicts for r in replicas if r.shared is not None)
+        escrows = [r.budgets.escrow for r in replicas if r.budgets.escrow is not None]
+        conflicts = sum(r.budgets.shared.conflicts for r in replicas if r.budgets.shared is not None)
         return conflicts, sum(e.refills for e in escrows), sum(e.ahead for e in escrows)
 
     gates = [threading.Semaphore(1) for _ in replicas]
@@ -248,8 +249,8 @@ def contended(
         ref = PodRef("team-a", f"pod-{i}", uid=f"uid-{i}")
         start = time.perf_counter()
         with gates[i % replica_count]:  # as a replica runs its engine: one run at a time (webhook.state)
-            judged = engine.judge(candidate, tracker)
-        decision = tracker.admit(judged, ref, dry_run=False)
+            judged = engine.judge(candidate, tracker.budgets)
+        decision = tracker.admission.admit(judged, ref, dry_run=False)
         seconds[i] = time.perf_counter() - start
         if not decision.allowed:
             denied.append(decision.message)
@@ -304,7 +305,7 @@ def tracking(args: argparse.Namespace) -> None:
     engine = Engine(PolicySet(loaded.policies))
     small, _, _ = tracked(engine, 100)
     large, relist_s, grown = tracked(engine, args.pods)
-    assert large.tracked_pods == args.pods
+    assert large.counting.tracked_pods == args.pods
     figures: dict[str, list[float]] = {"100": [], str(args.pods): []}
     for _ in range(args.rounds):
         figures["100"].append(admission_us(engine, small, args.admissions))
@@ -341,8 +342,9 @@ def settling(rounds: int) -> None:
 def settle_us(rule_count: int, rounds: int, calls: int = 2000) -> tuple[float, float]:
     loaded = load_texts([("s.yaml", STRICT % (1_000_000, "local", rules(rule_count)))])
     engine = Engine(PolicySet(loaded.policies))
-    tracker = PodUsageTracker(lambda: engine.policy_set)
-    tracker.replace_all(running())
+    counting = PodCounting(lambda: engine.policy_set)
+    counting.replace_all(running())
+    tracker = build_tracking(counting).budgets
     candidate = pod(7)
     candidate["metadata"]["namespace"] = "team-a"
     judged = engine.judge(candidate, tracker)

@@ -72,7 +72,7 @@ pod = spec["review"]["request"]["object"]
 def engine_call(_):
     if endpoint == "mutate":
         return holder.engine.mutate(pod)
-    return holder.engine.validate(pod, holder.usage)
+    return holder.engine.validate(pod, holder.budgets)
 
 call = {"app": through_app, "review": review, "engine": engine_call}[layer]
 for _ in range(5):

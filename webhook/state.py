@@ -5,15 +5,17 @@ through here."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from policies import Decision, Engine, PolicySet
 from webhook.cluster.live import ClusterView
+from webhook.cluster.quota.budget_view import BudgetView
 from webhook.cluster.quota.quota_metrics import QuotaCollector
 from webhook.cluster.quota.reservations import UPDATE, PodRef
-from webhook.cluster.quota.usage import PodUsageTracker
+from webhook.cluster.quota.tracking import QuotaTracking
 
 
 @dataclass(frozen=True)
@@ -24,10 +26,10 @@ class Settings:
 
 
 class EngineHolder:
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings or Settings()
         self._engine: Engine | None = None
-        self.view = ClusterView(self._policy_set)
+        self.view = ClusterView(self._policy_set, clock)
         self._loaded = threading.Event()
         self.load_errors = 0
         self.sources: list[Any] = []  # policy sources with a thread (webhook.sources.directories)
@@ -52,12 +54,18 @@ class EngineHolder:
         return self.view
 
     @property
-    def usage(self) -> PodUsageTracker:
-        return self.view.usage
+    def tracking(self) -> QuotaTracking:
+        """Quota tracking as now in force (local, or through the strict budgets' Leases)."""
+        return self.view.tracking
+
+    @property
+    def budgets(self) -> BudgetView:
+        """What each budget holds: the engine's UsageSource."""
+        return self.view.tracking.budgets
 
     def quota_metrics(self) -> QuotaCollector:
         """The replica's quota view as metrics, computed when scraped."""
-        return QuotaCollector(lambda: self.view.quota_lines(self._policy_set()), lambda: self.view.usage.escrow)
+        return QuotaCollector(lambda: self.view.quota_lines(self._policy_set()), lambda: self.budgets.escrow)
 
     @property
     def ready(self) -> bool:
@@ -111,4 +119,4 @@ class EngineHolder:
             str(metadata.get("generateName") or ""),
             f"{uid or namespace + '/' + name}{UPDATE}" if update else uid,
         )
-        return self.view.usage.admit(judged, pod, dry_run, obj)
+        return self.view.tracking.admission.admit(judged, pod, dry_run, obj)

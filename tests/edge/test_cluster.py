@@ -206,7 +206,7 @@ def test_a_replica_with_a_stale_view_of_the_lease_is_refused_reads_it_again_and_
     assert first.validate(slice_pod("p0")).allowed  # first now holds the Lease as it wrote it
     assert all(second.validate(slice_pod(f"p{i}")).allowed for i in range(1, 5))
     assert not first.validate(slice_pod("p5")).allowed  # its write at the old resourceVersion fails
-    assert first.holder.usage.shared.conflicts == 1
+    assert first.holder.budgets.shared.conflicts == 1
 
 
 def test_a_strict_quota_whose_lease_cannot_be_reached_denies_and_says_why(kube, replicas):
@@ -323,9 +323,9 @@ def test_a_broken_policy_a_fresh_replica_meets_keeps_the_version_persisted_in_th
 def test_a_handler_that_fails_on_a_list_is_logged_as_such_and_readiness_does_not_wait_on_it(
     kube, replicas, caplog, monkeypatch
 ):
-    from webhook.cluster.quota.usage import PodUsageTracker
+    from webhook.cluster.quota.pod_counting import PodCounting
 
-    real, calls = PodUsageTracker.replace_all, []
+    real, calls = PodCounting.replace_all, []
 
     def flaky(self, pods):
         calls.append(1)
@@ -333,8 +333,8 @@ def test_a_handler_that_fails_on_a_list_is_logged_as_such_and_readiness_does_not
             raise RuntimeError("a handler bug")
         real(self, pods)
 
-    monkeypatch.setattr(PodUsageTracker, "replace_all", flaky)
-    lists = Calls(monkeypatch, PodUsageTracker, "replace_all")
+    monkeypatch.setattr(PodCounting, "replace_all", flaky)
+    lists = Calls(monkeypatch, PodCounting, "replace_all")
     start(kube, replicas)
     assert any("watch handler failed on a list" in r.getMessage() for r in caplog.records)
     assert not any("API server unreachable" in r.getMessage() for r in caplog.records)
@@ -360,14 +360,13 @@ def test_a_forged_review_holds_a_budget_for_seconds_and_a_real_pod_keeps_its_own
             )
         },
     )
-    replica = start(kube, replicas)
-    replica.holder.usage.confirm_after = 0.3  # seconds the watch has to show a pod (5 as shipped)
+    replica = start(kube, replicas, confirm_after=0.3)  # seconds the watch has to show a pod (5 as shipped)
     assert replica.validate(slice_pod("forged")).allowed  # a review for a pod nobody creates
     assert not replica.validate(slice_pod("real")).allowed  # the budget is held meanwhile
     deadline = time.monotonic() + 10
-    while replica.holder.usage.reservations and time.monotonic() < deadline:
+    while replica.holder.view.counting.reserved_pods() and time.monotonic() < deadline:
         time.sleep(0.1)  # the sweep runs every second once the pod watch is live
-    assert replica.holder.usage.reservations == 0
+    assert replica.holder.view.counting.reserved_pods() == 0
     real = slice_pod("real")
     assert replica.validate(real).allowed
     kube.put_pod(real)  # created: its reservation gives way to the watched pod, not to the sweep

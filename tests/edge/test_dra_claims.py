@@ -19,7 +19,7 @@ from tests.support.builders import Calls, engine_from, plain_container, pod, pol
 from tests.support.cluster import NS, Replica, start
 from tests.support.kube_fake import FakeKube
 from tests.support.server_harness import api_server, holder_of
-from webhook.cluster.quota.usage import PodUsageTracker
+from webhook.cluster.quota.pod_counting import PodCounting
 
 PROFILE_1G = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
 
@@ -204,7 +204,7 @@ def test_offline_a_claim_not_known_is_warned_of_not_denied():
 def test_a_running_pods_claims_are_charged_and_a_template_made_again_charges_it_anew(
     kube: FakeKube, replicas, monkeypatch
 ):
-    relists = Calls(monkeypatch, PodUsageTracker, "replace_all")  # a remade template lists the pods again
+    relists = Calls(monkeypatch, PodCounting, "replace_all")  # a remade template lists the pods again
     kube.put(NS, "budget", {"b.yaml": POLICIES[0]})
     kube.store("resourceclaimtemplates", claim("gpus", "dra", spec({"exactly": exactly("gpu.nvidia.com")}), True))
     running = claim_pod("dra", ("gpus", True), name="running")
@@ -212,10 +212,10 @@ def test_a_running_pods_claims_are_charged_and_a_template_made_again_charges_it_
     kube.put_pod(running)
     replica: Replica = start(kube, replicas)
     found = replica.holder.engine.policy_set.by_name("two-gpus")
-    assert replica.holder.usage.usage(found, "dra").gpu_equivalents == Fraction(1)
+    assert replica.holder.budgets.usage(found, "dra").gpu_equivalents == Fraction(1)
     kube.delete("dra", "gpus", "resourceclaimtemplates")
     kube.store("resourceclaimtemplates", claim("gpus", "dra", spec({"exactly": exactly("gpu.nvidia.com", 2)}), True))
-    assert relists.wait_for(lambda: replica.holder.usage.usage(found, "dra").gpu_equivalents == 2)
+    assert relists.wait_for(lambda: replica.holder.budgets.usage(found, "dra").gpu_equivalents == 2)
     denied = replica.validate(claim_pod("dra", ("gpus", True), name="next"))
     assert not denied.allowed and "gpuEquivalents 2 + 2 exceeds 2" in denied.message
 
@@ -247,7 +247,7 @@ def test_a_running_pods_charge_is_the_claim_made_for_it_whatever_becomes_of_the_
 ):
     """Deleting the template under a running pod once dropped the pod from its budget (a template a
     pod made the budget unlimited): the claim Kubernetes made for the pod is what it holds."""
-    relists = Calls(monkeypatch, PodUsageTracker, "replace_all")
+    relists = Calls(monkeypatch, PodCounting, "replace_all")
     kube.put(NS, "budget", {"b.yaml": POLICIES[0]})
     one_gpu = spec({"exactly": exactly("gpu.nvidia.com")})
     kube.store("resourceclaimtemplates", claim("gpus", "dra", one_gpu, True))
@@ -263,12 +263,12 @@ def test_a_running_pods_charge_is_the_claim_made_for_it_whatever_becomes_of_the_
     kube.put_pod(running)
     replica: Replica = start(kube, replicas)
     found = replica.holder.engine.policy_set.by_name("two-gpus")
-    assert replica.holder.usage.usage(found, "dra").gpu_equivalents == 1
+    assert replica.holder.budgets.usage(found, "dra").gpu_equivalents == 1
     listed = relists.count
     kube.delete("dra", "gpus", "resourceclaimtemplates")
     assert relists.wait_for(lambda: relists.count > listed)  # the pods charged again
-    assert replica.holder.usage.usage(found, "dra").gpu_equivalents == 1
+    assert replica.holder.budgets.usage(found, "dra").gpu_equivalents == 1
     listed = relists.count
     kube.store("resourceclaimtemplates", claim("gpus", "dra", spec({"exactly": exactly("gpu.nvidia.com", 8)}), True))
     assert relists.wait_for(lambda: relists.count > listed)
-    assert replica.holder.usage.usage(found, "dra").gpu_equivalents == 1
+    assert replica.holder.budgets.usage(found, "dra").gpu_equivalents == 1

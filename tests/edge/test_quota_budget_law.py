@@ -52,9 +52,8 @@ ASKS = st.sampled_from(
 class BudgetHistory(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.holder = EngineHolder()
+        self.holder = EngineHolder(clock=lambda: 0.0)  # reservations outlive the history: no expiry
         self.holder.swap(ENGINES["namespace-wide"])
-        self.holder.usage._clock = lambda: 0.0  # reservations outlive the history: no expiry
         self.stored: dict[str, dict[str, Any]] = {}  # what the API server holds
         self.pending: list[tuple[str, dict[str, Any]]] = []  # watch events not delivered yet
         self.count = 0
@@ -65,16 +64,16 @@ class BudgetHistory(RuleBasedStateMachine):
         assert engine is not None
         found = engine.policy_set.by_name("budget")
         assert found is not None
-        return self.holder.usage.usage(found, "team")
+        return self.holder.budgets.usage(found, "team")
 
     def truth(self) -> Usage:
         """What the budget holds once the watch has shown every pod the API server has: a new
         policy set may find it over the limit by pods admitted under the old one."""
         fresh = EngineHolder()
         fresh.swap(self.holder.engine)
-        fresh.usage.replace_all(copy.deepcopy(list(self.stored.values())))
+        fresh.view.counting.replace_all(copy.deepcopy(list(self.stored.values())))
         found = fresh.engine.policy_set.by_name("budget")
-        return fresh.usage.usage(found, "team")
+        return fresh.budgets.usage(found, "team")
 
     def within(self, usage: Usage) -> bool:
         return usage.gpu_equivalents <= LIMIT and usage.pods <= PODS
@@ -142,18 +141,18 @@ class BudgetHistory(RuleBasedStateMachine):
     @rule()
     def deliver_a_watch_event(self) -> None:
         if self.pending:
-            self.holder.usage.observe(*self.pending.pop(0))
+            self.holder.view.counting.observe(*self.pending.pop(0))
 
     @rule()
     def relist(self) -> None:
         self.pending.clear()  # the watch starts again from the list
-        self.holder.usage.replace_all(copy.deepcopy(list(self.stored.values())))
+        self.holder.view.counting.replace_all(copy.deepcopy(list(self.stored.values())))
 
     @rule(which=st.sampled_from(sorted(ENGINES)))
     def reload(self, which: str) -> None:
         self.holder.swap(ENGINES[which])
         self.holder.view.policy_set_changed()
-        if not self.holder.usage.recharge():
+        if not self.holder.view.counting.recharge():
             self.relist()
         self.over_by_reload = not (self.within(self.charged()) and self.within(self.truth()))
 

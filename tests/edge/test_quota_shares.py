@@ -68,7 +68,7 @@ def test_replicas_admit_from_their_shares_writing_the_lease_once_a_share_not_onc
     writes = lease_writes(kube) - before
     print(f"{writes} Lease writes for 300 admissions")
     assert writes <= 30, f"{writes} Lease writes for 300 admissions"
-    assert all(r.holder.usage.escrow.refills >= 1 for r in started)
+    assert all(r.holder.budgets.escrow.refills >= 1 for r in started)
 
 
 def test_shares_never_let_replicas_overshoot_together_and_near_the_limit_every_pod_is_judged_exactly(kube, replicas):
@@ -88,7 +88,7 @@ def test_a_replica_that_stops_holding_a_share_gives_it_back_when_its_entry_expir
     first = slice_pod("first")
     assert crashed.validate(first).allowed  # granted a share, then gone
     kube.put_pod(first)
-    held = crashed.holder.usage.escrow.holdings()
+    held = crashed.holder.budgets.escrow.holdings()
     crashed.stop()
     replicas.remove(crashed)
     assert any(not usage.is_zero for usage in held.values())
@@ -164,10 +164,10 @@ def test_a_replica_near_the_limit_gets_back_what_others_hold_unused_before_it_de
     kube.put(NS, "big", {"b.yaml": strict(100)})
     holder, asker = start(kube, replicas, ttl=30.0), start(kube, replicas, ttl=30.0)  # idle return: 5 s away
     assert holder.validate(slice_pod("held")).allowed  # a share granted; this pod is not created yet
-    assert any(not usage.is_zero for usage in holder.holder.usage.escrow.holdings().values())
+    assert any(not usage.is_zero for usage in holder.holder.budgets.escrow.holdings().values())
     admitted = [asker.validate(slice_pod(f"a{i}")).allowed for i in range(99)]
     assert all(admitted), f"denied after {admitted.index(False)} of 99 while the holder's share was unused"
-    assert holder.holder.usage.escrow.returns >= 1
+    assert holder.holder.budgets.escrow.returns >= 1
     assert not asker.validate(slice_pod("over")).allowed  # 1 + 99 = the limit
     assert not any(key.startswith("want:") for key in lease_entries(kube))  # the request was taken out
 
@@ -180,7 +180,7 @@ def test_pods_a_holder_admitted_lately_are_not_counted_twice_by_a_replica_whose_
     kube.put(NS, "big", {"b.yaml": strict(100)})
     holder, asker = start(kube, replicas, ttl=30.0), start(kube, replicas, ttl=30.0)
     assert all(admit_all(kube, [holder], 40, "h"))  # created: both watches show them
-    assert asker.holder.usage.escrow.shares == {}
+    assert asker.holder.budgets.escrow.shares == {}
     admitted = [asker.validate(slice_pod(f"a{i}")).allowed for i in range(60)]
     assert all(admitted), f"denied after {admitted.index(False)} of 60 with {100 - 40} of the budget free"
     assert not asker.validate(slice_pod("over")).allowed  # 40 + 60 = the limit
@@ -224,7 +224,7 @@ def test_near_the_limit_shares_go_back_so_a_dry_run_finds_what_the_real_request_
     holder, asker = start(kube, replicas, ttl=30.0), start(kube, replicas, ttl=30.0)  # idle return: 5 s away
     assert holder.validate(slice_pod("held")).allowed  # a share of 16 granted, 15 of it unused
     assert all(asker.validate(slice_pod(f"a{i}")).allowed for i in range(40))  # 59 left: near the limit
-    escrow = holder.holder.usage.escrow
+    escrow = holder.holder.budgets.escrow
     deadline = time.monotonic() + 10
     while escrow.holding(("big", "team-a")) is not None and time.monotonic() < deadline:
         time.sleep(0.05)  # the holder's keeper, woken by its Lease watch (no event reaches the test)
@@ -244,7 +244,7 @@ def test_a_share_drawn_down_is_refilled_ahead_by_the_keeper_out_of_admission(kub
     kube.put(NS, "big", {"b.yaml": strict(1000)})  # grants of an eighth of the limit: 125 pods
     replica = start(kube, replicas, ttl=30.0)
     assert all(admit_all(kube, [replica], 400, "r"))
-    escrow = replica.holder.usage.escrow
+    escrow = replica.holder.budgets.escrow
     print(f"{escrow.refills} grants, {escrow.ahead} of them ahead")
     assert escrow.ahead >= 1
     # Then exactly to the limit. The last 64 are judged per pod, one Lease write each, in turn: on
@@ -266,8 +266,8 @@ def test_a_replica_starting_with_pods_under_a_strict_budget_holds_a_share_before
     for i in range(20):
         kube.put_pod(slice_pod(f"running-{i}"))
     replica = start(kube, replicas, ttl=30.0)
-    assert replica.holder.usage.warmed.wait(10)
-    escrow = replica.holder.usage.escrow
+    assert replica.holder.budgets.warmed.wait(10)
+    escrow = replica.holder.budgets.escrow
     assert escrow.refills == escrow.ahead == 1
     writes = lease_writes(kube)
     assert all(admit_all(kube, [replica], 10, "first"))
@@ -281,8 +281,8 @@ def test_a_replica_starting_near_the_limit_takes_no_share(kube, replicas):
     for i in range(50):
         kube.put_pod(slice_pod(f"running-{i}"))
     replica = start(kube, replicas, ttl=30.0)
-    assert replica.holder.usage.warmed.wait(10)
-    assert replica.holder.usage.escrow.shares == {} and replica.holder.usage.escrow.refills == 0
+    assert replica.holder.budgets.warmed.wait(10)
+    assert replica.holder.budgets.escrow.shares == {} and replica.holder.budgets.escrow.refills == 0
     assert admit_all(kube, [replica], 51, "n").count(True) == 50
 
 
@@ -293,7 +293,7 @@ def test_a_new_policy_set_that_changes_a_budget_is_followed_by_a_share_of_it_bef
     for i in range(20):
         kube.put_pod(slice_pod(f"running-{i}"))
     replica = start(kube, replicas, ttl=30.0)
-    usage = replica.holder.usage
+    usage = replica.holder.budgets
     assert usage.warmed.wait(10) and usage.escrow.ahead == 1
     usage.warmed.clear()
     kube.put(NS, "big", {"b.yaml": strict(90_000)})

@@ -43,10 +43,8 @@ def slice_pod(name: str, generate_name: str = "", phase: str | None = None) -> d
 
 
 def holder(clock=None) -> EngineHolder:
-    held = EngineHolder()
+    held = EngineHolder(clock=clock) if clock is not None else EngineHolder()
     held.swap(engine_from(QUOTA))
-    if clock is not None:
-        held.usage._clock = clock
     return held
 
 
@@ -56,7 +54,7 @@ def admit(held: EngineHolder, obj: dict, dry_run: bool = False) -> bool:
 
 
 def pods_held(held: EngineHolder) -> int:
-    return held.usage.usage(held.engine.policy_set.by_name("team-a"), "team-a").pods
+    return held.budgets.usage(held.engine.policy_set.by_name("team-a"), "team-a").pods
 
 
 def test_concurrent_admissions_admit_exactly_the_limit():
@@ -79,15 +77,15 @@ def test_concurrent_admissions_admit_exactly_the_limit():
 def test_dry_run_never_reserves():
     held = holder()
     assert all(admit(held, slice_pod(f"p{i}"), dry_run=True) for i in range(10))
-    assert held.usage.reservations == 0
+    assert held.view.counting.reserved_pods() == 0
 
 
 def test_a_reservation_is_released_when_the_pod_shows_up_and_not_counted_twice():
     held = holder()
     assert admit(held, slice_pod("p0"))
-    assert held.usage.reservations == 1 and pods_held(held) == 1
-    held.usage.observe("ADDED", slice_pod("p0"))
-    assert held.usage.reservations == 0 and pods_held(held) == 1
+    assert held.view.counting.reserved_pods() == 1 and pods_held(held) == 1
+    held.view.counting.observe("ADDED", slice_pod("p0"))
+    assert held.view.counting.reserved_pods() == 0 and pods_held(held) == 1
 
 
 def test_pods_known_only_by_generate_name_claim_their_reservation_by_prefix():
@@ -97,15 +95,15 @@ def test_pods_known_only_by_generate_name_claim_their_reservation_by_prefix():
     anonymous = slice_pod("", generate_name="job-")
     del anonymous["metadata"]["uid"]
     assert admit(held, anonymous)
-    held.usage.observe("ADDED", slice_pod("job-x7k2p"))
-    assert held.usage.reservations == 0 and pods_held(held) == 1
+    held.view.counting.observe("ADDED", slice_pod("job-x7k2p"))
+    assert held.view.counting.reserved_pods() == 0 and pods_held(held) == 1
 
 
 def test_a_reservation_expires_when_the_pod_never_shows_up():
     now = [1000.0]
     held = holder(clock=lambda: now[0])
     assert admit(held, slice_pod("p0"))
-    now[0] += held.usage.ttl - 1
+    now[0] += held.view.counting.ttl - 1
     assert pods_held(held) == 1
     now[0] += 2
     assert pods_held(held) == 0
@@ -114,10 +112,10 @@ def test_a_reservation_expires_when_the_pod_never_shows_up():
 def test_deleted_and_finished_pods_free_their_share():
     held = holder()
     for i in range(5):
-        held.usage.observe("ADDED", slice_pod(f"p{i}"))
+        held.view.counting.observe("ADDED", slice_pod(f"p{i}"))
     assert not admit(held, slice_pod("new"))
-    held.usage.observe("DELETED", slice_pod("p0"))
-    held.usage.observe("MODIFIED", slice_pod("p1", phase="Succeeded"))
+    held.view.counting.observe("DELETED", slice_pod("p0"))
+    held.view.counting.observe("MODIFIED", slice_pod("p1", phase="Succeeded"))
     assert pods_held(held) == 3
     assert admit(held, slice_pod("new"))
 
@@ -125,8 +123,8 @@ def test_deleted_and_finished_pods_free_their_share():
 def test_a_relist_rebuilds_the_counters():
     held = holder()
     for i in range(3):
-        held.usage.observe("ADDED", slice_pod(f"p{i}"))
-    held.usage.replace_all([slice_pod("only")])
+        held.view.counting.observe("ADDED", slice_pod(f"p{i}"))
+    held.view.counting.replace_all([slice_pod("only")])
     assert pods_held(held) == 1
 
 
@@ -134,7 +132,7 @@ def test_a_pod_the_engine_cannot_read_is_left_out_and_the_relist_goes_on():
     held = holder()
     odd = slice_pod("odd")
     odd["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.10gb"] = "lots"
-    held.usage.replace_all([slice_pod("p0"), odd, slice_pod("p1")])
+    held.view.counting.replace_all([slice_pod("p0"), odd, slice_pod("p1")])
     assert pods_held(held) == 2
 
 
@@ -157,7 +155,9 @@ def test_pod_events_are_counted_while_an_admission_is_being_judged():
     try:
         assert entered.wait(10)
         counted = threading.Event()
-        watch = threading.Thread(target=lambda: (held.usage.observe("ADDED", slice_pod("running")), counted.set()))
+        watch = threading.Thread(
+            target=lambda: (held.view.counting.observe("ADDED", slice_pod("running")), counted.set())
+        )
         watch.start()
         assert counted.wait(10), "a pod event waited on an engine run"
         watch.join()
@@ -177,7 +177,7 @@ def test_a_strict_admission_runs_the_engine_once_however_often_its_lease_moves(m
     started = [start(kube, replicas, strict_shares=False) for _ in range(3)]  # a Lease write a pod: they conflict
     with concurrent.futures.ThreadPoolExecutor(12) as pool:
         allowed = list(pool.map(lambda i: started[i % 3].validate(slice_pod(f"s{i}")).allowed, range(60)))
-    conflicts = sum(r.holder.usage.shared.conflicts for r in started)
+    conflicts = sum(r.holder.budgets.shared.conflicts for r in started)
     assert all(allowed) and conflicts > 0  # written again after conflicts, and settled again each time
     assert len(judged) == 60
 
@@ -187,14 +187,14 @@ def test_no_lease_is_read_from_the_api_server_under_the_counters_lock(kube, repl
     a Lease never read yet is read before the counters' lock is taken."""
     kube.put(NS, "strict", {"s.yaml": policy("strict", STRICT)})
     replica = start(kube, replicas, strict_shares=False)
-    tracker, reads = replica.holder.usage, []
-    real = tracker.shared._read
+    budgets, reads = replica.holder.budgets, []
+    real = budgets.shared._read
 
     def read(key):
-        reads.append(tracker._lock._is_owned())
+        reads.append(budgets.counting.lock._is_owned())
         return real(key)
 
-    tracker.shared._read = read
+    budgets.shared._read = read
     assert replica.validate(slice_pod("s0")).allowed
     assert replica.quota_pods("strict", "team-a") == 1  # its reservation, through the Lease read
     assert reads and not any(reads), f"Lease reads under the counters' lock: {reads.count(True)} of {len(reads)}"

@@ -130,7 +130,7 @@ def test_what_the_kubeconfig_may_not_read_is_said_and_left_out(kube, capsys):
 
 def test_the_replica_exports_the_quota_view_as_metrics():
     holder = holder_of(engine_from(TRAINING.read_text()))
-    holder.usage.replace_all([gpu_pod("a1"), gpu_pod("a2", resources={"nvidia.com/mig-3g.40gb": 1})])
+    holder.view.counting.replace_all([gpu_pod("a1"), gpu_pod("a2", resources={"nvidia.com/mig-3g.40gb": 1})])
     text = exposition(holder.quota_metrics()).decode()
     labels = 'dimension="gpuEquivalents",policy="team-a-training",scope="team-a"'
     assert f"gpu_admission_quota_used{{{labels}}} 1.4285714285714286" in text
@@ -144,7 +144,7 @@ def test_the_grafana_dashboard_plots_the_metrics_the_replica_exports():
 
     dashboard = json.loads((Path(__file__).parents[2] / "deploy/grafana/gpu-admission-quotas.json").read_text())
     holder = holder_of(engine_from(TRAINING.read_text()))
-    holder.usage.replace_all([gpu_pod("a1")])
+    holder.view.counting.replace_all([gpu_pod("a1")])
     exported = set(re.findall(r"^(gpu_admission_quota_\w+)\{", exposition(holder.quota_metrics()).decode(), re.M))
     queried = {
         m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(r"gpu_admission_\w+", t["expr"])

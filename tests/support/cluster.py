@@ -70,7 +70,7 @@ class Replica:
 
     def quota_pods(self, policy_name: str, scope: str) -> int:
         found = self.holder.engine.policy_set.by_name(policy_name)
-        return self.holder.usage.usage(found, scope).pods
+        return self.holder.budgets.usage(found, scope).pods
 
     def stop(self) -> None:
         for thread in [*self.watches, *self.holder.view.background]:

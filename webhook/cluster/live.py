@@ -4,6 +4,7 @@ cluster as the engine sees it (policies.review.cluster.ClusterState)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Mapping
 from fractions import Fraction
 from typing import Any
@@ -22,7 +23,8 @@ from policies import (
     quota_lines,
     scopes,
 )
-from webhook.cluster.quota.usage import PodUsageTracker
+from webhook.cluster.quota.pod_counting import PodCounting
+from webhook.cluster.quota.tracking import QuotaTracking, build_tracking
 from webhook.cluster.watches.claims import ClaimCache
 from webhook.cluster.watches.device_classes import DeviceClassCache
 from webhook.cluster.watches.namespaces import GpuQuotaCache, NamespaceCache
@@ -38,7 +40,7 @@ def _no_workload(group: str, version: str, plural: str, namespace: str, name: st
 
 
 class ClusterView:
-    def __init__(self, policy_set: Callable[[], PolicySet | None]) -> None:
+    def __init__(self, policy_set: Callable[[], PolicySet | None], clock: Callable[[], float] = time.monotonic) -> None:
         self.policy_set = policy_set  # the policies in force, if loaded
         self.namespaces = NamespaceCache()
         self.quotas = GpuQuotaCache()
@@ -48,9 +50,14 @@ class ClusterView:
         self.slices = DraCapacity()
         # What node labels say, with what DRA devices offer to names a DeviceClass serves.
         self._capacity = WithDra(self.nodes.capacity, self.slices, lambda: self.device_class_cache.classes)
-        self.usage = PodUsageTracker(policy_set, namespace_labels=self.namespaces.known, nodes=self.nodes)
-        self.usage.cluster = self
-        self.namespaces.on_labels_changed(self.usage.recharge_namespaces)
+        # The pods counted, by quota budget: one set of counters for the replica's life.
+        self.counting = PodCounting(
+            policy_set, clock, namespace_labels=self.namespaces.known, nodes=self.nodes, cluster=self
+        )
+        self.namespaces.on_labels_changed(self.counting.recharge_namespaces)
+        # Admission against them: local until webhook.cluster.wiring builds it again with the
+        # strict budgets' Leases and swaps it in whole (`connect_tracking`).
+        self.tracking: QuotaTracking = build_tracking(self.counting)
         self.watches: list[Any] = []  # webhook.cluster.watches.listwatch.ListWatch, one per resource watched
         self.background: list[Any] = []  # other threads with a stop() (leadership)
         self._policy_set_listeners: list[Callable[[], None]] = []
@@ -101,19 +108,25 @@ class ClusterView:
         for listener in self._policy_set_listeners:
             listener()
 
+    def connect_tracking(self, tracking: QuotaTracking) -> None:
+        """Tracking built over this view's counting (strict budgets through their Leases) in
+        force from now on: one reference swapped, as an engine is."""
+        assert tracking.counting is self.counting
+        self.tracking = tracking
+
     # -- the quota view ------------------------------------------------------------------------
     def quota_lines(self, policy_set: PolicySet | None) -> list[QuotaLine]:
         """What this replica's counters hold per policy, scope and dimension (the quota metrics)."""
         if policy_set is None:
             return []
-        tracker = self.usage
-        counted = tracker.counted()
+        budgets = self.tracking.budgets
+        counted = self.counting.counted()
         held = counted.held()
         namespaces = {scope: self.namespaces.known(scope) for _, scope in held if scope}
 
         class Reserved:
             def usage(self, policy: GPUPolicy, scope: str) -> Usage:
-                return tracker.reserved(policy, scope)
+                return budgets.reserved(policy, scope)
 
             def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
                 return ()  # reservations charge what each pod can get, its named claims whole

@@ -34,9 +34,10 @@ from webhook.cluster.ladders import LadderPublisher
 from webhook.cluster.live import ClusterView
 from webhook.cluster.quota.escrow import Escrow
 from webhook.cluster.quota.ledger import LEDGER_LABEL
+from webhook.cluster.quota.quota_admission import CONFIRM_AFTER
 from webhook.cluster.quota.reservations import PodRef, updated_pod
-from webhook.cluster.quota.share_writers import ShareKeeper
 from webhook.cluster.quota.shared_quota import SharedReservations
+from webhook.cluster.quota.tracking import build_tracking
 from webhook.cluster.watches.gpupolicies import gpupolicy_watch
 from webhook.cluster.watches.listwatch import ListWatch
 from webhook.cluster.watches.policy_configmaps import configmap_watch
@@ -79,18 +80,20 @@ def connect(
     audit_every: float | None = None,
     strict_ttl: float = 30.0,
     strict_shares: bool = True,
+    confirm_after: float = CONFIRM_AFTER,
     **options: Any,
 ) -> list[ListWatch]:
     """Start every watch; returns them (tests stop them, and view.background). `namespace` is
     the webhook's own; `audit_every`: the leader's background audit period (None: no audit);
     `strict_ttl`: how long a strict quota's reservations and shares count after they are read;
-    `strict_shares`: strict budgets lend shares to replicas (off: a Lease write a pod)."""
+    `strict_shares`: strict budgets lend shares to replicas (off: a Lease write a pod);
+    `confirm_after`: seconds the pod watch has to show an admitted pod before it is asked for."""
     api_client = api_client or identity_api_client()
     core = client.CoreV1Api(api_client)
     shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, identity, ttl=strict_ttl)
-    view.usage.shared = shared
-    if strict_shares:  # escrow for strict budgets
-        view.usage.escrow = Escrow(identity, ttl=strict_ttl)
+    escrow = Escrow(identity, ttl=strict_ttl) if strict_shares else None  # shares of strict budgets
+    tracking = build_tracking(view.counting, shared, escrow, confirm_after)
+    view.connect_tracking(tracking)
     status_lease = LeaseLock(api_client, namespace, STATUS_LEASE, identity, STATUS_LEASE_SECONDS)
     reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)
     store.listeners.append(reporter)
@@ -110,12 +113,8 @@ def connect(
     leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=on_lead, chores=chores)
     view.background.append(leadership)
     leadership.start()
-    keeper = None
-    if (escrow := view.usage.escrow) is not None:  # this replica's shares, written again when due
-        tracker = view.usage
-        keeper = ShareKeeper(escrow, shared, top_up=tracker.top_up, warm=tracker.warm, crowded=tracker.crowded)
-        shared.on_wanted = keeper.wanted  # another replica asks for a budget back: seen in the Lease watch
-        shared.on_moved = keeper.moved  # a Lease written: near the limit, shares go back
+    keeper = tracking.keeper
+    if keeper is not None:  # this replica's shares, written again when due
         view.background.append(keeper)
         keeper.start()
     auditor = BackgroundAudit(store.snapshot, leading=lambda: status_lease.held, every=audit_every or 0)
@@ -125,7 +124,7 @@ def connect(
         auditor.start()
     view.namespaces.set_fetch(lambda name: _read_namespace(core, name))
     view.read_workload = _workload_reader(custom)
-    usage, namespaces, quotas = view.usage, view.namespaces, view.quotas
+    counting, namespaces, quotas = view.counting, view.namespaces, view.quotas
     namespaces_listed: Callable[[Any], None] = namespaces.replace_all
     namespace_seen: Callable[[str, JSON], None] = namespaces.observe
     if labelled_namespaces:  # team policies: a ConfigMap watch per namespace opened to them
@@ -175,13 +174,13 @@ def connect(
             label_selector=f"{LEDGER_LABEL}=true",
             **options,
         ),
-        ListWatch("pods", core.list_pod_for_all_namespaces, (), usage.replace_all, usage.observe, **options),
+        ListWatch("pods", core.list_pod_for_all_namespaces, (), counting.replace_all, counting.observe, **options),
     ]
     configmaps, gpupolicies, namespaces_watch = watches[0], watches[1], watches[2]
     leases, pods = watches[-2], watches[-1]
 
     def recharge_or_relist() -> None:
-        if not usage.recharge():
+        if not counting.recharge():
             pods.relist()
         if keeper is not None and pods.synced.is_set():  # shares of budgets the set changed, before admissions ask
             keeper.warm_soon()
@@ -273,7 +272,7 @@ class ForgedReservationSweep:
             if not (self._pods.synced.is_set() and self._pods.healthy):
                 continue
             try:
-                self._view.usage.sweep_forged(lambda ref: _pod_exists(self._core, ref))
+                self._view.tracking.admission.sweep_forged(lambda ref: _pod_exists(self._core, ref))
             except Exception:
                 log.exception("reservation sweep failed")
 

@@ -155,7 +155,7 @@ def _env_source(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRes
         return AdmissionResponse(request.uid, True)
     raw = _require_object(request)
     with holder.engine_gate:
-        decision = engine.validate(raw, holder.usage, request.info(), holder.cluster)
+        decision = engine.validate(raw, holder.budgets, request.info(), holder.cluster)
     return AdmissionResponse(request.uid, decision.allowed, warnings=decision.warnings, message=decision.message)
 
 
@@ -186,7 +186,7 @@ def _scale(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse
         warning = f"gpu-admission: {plural} {request.namespace}/{request.name} could not be read; scale not judged"
         return AdmissionResponse(request.uid, True, warnings=(warning,))
     with holder.engine_gate:
-        decision = engine.validate_scale(workload, was, now, holder.usage, request.info(), holder.cluster)
+        decision = engine.validate_scale(workload, was, now, holder.budgets, request.info(), holder.cluster)
     return AdmissionResponse(request.uid, decision.allowed, warnings=decision.warnings, message=decision.message)
 
 
@@ -215,7 +215,7 @@ def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRespon
         # Judged once, outside the counters' lock; only its budgets are judged under it.
         _read_namespace_first(holder, request)
         with holder.engine_gate:
-            judged = engine.judge(raw, holder.usage, request.info(), holder.cluster)
+            judged = engine.judge(raw, holder.budgets, request.info(), holder.cluster)
         decision = holder.admit(
             judged,
             request.namespace,

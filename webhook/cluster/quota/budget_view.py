@@ -3,10 +3,10 @@
 A budget holds the pods counted (webhook.cluster.quota.pod_counting), this replica's
 reservations, and, for a strict one, the entries of its Lease this replica's watch does not
 account for yet: other replicas' shares whole, its own not at all (its admissions from it are its
-own reservations). Admission (webhook.cluster.quota.usage) checks against this view.
+own reservations). Admission (webhook.cluster.quota.quota_admission) checks against this view.
 
 Shares of strict budgets (webhook.cluster.quota.escrow) are granted from what the view leaves
-free: by an admission that finds its share spent (usage), and ahead of need: as the replica
+free: by an admission that finds its share spent (quota_admission), and ahead of need: as the replica
 starts, for the budgets it counts pods under (`warm`, run by its keeper once its pod watch has
 listed, and after a new policy set), and by its keeper once admissions draw a share under half
 its last grant (`top_up`). So no admission waits on the Lease write that grants one, but each
@@ -17,10 +17,9 @@ back unasked (`crowded`), and every pod there is judged by the per-pod path.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection
 
-from policies import EMPTY, Consistency, GPUPolicy, PolicySet, Quota, Usage
+from policies import EMPTY, Consistency, GPUPolicy, Quota, Usage
 from webhook.cluster.quota.escrow import Dims, Escrow, Key, crowded, dims_of, limits_of
 from webhook.cluster.quota.ledger import GRANT_PREFIX
 from webhook.cluster.quota.ledger_leases import LedgerUnavailable
@@ -28,62 +27,61 @@ from webhook.cluster.quota.pod_counting import PodCounting
 from webhook.cluster.quota.reservations import updated_pod
 from webhook.cluster.quota.share_writers import refill
 from webhook.cluster.quota.shared_quota import SharedReservations
-from webhook.cluster.watches.nodes import NodeCapacity
 
 TOP_UP_WAIT = 1.0  # seconds a refill ahead of need waits for the replica's turn at a Lease
 WARM_BUDGETS = 32  # strict budgets a replica takes shares of as it starts, most pods first
 
 
-class BudgetView(PodCounting):
-    """The pods counted and reserved (PodCounting), the strict budgets' Leases (`shared`), and
-    this replica's shares of them (`escrow`, None: shares off)."""
+class BudgetView:
+    """What each budget holds: the pods `counting` counts and reserves, the strict budgets'
+    Leases (`shared`, None: no cluster), and this replica's shares of them (`escrow`, None:
+    shares off). Read under the counting's lock; a Lease is never read from the API server
+    while it is held."""
 
     def __init__(
-        self,
-        policy_set: Callable[[], PolicySet | None],
-        clock: Callable[[], float] = time.monotonic,
-        ttl: float = 30.0,
-        namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda namespace: None,
-        shared: SharedReservations | None = None,
-        nodes: NodeCapacity | None = None,
+        self, counting: PodCounting, shared: SharedReservations | None = None, escrow: Escrow | None = None
     ) -> None:
-        super().__init__(policy_set, clock, ttl, namespace_labels, nodes)
+        self.counting = counting
         self.shared = shared
-        self.escrow: Escrow | None = None  # strict budgets' shares held by this replica (webhook.cluster.quota.escrow)
+        self.escrow = escrow  # strict budgets' shares held by this replica (webhook.cluster.quota.escrow)
         self.warmed = threading.Event()  # `warm` has run: shares of the budgets in use granted, or tried
+        if escrow is not None:
+            counting.on_recharged(self._policy_set_changed)
 
     def _policy_set_changed(self) -> None:
-        if self.escrow is not None:  # shares of budgets the new set changed are given back
-            self.escrow.forget(lambda key, quota: self._quotas((key,)).get(key) == quota)
+        """Shares of budgets a new policy set changed are given back (under the counting's lock)."""
+        assert self.escrow is not None
+        self.escrow.forget(lambda key, quota: self.counting.quotas((key,)).get(key) == quota)
 
     # -- UsageSource -------------------------------------------------------------------------
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
         self._read_lease(policy, scope)
-        with self._lock:
+        with self.counting.lock:
             return self._usage(policy, scope)
 
     def _usage(self, policy: GPUPolicy, scope: str) -> Usage:
         """`usage`, its Lease read already and the counters' lock held."""
-        return self._counts.ledger.usage(policy, scope) + self._reserved(policy, scope)
+        return self.counting.counted().usage(policy, scope) + self._reserved(policy, scope)
 
     def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
         """Named claims the counted pods hold (reservations charge each pod's whole: a pod that
         shares a claim counts it again until the watch shows it, never less than it can get)."""
-        with self._lock:
-            return frozenset(self._counts.ledger.shared_claims(policy, scope))
+        with self.counting.lock:
+            return frozenset(self.counting.counted().shared_claims(policy, scope))
 
     def reserved(self, policy: GPUPolicy, scope: str) -> Usage:
         """Admitted but not yet seen as pods: the quota view's `reserved`."""
         self._read_lease(policy, scope)
-        with self._lock:
+        with self.counting.lock:
             return self._reserved(policy, scope)
 
     def _reserved(self, policy: GPUPolicy, scope: str) -> Usage:
         key = (policy.name, scope)
-        self._expire()
-        total = self._reservations.total(key)  # a strict budget's too: pods admitted from a share
-        for update in self._reservations.updates(key):
-            created = self._reservations.get(updated_pod(update.pod.key) or "")
+        reservations = self.counting.reservations
+        self.counting.expire()
+        total = reservations.total(key)  # a strict budget's too: pods admitted from a share
+        for update in reservations.updates(key):
+            created = reservations.get(updated_pod(update.pod.key) or "")
             held = created.usage if created is not None else None
             total = total + self._outstanding(update.pod.key, update.usage, held)
         if self.shared is not None and is_strict(policy):
@@ -92,15 +90,9 @@ class BudgetView(PodCounting):
 
     def _read_lease(self, policy: GPUPolicy, scope: str) -> None:
         """A strict budget's Lease read before the counters' lock is taken, if never read yet
-        (a caller holding it already has read it: PodUsageTracker.admit reads first)."""
+        (a caller holding it already has read it: QuotaAdmission.admit reads first)."""
         if self.shared is not None and is_strict(policy):
             self.shared.read_once(((policy.name, scope),))
-
-    @property
-    def reservations(self) -> int:
-        with self._lock:
-            self._expire()
-            return len(self._reservations)
 
     def _outstanding(self, key: str, usage: Usage, created: Usage | None = None) -> Usage:
         """What a reservation (or Lease entry) under `key` adds to its budget now: a CREATE's all
@@ -108,14 +100,15 @@ class BudgetView(PodCounting):
         watch shows the pod holding or, not seen yet, beyond its CREATE's reservation (`created`)."""
         if key.startswith(GRANT_PREFIX):  # a replica's share: the others' count whole, ours not at all
             return EMPTY if self.escrow is not None and key == self.escrow.key else usage
-        if self.escrow is not None and key in self.escrow.itemized and self._reservations.get(key) is not None:
+        counting = self.counting
+        if self.escrow is not None and key in self.escrow.itemized and counting.reservations.get(key) is not None:
             return EMPTY  # admitted here from a share, written out when asked: held here until the watch shows it
         pod = updated_pod(key)
         if pod is None:
-            return EMPTY if self._seen(key) else usage
-        if pod in self._gone:
+            return EMPTY if counting.seen(key) else usage
+        if counting.gone(pod):
             return EMPTY
-        facts = self._counts.pods.get(pod)
+        facts = counting.facts(pod)
         return usage.more_than(facts.total if facts is not None else created or EMPTY)
 
     # -- shares granted ahead of need ----------------------------------------------------------
@@ -132,12 +125,12 @@ class BudgetView(PodCounting):
             self.warmed.set()
 
     def _warm(self, budgets: int) -> int:
-        policy_set = self._policy_set()
+        policy_set = self.counting.policy_set()
         if self.shared is None or self.escrow is None or policy_set is None:
             return 0
         in_use = []
-        with self._lock:
-            ledger = self._counts.ledger
+        with self.counting.lock:
+            ledger = self.counting.counted()
             for name, scope in ledger.held():
                 policy = policy_set.by_name(name)
                 if policy is not None and is_strict(policy) and (counted := ledger.usage(policy, scope)).pods:
@@ -145,7 +138,7 @@ class BudgetView(PodCounting):
         in_use.sort(key=lambda item: -item[1].pods)
         granted = 0
         for key, counted in in_use[:budgets]:
-            quota = self._quotas((key,)).get(key)
+            quota = self.counting.quotas((key,)).get(key)
             if quota is None or any(self.escrow.remaining(key, quota).values()):
                 continue  # held already (a new policy set left this budget as it was)
             try:
@@ -159,10 +152,10 @@ class BudgetView(PodCounting):
         """Refill this replica's share of `key` ahead of need (ShareKeeper, out of admission), in
         its turn at the Lease; False if not granted (the budget changed, its turn did not come
         within a second, near the limit, or the Lease contended)."""
-        if self.shared is None or self.escrow is None or self._quotas((key,)).get(key) != quota:
+        if self.shared is None or self.escrow is None or self.counting.quotas((key,)).get(key) != quota:
             return False
         with self.shared.turn((key,), TOP_UP_WAIT) as ours:
-            return ours and refill(self.escrow, self.shared, (key,), {key: quota}, need, self._free, ahead=True)
+            return ours and refill(self.escrow, self.shared, (key,), {key: quota}, need, self.free, ahead=True)
 
     def crowded(self, key: Key) -> bool:
         """Whether the budget of this replica's share of `key` is near the limit (ShareKeeper):
@@ -171,26 +164,26 @@ class BudgetView(PodCounting):
         per-pod compare-and-swap; a dry run, which cannot ask for shares back, is then judged on
         what a real request would find. (Given back, it would not be granted again: no flapping.)"""
         held = self.escrow.holding(key) if self.escrow is not None else None
-        if self.shared is None or held is None or self._quotas((key,)).get(key) != held[0]:
+        if self.shared is None or held is None or self.counting.quotas((key,)).get(key) != held[0]:
             return False
         try:
             self.shared.refresh((key,))  # as the watch shows it: a holder that writes nothing reads nothing
         except LedgerUnavailable:
             return False  # looked at again when the Lease next moves
         quota, need = held
-        return crowded(quota, need, self._free(key, quota, own_share=False))
+        return crowded(quota, need, self.free(key, quota, own_share=False))
 
-    def _free(self, key: Key, quota: Quota, own_share: bool = True) -> Dims:
+    def free(self, key: Key, quota: Quota, own_share: bool = True) -> Dims:
         """What the budget has free in this replica's view: its limit, less what the pods counted,
         the Lease's other entries, this replica's reservations and (`own_share`) what is left of
         its own share hold, all read under the counters' lock (an admission from the share moves
         what it takes from the share to a reservation under that lock too: read apart, it would
         be in neither)."""
-        policy_set = self._policy_set()
+        policy_set = self.counting.policy_set()
         policy = policy_set.by_name(key[0]) if policy_set is not None else None
         if policy is not None:
             self._read_lease(policy, key[1])
-        with self._lock:
+        with self.counting.lock:
             used = dims_of(quota, self._usage(policy, key[1]) if policy is not None else EMPTY)
             own = self.escrow.remaining(key, quota) if self.escrow is not None and own_share else {}
         return {name: limit - used.get(name, 0) - own.get(name, 0) for name, limit in limits_of(quota).items()}

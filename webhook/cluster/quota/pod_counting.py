@@ -1,5 +1,7 @@
 """The pods a replica counts: usage per (policy, scope) fed by pod events and relists, and the
-reservations of pods admitted but not seen yet (webhook.cluster.quota.usage admits against both).
+reservations of pods admitted but not seen yet. What a budget holds is read from them by
+webhook.cluster.quota.budget_view, and admission (webhook.cluster.quota.quota_admission) reserves
+here, each under this object's one lock.
 
 Only counters are kept, never pod objects: per pod, a reference to an interned record of what it
 holds and what charging reads of it (policies.judge.pod_facts), so 100,000 pods of a few dozen
@@ -38,8 +40,9 @@ log = logging.getLogger("gpu_admission.usage")
 
 
 class PodCounting:
-    """Counters fed by pod events, and reservations, under one lock (the admission side,
-    PodUsageTracker, checks and reserves under it too)."""
+    """Counters fed by pod events, and reservations, under one lock (`lock`: the budget view
+    reads and admission checks and reserves under it too; `reservations` is touched only while
+    it is held)."""
 
     def __init__(
         self,
@@ -48,19 +51,21 @@ class PodCounting:
         ttl: float = 30.0,
         namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda namespace: None,
         nodes: NodeCapacity | None = None,
+        cluster: ClusterState = NO_CLUSTER,
     ) -> None:
-        self._policy_set = policy_set
+        self.policy_set = policy_set  # the policies in force, if loaded
         self._namespace_labels = namespace_labels  # as the namespace watch has shown them
-        self._clock = clock
-        self.ttl = ttl
+        self.clock = clock
+        self.ttl = ttl  # how long a reservation counts without its pod seen
         self.nodes = nodes or NodeCapacity()  # what the pods it counts hold on their nodes
-        self.cluster: ClusterState = NO_CLUSTER  # the view it is part of: DRA claims pods name
-        self._lock = threading.RLock()
+        self.cluster = cluster  # the view it is part of: DRA claims pods name
+        self.lock = threading.RLock()
         self._needs = Needs()  # what the kept facts were made for
         self._counts = PodCounts(self._charge)
-        self._reservations = Reservations()
+        self.reservations = Reservations()
         # uids of pods deleted or finished lately (until when): their shared reservations are spent
         self._gone: dict[str, float] = {}
+        self._recharged: list[Callable[[], None]] = []
 
     def counted(self) -> Ledger:
         """What the pods the watch has shown hold (no reservations): the quota view's `used`."""
@@ -75,18 +80,39 @@ class PodCounting:
         """Distinct records the tracked pods share."""
         return self._counts.shapes
 
-    def _seen(self, uid: str) -> bool:
+    def on_recharged(self, listener: Callable[[], None]) -> None:
+        """`listener` runs, under the lock, once the counters are charged by a new policy set."""
+        self._recharged.append(listener)
+
+    # -- read under the lock -----------------------------------------------------------------
+    def seen(self, uid: str) -> bool:
         """Whether this replica's watch has shown the pod: counted now, or deleted lately."""
         return uid in self._counts.pods or uid in self._gone
 
-    def _expire(self) -> None:
-        now = self._clock()
-        self._reservations.expire(now)
+    def gone(self, uid: str) -> bool:
+        """Whether the watch has shown the pod deleted or finished lately."""
+        return uid in self._gone
+
+    def facts(self, uid: str) -> PodFacts | None:
+        """What the counted pod `uid` holds, as kept."""
+        return self._counts.pods.get(uid)
+
+    def expire(self) -> None:
+        """Forget reservations past their time, and pods gone long enough."""
+        now = self.clock()
+        self.reservations.expire(now)
         while self._gone and next(iter(self._gone.values())) <= now:
             del self._gone[next(iter(self._gone))]
 
-    def _quotas(self, keys: Charges) -> dict[tuple[str, str], Quota]:
-        policy_set = self._policy_set()
+    def reserved_pods(self) -> int:
+        """Pods reserved for and not seen yet (the lock taken here)."""
+        with self.lock:
+            self.expire()
+            return len(self.reservations)
+
+    def quotas(self, keys: Charges) -> dict[tuple[str, str], Quota]:
+        """The quota of each budget of `keys` in the policy set in force (none: left out)."""
+        policy_set = self.policy_set()
         found = {key: policy.quota for key in keys if policy_set and (policy := policy_set.by_name(key[0]))}
         return {key: quota for key, quota in found.items() if quota is not None}
 
@@ -95,8 +121,8 @@ class PodCounting:
         namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
         uid = str(metadata.get("uid") or "")
         key = _pod_key(metadata)
-        facts = None if kind == "DELETED" else self._facts(raw, self._needs)
-        with self._lock:
+        facts = None if kind == "DELETED" else self._facts_of(raw, self._needs)
+        with self.lock:
             old = self._counts.remove(key)
             if facts is not None:
                 facts = self._counts.add(key, facts)
@@ -104,31 +130,31 @@ class PodCounting:
             if (kind == "DELETED" or facts is None) and uid:
                 # Deleted, or finished (Succeeded, Failed: charged nothing now): its shared
                 # reservation is spent at once, not left to count again until it expires.
-                self._gone[uid] = self._clock() + self.ttl
+                self._gone[uid] = self.clock() + self.ttl
             if kind != "DELETED":
-                self._reservations.claim(namespace, name, uid)
+                self.reservations.claim(namespace, name, uid)
         TRACKED_PODS.set(len(self._counts.pods))
 
     def replace_all(self, pods: Iterable[dict[str, Any]]) -> None:
         """A full relist: counters rebuilt from the pods as they are now (off the lock, so
         admissions go on meanwhile), then swapped in; listed pods claim their reservations."""
-        policy_set = self._policy_set()
+        policy_set = self.policy_set()
         needs = needs_of(policy_set) if policy_set is not None else Needs()
         counts = PodCounts(self._charge)
         spent: list[str] = []  # listed but charged nothing (finished): their reservations are spent
         for raw in pods:
-            facts = self._facts(raw, needs)
+            facts = self._facts_of(raw, needs)
             if facts is not None:
                 counts.add(_pod_key(raw.get("metadata") or {}), facts)
             elif uid := str((raw.get("metadata") or {}).get("uid") or ""):
                 spent.append(uid)
-        with self._lock:
+        with self.lock:
             self._counts, self._needs = counts, needs
             counts.recharge(self._charge)  # a policy set swapped in meanwhile: charged by it
-            self._reservations.recharge(self._reservation_charges)
+            self.reservations.recharge(self._reservation_charges)
             self.nodes.replace_pods((facts.node, facts.gpus) for facts in counts.pods.values())
-            self._reservations.release_seen(counts.pods)
-            until = self._clock() + self.ttl
+            self.reservations.release_seen(counts.pods)
+            until = self.clock() + self.ttl
             self._gone.update(dict.fromkeys(spent, until))
         TRACKED_PODS.set(len(counts.pods))
 
@@ -136,15 +162,16 @@ class PodCounting:
         """Charge the counted pods by the policy set now in force, from what is kept of them.
         False when the set matches on pod labels or conditions the kept facts lack: the pods
         must be listed again (replace_all)."""
-        policy_set = self._policy_set()
+        policy_set = self.policy_set()
         if policy_set is None:
             return True
-        with self._lock:
+        with self.lock:
             if not self._needs.covers(needs_of(policy_set)):
                 return False
             moved = self._counts.recharge(self._charge)
-            moved += self._reservations.recharge(self._reservation_charges)
-            self._policy_set_changed()
+            moved += self.reservations.recharge(self._reservation_charges)
+            for listener in self._recharged:
+                listener()
             shapes = self._counts.shapes
         log.info("pods charged by the new policy set", extra={"fields": {"moved": moved, "shapes": shapes}})
         return True
@@ -152,16 +179,16 @@ class PodCounting:
     def recharge_namespaces(self, namespaces: Iterable[str]) -> None:
         """The labels of `namespaces` changed: their pods may match other namespaceSelectors."""
         changed = frozenset(namespaces)
-        with self._lock:
+        with self.lock:
             self._counts.recharge(self._charge, changed)
-            self._reservations.recharge(self._reservation_charges, changed)
+            self.reservations.recharge(self._reservation_charges, changed)
 
     def charges_of(self, key: str) -> Charges:
         """The budgets the counted pod `key` (its uid) is charged to now."""
-        with self._lock:
+        with self.lock:
             return self._counts.charges(key)
 
-    def _facts(self, raw: dict[str, Any], needs: Needs) -> PodFacts | None:
+    def _facts_of(self, raw: dict[str, Any], needs: Needs) -> PodFacts | None:
         """What a watched pod holds. One this engine cannot read is left out and logged: raised,
         it would end every relist at that pod and keep the pod watch from ever syncing."""
         try:
@@ -176,7 +203,7 @@ class PodCounting:
         """Budgets by the policy set in force and the namespace labels the watch has shown: never
         read from the API server here (this runs under the lock); a namespace whose labels
         arrive later has its pods charged again then (recharge_namespaces)."""
-        policy_set = self._policy_set()
+        policy_set = self.policy_set()
         if policy_set is None:
             return ()
         return charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
@@ -184,7 +211,7 @@ class PodCounting:
     def _reservation_charges(self, reservation: Reservation) -> Charges | None:
         """The local budgets a reserved pod is charged to by the policy set in force (its strict
         ones stay in the Leases they were written to); None where it cannot be said."""
-        policy_set = self._policy_set()
+        policy_set = self.policy_set()
         if reservation.raw is None or policy_set is None:
             return None
         try:
@@ -195,9 +222,6 @@ class PodCounting:
             return ()
         charges = charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
         return tuple(c for c in charges if c not in reservation.strict)
-
-    def _policy_set_changed(self) -> None:
-        """Called under the lock once the counters are charged by a new policy set."""
 
 
 def _held(facts: PodFacts | None) -> Held | None:

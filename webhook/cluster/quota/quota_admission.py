@@ -11,7 +11,8 @@ compare-and-swap, unless the admission takes from this replica's share of the bu
 
 What a budget holds in this replica's view, and the shares it grants itself, are
 webhook.cluster.quota.budget_view's; the pods themselves and the reservations are counted by
-webhook.cluster.quota.pod_counting (only counters, never pod objects).
+webhook.cluster.quota.pod_counting (only counters, never pod objects). The three are built
+together, complete, by webhook.cluster.quota.tracking.
 """
 
 from __future__ import annotations
@@ -33,15 +34,23 @@ STRICT_BUDGET = 1.5
 # Seconds a replica waits for others to give their shares back before it denies: it ends as soon
 # as they have (an event of its Lease watch); 0.25 s ran out under load on two cores.
 HANDBACK_WAIT = 1.0
+CONFIRM_AFTER = 5.0  # seconds without the watch showing an admitted pod before asking for it
 log = logging.getLogger("gpu_admission.usage")
 
 
-class PodUsageTracker(BudgetView):
-    """What each budget holds (BudgetView) and admission against it: check and reserve under the
+class QuotaAdmission:
+    """Admission against what each budget holds (`budgets`): check and reserve under the
     counters' lock; strict budgets through their Leases, from this replica's shares."""
 
-    confirm_after = 5.0  # seconds without the watch showing a pod before asking for it
-    strict_budget = STRICT_BUDGET
+    def __init__(
+        self, budgets: BudgetView, confirm_after: float = CONFIRM_AFTER, strict_budget: float = STRICT_BUDGET
+    ) -> None:
+        self.budgets = budgets
+        self.counting = budgets.counting
+        self.shared = budgets.shared
+        self.escrow = budgets.escrow
+        self.confirm_after = confirm_after  # seconds the watch has to show an admitted pod
+        self.strict_budget = strict_budget  # seconds a strict admission may spend on its Leases
 
     def admit(self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None = None) -> Decision:
         """Settle the engine's `judged` decision (its budgets, on these counters) and, if allowed
@@ -53,12 +62,11 @@ class PodUsageTracker(BudgetView):
         try:
             return self._admit(judged, pod, dry_run, raw)
         except LedgerUnavailable as error:
-            with self._lock:
-                self._reservations.release(pod.key)
+            self._release(pod)
             return _denied(Decision(False), f"strict quota ledger unreachable, denied to be safe: {error}")
 
     def _admit(self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None) -> Decision:
-        deadline = self._clock() + self.strict_budget
+        deadline = self.counting.clock() + self.strict_budget
         attempts = 0
         asked = False
         if self.shared is not None:  # no request to the API server under the counters' lock
@@ -72,14 +80,14 @@ class PodUsageTracker(BudgetView):
                 continue
             assert self.shared is not None
             self._release(pod)  # judged again in this replica's turn at the Leases
-            with self.shared.turn(strict, deadline - self._clock()) as ours:
+            with self.shared.turn(strict, deadline - self.counting.clock()) as ours:
                 if not ours:
                     return self._out_of_time(decision, attempts)
                 decision, in_turn = self._reserve(judged, pod, dry_run, raw)
                 if in_turn and self.escrow is not None:  # no share granted meanwhile: ask for one
                     self._release(pod)
-                    quotas = self._quotas(in_turn)
-                    refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self._free)
+                    quotas = self.counting.quotas(in_turn)
+                    refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self.budgets.free)
                     # Judged again either way: from the share, or on the Lease as the refill left it.
                     decision, in_turn = self._reserve(judged, pod, dry_run, raw)
                 while in_turn:
@@ -90,7 +98,7 @@ class PodUsageTracker(BudgetView):
                     if self.shared.reserve(in_turn, pod, decision.usage):
                         return decision
                     self._release(pod)  # another replica wrote first: read again, judge again
-                    if self._clock() >= deadline:
+                    if self.counting.clock() >= deadline:
                         return self._out_of_time(decision, attempts)
                     decision, in_turn = self._reserve(judged, pod, dry_run, raw)
                 # Admitted without a write (from a share, or no strict budget left) stands. Denied
@@ -98,7 +106,7 @@ class PodUsageTracker(BudgetView):
                 # again and asks for what other replicas' shares hold.
                 if not in_turn and (decision.allowed or asked):
                     return decision
-            if self._clock() >= deadline:
+            if self.counting.clock() >= deadline:
                 return self._out_of_time(decision, attempts)
 
     def _reserve(
@@ -108,9 +116,10 @@ class PodUsageTracker(BudgetView):
         the strict quotas among its charges (their reservation is not made until written to their
         Leases). A pod no budget charges is held too, charged nothing: a new policy set may charge
         it."""
-        with self._lock:
-            self._expire()
-            decision = judged.settle(self)
+        counting = self.counting
+        with counting.lock:
+            counting.expire()
+            decision = judged.settle(self.budgets)
             if dry_run or not decision.allowed or decision.usage.empty:
                 return decision, ()
             if updated_pod(pod.key) is not None and not decision.charges:
@@ -119,13 +128,13 @@ class PodUsageTracker(BudgetView):
             if (
                 strict
                 and self.escrow is not None
-                and self.escrow.take(strict, self._quotas(strict), decision.usage, pod.key)
+                and self.escrow.take(strict, counting.quotas(strict), decision.usage, pod.key)
             ):
                 strict = ()  # taken from this replica's shares: held here, like a local budget's
             local = tuple(c for c in decision.charges if c not in strict)
-            now = self._clock()
-            self._reservations.add(
-                Reservation(pod, local, decision.usage, now + self.ttl, now, strict, _in(raw, pod.namespace))
+            now = counting.clock()
+            counting.reservations.add(
+                Reservation(pod, local, decision.usage, now + counting.ttl, now, strict, _in(raw, pod.namespace))
             )
             return decision, strict
 
@@ -151,10 +160,10 @@ class PodUsageTracker(BudgetView):
         """Ask the replicas holding shares of `keys` to give them back
         (webhook.cluster.quota.shared_quota.ask_back) and wait for their answer, a second at most.
         Whether any was asked."""
-        wait = min(HANDBACK_WAIT, deadline - self._clock())
+        wait = min(HANDBACK_WAIT, deadline - self.counting.clock())
         if self.shared is None or self.escrow is None or wait <= 0:
             return False
-        answered_by = self._clock() + wait
+        answered_by = self.counting.clock() + wait
         own = self.escrow.key
         with self.shared.turn(keys, wait) as ours:
             requests = [a for key in (keys if ours else ()) if (a := self.shared.ask_back(key, own)) is not None]
@@ -162,15 +171,15 @@ class PodUsageTracker(BudgetView):
             return False
         # Waited for out of turn: a holder may be asking too, in its turn, while its answer waits on ours.
         for request in requests:
-            self.shared.await_answer(request, max(0.0, answered_by - self._clock()))
+            self.shared.await_answer(request, max(0.0, answered_by - self.counting.clock()))
         with self.shared.turn(keys, max(wait, 1.0)) as ours:
             for request in requests if ours else ():
                 self.shared.close_ask(request)
         return True
 
     def _release(self, pod: PodRef) -> None:
-        with self._lock:
-            self._reservations.release(pod.key)
+        with self.counting.lock:
+            self.counting.reservations.release(pod.key)
 
     def _out_of_time(self, decision: Decision, attempts: int) -> Decision:
         STRICT_OUT_OF_TIME.inc()
@@ -186,19 +195,20 @@ class PodUsageTracker(BudgetView):
         `confirm_after` has passed without the watch showing it: a review forged for a pod that
         is never created holds its budget for seconds, not the whole TTL. At most `limit` looks
         a call; an unanswered look is tried again later. Returns how many were released."""
-        with self._lock:
-            self._expire()
-            due = self._reservations.unconfirmed(self._clock() - self.confirm_after, limit)
+        counting = self.counting
+        with counting.lock:
+            counting.expire()
+            due = counting.reservations.unconfirmed(counting.clock() - self.confirm_after, limit)
         released = 0
         for reservation in due:
             found = exists(reservation.pod)
-            with self._lock:
-                current = self._reservations.get(reservation.pod.key) is reservation
+            with counting.lock:
+                current = counting.reservations.get(reservation.pod.key) is reservation
                 if current and found is None:
-                    self._reservations.unchecked(reservation.pod.key)
+                    counting.reservations.unchecked(reservation.pod.key)
                 if not current or found is not False:
                     continue
-                self._reservations.release(reservation.pod.key)
+                counting.reservations.release(reservation.pod.key)
             if reservation.strict and self.shared is not None:
                 self.shared.withdraw(reservation.strict, reservation.pod)
             released += 1
@@ -209,7 +219,7 @@ class PodUsageTracker(BudgetView):
         return released
 
     def _strict_charges(self, charges: Charges) -> Charges:
-        policy_set = self._policy_set()
+        policy_set = self.counting.policy_set()
         if self.shared is None or policy_set is None:
             return ()
         return tuple(c for c in charges if (p := policy_set.by_name(c[0])) is not None and is_strict(p))

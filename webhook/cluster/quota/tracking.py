@@ -1,0 +1,51 @@
+"""Quota tracking in a replica, built complete in one place: the pods counted and reserved
+(webhook.cluster.quota.pod_counting), what each budget holds in the replica's view
+(webhook.cluster.quota.budget_view), admission against it (webhook.cluster.quota.quota_admission)
+and, where strict budgets lend shares, the thread that keeps them (ShareKeeper).
+
+Each part gets what it works with when it is made and holds the parts below it; none is
+finished by assigning its attributes afterwards. A replica starts with local tracking (no
+cluster yet: no Leases, no shares); webhook.cluster.wiring builds it again over the same
+counting once the API client exists, and the replica's view swaps the whole in at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from webhook.cluster.quota.budget_view import BudgetView
+from webhook.cluster.quota.escrow import Escrow
+from webhook.cluster.quota.pod_counting import PodCounting
+from webhook.cluster.quota.quota_admission import CONFIRM_AFTER, QuotaAdmission
+from webhook.cluster.quota.share_writers import ShareKeeper
+from webhook.cluster.quota.shared_quota import SharedReservations
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaTracking:
+    """The parts, top to bottom: `admission` judges against `budgets`, which reads `counting`;
+    `keeper` (not started here) keeps this replica's shares, where it lends any."""
+
+    counting: PodCounting
+    budgets: BudgetView
+    admission: QuotaAdmission
+    keeper: ShareKeeper | None = None
+
+
+def build_tracking(
+    counting: PodCounting,
+    shared: SharedReservations | None = None,
+    escrow: Escrow | None = None,
+    confirm_after: float = CONFIRM_AFTER,
+) -> QuotaTracking:
+    """Tracking over `counting`: local (no `shared`), strict through the Leases (`shared`), and
+    with shares of them (`escrow` too). The Lease watch tells the keeper when another replica
+    asks for a share back or a Lease moves."""
+    budgets = BudgetView(counting, shared, escrow)
+    admission = QuotaAdmission(budgets, confirm_after=confirm_after)
+    if shared is None or escrow is None:
+        return QuotaTracking(counting, budgets, admission)
+    keeper = ShareKeeper(escrow, shared, top_up=budgets.top_up, warm=budgets.warm, crowded=budgets.crowded)
+    shared.on_wanted = keeper.wanted
+    shared.on_moved = keeper.moved
+    return QuotaTracking(counting, budgets, admission, keeper)
