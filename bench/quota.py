@@ -57,6 +57,7 @@ if "--compiled" in sys.argv:  # the engine compiled by mypyc, as the image runs 
 from policies.engine import Engine  # noqa: E402
 from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
+from webhook.cluster.quota.ledger_leases import LedgerLeases  # noqa: E402
 from webhook.cluster.quota.pod_counting import PodCounting  # noqa: E402
 from webhook.cluster.quota.reservations import PodRef  # noqa: E402
 from webhook.cluster.quota.shared_quota import SharedReservations  # noqa: E402
@@ -215,7 +216,7 @@ def contended(
     for index in range(replica_count):
         name = f"replica-{index}"
         api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
-        shared = SharedReservations(kubernetes.client.CoordinationV1Api(api), "gpu-admission", name)
+        shared = SharedReservations(LedgerLeases(kubernetes.client.CoordinationV1Api(api), "gpu-admission", name))
         counting = PodCounting(lambda: engine.policy_set)
         counting.replace_all(running())
         # As a replica runs them: its shares, and their keeper (entries rewritten, refills ahead).
@@ -230,7 +231,7 @@ def contended(
     def counted() -> tuple[int, int, int]:
         """Lease conflicts, grants and grants made ahead, so far."""
         escrows = [r.budgets.escrow for r in replicas if r.budgets.escrow is not None]
-        conflicts = sum(r.budgets.shared.conflicts for r in replicas if r.budgets.shared is not None)
+        conflicts = sum(r.budgets.shared.leases.conflicts for r in replicas if r.budgets.shared is not None)
         return conflicts, sum(e.refills for e in escrows), sum(e.ahead for e in escrows)
 
     gates = [threading.Semaphore(1) for _ in replicas]

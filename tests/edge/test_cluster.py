@@ -206,7 +206,7 @@ def test_a_replica_with_a_stale_view_of_the_lease_is_refused_reads_it_again_and_
     assert first.validate(slice_pod("p0")).allowed  # first now holds the Lease as it wrote it
     assert all(second.validate(slice_pod(f"p{i}")).allowed for i in range(1, 5))
     assert not first.validate(slice_pod("p5")).allowed  # its write at the old resourceVersion fails
-    assert first.holder.budgets.shared.conflicts == 1
+    assert first.holder.budgets.shared.leases.conflicts == 1
 
 
 def test_a_strict_quota_whose_lease_cannot_be_reached_denies_and_says_why(kube, replicas):

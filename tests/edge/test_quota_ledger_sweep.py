@@ -9,6 +9,7 @@ from kubernetes import client
 
 from policies.judge.usage import EMPTY
 from webhook.cluster.quota.ledger import LEDGER_LABEL, lease_name
+from webhook.cluster.quota.ledger_leases import LedgerLeases
 from webhook.cluster.quota.reservations import PodRef
 from webhook.cluster.quota.shared_quota import SharedReservations
 
@@ -23,7 +24,8 @@ class Clock:
 
 def ledger(kube, clock: Clock, identity: str = "replica-a") -> SharedReservations:
     api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
-    return SharedReservations(client.CoordinationV1Api(api), "gpu-admission", identity, clock=clock, monotonic=clock)
+    leases = LedgerLeases(client.CoordinationV1Api(api), "gpu-admission", identity, clock=clock, monotonic=clock)
+    return SharedReservations(leases)
 
 
 def leases(kube) -> list[str]:
@@ -41,9 +43,9 @@ def test_a_lease_whose_reservations_all_expired_is_deleted_after_the_grace(kube)
     assert replica.reserve((key,), pod("p1"), EMPTY)
     assert leases(kube) == [lease_name(key)]
     clock.now += 60  # expired (30 s TTL), within the grace
-    assert replica.sweep() == 0 and leases(kube) == [lease_name(key)]
+    assert replica.leases.sweep() == 0 and leases(kube) == [lease_name(key)]
     clock.now += 300
-    assert replica.sweep() == 1 and leases(kube) == []
+    assert replica.leases.sweep() == 1 and leases(kube) == []
 
 
 def test_a_lease_with_a_live_reservation_stays(kube):
@@ -53,7 +55,7 @@ def test_a_lease_with_a_live_reservation_stays(kube):
     assert replica.reserve((old,), pod("p1"), EMPTY)
     clock.now += 400
     assert replica.reserve((live,), pod("p2"), EMPTY)
-    assert replica.sweep() == 1
+    assert replica.leases.sweep() == 1
     assert leases(kube) == [lease_name(live)]
 
 
@@ -63,7 +65,7 @@ def test_a_replica_holding_a_deleted_version_creates_the_lease_afresh(kube):
     key = ("q", "team-a")
     assert other.reserve((key,), pod("p1"), EMPTY)
     clock.now += 400
-    assert leader.sweep() == 1
+    assert leader.leases.sweep() == 1
     assert not other.reserve((key,), pod("p2"), EMPTY)  # its version is gone: read again, judge again
     assert other.reserve((key,), pod("p2"), EMPTY)
     (stored,) = kube.items("leases")
@@ -76,14 +78,14 @@ def test_a_reservation_written_between_the_read_and_the_delete_keeps_the_lease(k
     key = ("q", "team-a")
     assert other.reserve((key,), pod("p1"), EMPTY)
     clock.now += 400
-    listed = leader.api.list_namespaced_lease
+    listed = leader.leases.api.list_namespaced_lease
 
     def list_then_reserve(*args, **kwargs):
         answer = listed(*args, **kwargs)
-        other._states.clear()
+        other.leases.read_again(key)
         assert other.reserve((key,), pod("p2"), EMPTY)  # lands after the leader read the list
         return answer
 
-    monkeypatch.setattr(leader.api, "list_namespaced_lease", list_then_reserve)
-    assert leader.sweep() == 0
+    monkeypatch.setattr(leader.leases.api, "list_namespaced_lease", list_then_reserve)
+    assert leader.leases.sweep() == 0
     assert leases(kube) == [lease_name(key)]

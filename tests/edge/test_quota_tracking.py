@@ -177,7 +177,7 @@ def test_a_strict_admission_runs_the_engine_once_however_often_its_lease_moves(m
     started = [start(kube, replicas, strict_shares=False) for _ in range(3)]  # a Lease write a pod: they conflict
     with concurrent.futures.ThreadPoolExecutor(12) as pool:
         allowed = list(pool.map(lambda i: started[i % 3].validate(slice_pod(f"s{i}")).allowed, range(60)))
-    conflicts = sum(r.holder.budgets.shared.conflicts for r in started)
+    conflicts = sum(r.holder.budgets.shared.leases.conflicts for r in started)
     assert all(allowed) and conflicts > 0  # written again after conflicts, and settled again each time
     assert len(judged) == 60
 
@@ -188,13 +188,13 @@ def test_no_lease_is_read_from_the_api_server_under_the_counters_lock(kube, repl
     kube.put(NS, "strict", {"s.yaml": policy("strict", STRICT)})
     replica = start(kube, replicas, strict_shares=False)
     budgets, reads = replica.holder.budgets, []
-    real = budgets.shared._read
+    real = budgets.shared.leases._read
 
     def read(key):
         reads.append(budgets.counting.lock._is_owned())
         return real(key)
 
-    budgets.shared._read = read
+    budgets.shared.leases._read = read
     assert replica.validate(slice_pod("s0")).allowed
     assert replica.quota_pods("strict", "team-a") == 1  # its reservation, through the Lease read
     assert reads and not any(reads), f"Lease reads under the counters' lock: {reads.count(True)} of {len(reads)}"

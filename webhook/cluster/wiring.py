@@ -34,6 +34,7 @@ from webhook.cluster.ladders import LadderPublisher
 from webhook.cluster.live import ClusterView
 from webhook.cluster.quota.escrow import Escrow
 from webhook.cluster.quota.ledger import LEDGER_LABEL
+from webhook.cluster.quota.ledger_leases import LedgerLeases
 from webhook.cluster.quota.quota_admission import CONFIRM_AFTER
 from webhook.cluster.quota.reservations import PodRef, updated_pod
 from webhook.cluster.quota.shared_quota import SharedReservations
@@ -90,7 +91,8 @@ def connect(
     `confirm_after`: seconds the pod watch has to show an admitted pod before it is asked for."""
     api_client = api_client or identity_api_client()
     core = client.CoreV1Api(api_client)
-    shared = SharedReservations(client.CoordinationV1Api(api_client), namespace, identity, ttl=strict_ttl)
+    ledger = LedgerLeases(client.CoordinationV1Api(api_client), namespace, identity, ttl=strict_ttl)
+    shared = SharedReservations(ledger)
     escrow = Escrow(identity, ttl=strict_ttl) if strict_shares else None  # shares of strict budgets
     tracking = build_tracking(view.counting, shared, escrow, confirm_after)
     view.connect_tracking(tracking)
@@ -109,7 +111,7 @@ def connect(
         gpupolicy_status.reconcile()
 
     # The status leader also deletes strict quota Leases left with expired reservations only.
-    chores = ((LEASE_SWEEP_SECONDS, shared.sweep),)
+    chores = ((LEASE_SWEEP_SECONDS, ledger.sweep),)
     leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=on_lead, chores=chores)
     view.background.append(leadership)
     leadership.start()
@@ -169,8 +171,8 @@ def connect(
             "leases",
             client.CoordinationV1Api(api_client).list_namespaced_lease,
             (namespace,),
-            shared.replace_all,
-            shared.observe,
+            ledger.replace_all,
+            ledger.observe,
             label_selector=f"{LEDGER_LABEL}=true",
             **options,
         ),

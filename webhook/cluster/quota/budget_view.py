@@ -92,7 +92,7 @@ class BudgetView:
         """A strict budget's Lease read before the counters' lock is taken, if never read yet
         (a caller holding it already has read it: QuotaAdmission.admit reads first)."""
         if self.shared is not None and is_strict(policy):
-            self.shared.read_once(((policy.name, scope),))
+            self.shared.leases.read_once(((policy.name, scope),))
 
     def _outstanding(self, key: str, usage: Usage, created: Usage | None = None) -> Usage:
         """What a reservation (or Lease entry) under `key` adds to its budget now: a CREATE's all
@@ -167,7 +167,7 @@ class BudgetView:
         if self.shared is None or held is None or self.counting.quotas((key,)).get(key) != held[0]:
             return False
         try:
-            self.shared.refresh((key,))  # as the watch shows it: a holder that writes nothing reads nothing
+            self.shared.leases.refresh((key,))  # as the watch shows it: a holder that writes nothing reads nothing
         except LedgerUnavailable:
             return False  # looked at again when the Lease next moves
         quota, need = held

@@ -28,11 +28,9 @@ from webhook.cluster.quota.ledger import (
     LEDGER_LABEL,
     RESERVATIONS,
     WANT_PREFIX,
-    Asked,
     Entry,
     Key,
     LeaseState,
-    Mark,
     encode_entries,
     lease_key,
     lease_name,
@@ -74,13 +72,14 @@ class LedgerLeases:
         # Lease, and tells the shares when another replica asks for them back (`on_wanted`).
         self._watched: dict[Key, LeaseState] = {}
         self._moved = threading.Condition(self._lock)
+        # Set once, by webhook.cluster.quota.tracking, to the keeper of this replica's shares.
         self.on_wanted: Callable[[Key, frozenset[str]], None] = lambda key, asking: None
         self.on_moved: Callable[[Key], None] = lambda key: None  # any write the watch shows
-        # Per Lease, for webhook.cluster.quota.shared_quota: admissions' turns, the shares asked
-        # back last, and the request written and not yet closed.
-        self._turns: dict[Key, threading.Lock] = {}
-        self._asked: dict[Key, set[Mark]] = {}
-        self._open: dict[Key, Asked] = {}
+
+    def live(self, key: Key) -> list[Entry]:
+        """The entries of the Lease of `key` as last read (read now if never) that still count."""
+        now = self.monotonic()
+        return [entry for entry in self._state(key).entries if self._alive(key, entry, now)]
 
     def _alive(self, key: Key, entry: Entry, now: float) -> bool:
         with self._lock:
@@ -113,6 +112,32 @@ class LedgerLeases:
             raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
         self._remember(key, written)
         return True
+
+    def remove(self, key: Key, entry_key: str) -> None:
+        """Take the entry `entry_key` out of the Lease of `key`, as read now. Best effort: an entry
+        that stays expires with its TTL."""
+        for _ in range(3):
+            try:
+                state = self._read(key)
+                entries = [e for e in state.entries if e.key != entry_key]
+                if len(entries) == len(state.entries) or not state.version:
+                    return
+                self._remember(key, self._write(key, state.version, entries))
+                return
+            except ApiException as error:
+                if error.status != 409:
+                    return
+            except Exception:  # refused, reset, timed out: it expires anyway
+                return
+
+    def read_again(self, key: Key) -> None:
+        """Read the Lease of `key` now, whatever was read before."""
+        self._remember(key, self._read(key))
+
+    def await_watched(self, key: Key, shows: Callable[[LeaseState], bool], timeout: float) -> bool:
+        """Wait until the Lease watch `shows` the Lease of `key` so, or `timeout` seconds; whether it does."""
+        with self._moved:
+            return self._moved.wait_for(lambda: (state := self._watched.get(key)) is not None and shows(state), timeout)
 
     def sweep(self, grace: float = SWEEP_GRACE) -> int:
         """Delete the ledger Leases whose every reservation expired more than `grace` seconds ago
@@ -159,7 +184,7 @@ class LedgerLeases:
             with self._lock:
                 cached, watched = self._states.get(key), self._watched.get(key)
             if cached is None or watched is None or watched.version != cached.version:
-                self._remember(key, self._read(key))
+                self.read_again(key)
 
     def version(self, key: Key) -> str | None:
         """The version of the Lease of `key` this replica last read or wrote (None: not read yet)."""

@@ -70,7 +70,7 @@ class QuotaAdmission:
         attempts = 0
         asked = False
         if self.shared is not None:  # no request to the API server under the counters' lock
-            self.shared.read_once(self._strict_charges(judged.charges))
+            self.shared.leases.read_once(self._strict_charges(judged.charges))
         while True:
             decision, strict = self._reserve(judged, pod, dry_run, raw)
             if not strict:
@@ -150,11 +150,11 @@ class QuotaAdmission:
         keys = tuple(key for key in self._strict_charges(decision.charges) if key[0] in denied)
         if not keys:
             return False
-        before = [self.shared.version(key) for key in keys]
-        self.shared.refresh(keys)
+        before = [self.shared.leases.version(key) for key in keys]
+        self.shared.leases.refresh(keys)
         asked = not dry_run and self._ask_back(keys, deadline)  # a dry run writes nothing, not even a request
         # Read again, by the refresh or by a request that met a conflict: judged on what was read.
-        return asked or before != [self.shared.version(key) for key in keys]
+        return asked or before != [self.shared.leases.version(key) for key in keys]
 
     def _ask_back(self, keys: Charges, deadline: float) -> bool:
         """Ask the replicas holding shares of `keys` to give them back

@@ -44,7 +44,7 @@ def refill(
                 return False
             with escrow.writing(key):
                 entry = escrow.held_with(key, quota, extra)
-                written = shared.put(key, escrow.key, as_usage(entry))
+                written = shared.leases.put(key, escrow.key, as_usage(entry))
                 if written:
                     escrow.granted(key, quota, extra, need)
                     escrow.ahead += 1 if ahead else 0
@@ -153,7 +153,7 @@ class ShareKeeper:
                 for _ in range(3):  # the Lease read again after a conflict: another replica wrote
                     held, pods = self.escrow.entries(key)
                     own = None if held is None or not any(held.values()) else as_usage(held)
-                    if self.shared.put_all(key, {self.escrow.key: own, **pods}):
+                    if self.shared.leases.put_all(key, {self.escrow.key: own, **pods}):
                         if held is not None:
                             self.escrow.rewritten(key, held, pods)
                         break

@@ -23,25 +23,32 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
-from kubernetes.client.exceptions import ApiException
-
 from policies import EMPTY, Usage
-from webhook.cluster.quota.ledger import GRANT_PREFIX, WANT_PREFIX, Asked, Entry, Key, Mark, mark
+from webhook.cluster.quota.ledger import GRANT_PREFIX, WANT_PREFIX, Asked, Entry, Key, LeaseState, Mark, mark
 from webhook.cluster.quota.ledger_leases import LedgerLeases
 from webhook.cluster.quota.reservations import PodRef, updated_pod
 
 ASK_ATTEMPTS = 5  # writes of a request for shares back, each on the Lease as read after a conflict
 
 
-class SharedReservations(LedgerLeases):
-    """Pods' reservations and replicas' shares in the ledger Leases, and requests for shares back."""
+class SharedReservations:
+    """Pods' reservations and replicas' shares in the ledger Leases (`leases`: read, written and
+    watched there), this replica's turns at them, and its requests for shares back."""
+
+    def __init__(self, leases: LedgerLeases) -> None:
+        self.leases = leases
+        self._lock = threading.Lock()
+        # Per Lease: admissions' turns, the shares asked back last, and the request written and
+        # not yet closed.
+        self._turns: dict[Key, threading.Lock] = {}
+        self._asked: dict[Key, set[Mark]] = {}
+        self._open: dict[Key, Asked] = {}
 
     def pending(self, key: Key, outstanding: Callable[[str, Usage, Usage | None], Usage]) -> Usage:
         """Reservations in the Lease (as last read) that have not expired, each at what it adds
         beyond what this replica's watch shows (`outstanding`: nothing for a pod seen; an
         UPDATE's entry beyond the pod's, or its CREATE's entry in the same Lease)."""
-        now = self.monotonic()
-        alive = {entry.key: entry.usage for entry in self._state(key).entries if self._alive(key, entry, now)}
+        alive = {entry.key: entry.usage for entry in self.leases.live(key)}
         total = EMPTY
         for entry_key, usage in alive.items():
             total = total + outstanding(entry_key, usage, alive.get(updated_pod(entry_key) or ""))
@@ -53,11 +60,12 @@ class SharedReservations(LedgerLeases):
         False if it did not come within `timeout` seconds."""
         with self._lock:
             locks = [self._turns.setdefault(key, threading.Lock()) for key in sorted(set(keys))]
-        deadline = self.monotonic() + timeout
+        monotonic = self.leases.monotonic
+        deadline = monotonic() + timeout
         taken: list[threading.Lock] = []
         try:
             for lock in locks:
-                if not lock.acquire(timeout=max(0.0, deadline - self.monotonic())):
+                if not lock.acquire(timeout=max(0.0, deadline - monotonic())):
                     yield False
                     return
                 taken.append(lock)
@@ -69,46 +77,25 @@ class SharedReservations(LedgerLeases):
     def reserve(self, keys: tuple[Key, ...], pod: PodRef, usage: Usage) -> bool:
         """Add the pod's reservation to every Lease; False if one moved since it was read (it is
         read again: judge the pod again and retry)."""
-        return all(self.put(key, pod.key, usage) for key in keys)
+        return all(self.leases.put(key, pod.key, usage) for key in keys)
 
     def holders(self, key: Key, own: str) -> int:
         """Replicas other than `own` holding a share of the budget (its entries `grant:<replica>`)."""
-        now = self.monotonic()
-        return sum(
-            1
-            for entry in self._state(key).entries
-            if entry.key.startswith(GRANT_PREFIX) and entry.key != own and self._alive(key, entry, now)
-        )
+        return sum(1 for entry in self.leases.live(key) if entry.key.startswith(GRANT_PREFIX) and entry.key != own)
 
     def withdraw(self, keys: tuple[Key, ...], pod: PodRef) -> None:
         """Take the pod's entry out of every Lease (its pod was never created). Best effort: an
         entry that stays expires with its TTL."""
         for key in keys:
-            for _ in range(3):
-                try:
-                    state = self._read(key)
-                    entries = [e for e in state.entries if e.key != pod.key]
-                    if len(entries) == len(state.entries) or not state.version:
-                        break
-                    self._remember(key, self._write(key, state.version, entries))
-                    break
-                except ApiException as error:
-                    if error.status != 409:
-                        break
-                except Exception:  # refused, reset, timed out: it expires anyway
-                    break
+            self.leases.remove(key, pod.key)
 
     # -- asking for shares back ----------------------------------------------------------------
     def shares_held(self, key: Key, own: str) -> tuple[Entry, ...]:
         """Other replicas' share entries in the Lease as last read that hold something."""
-        now = self.monotonic()
         return tuple(
             entry
-            for entry in self._state(key).entries
-            if entry.key.startswith(GRANT_PREFIX)
-            and entry.key != own
-            and not entry.usage.is_zero
-            and self._alive(key, entry, now)
+            for entry in self.leases.live(key)
+            if entry.key.startswith(GRANT_PREFIX) and entry.key != own and not entry.usage.is_zero
         )
 
     def ask_back(self, key: Key, own: str) -> Asked | None:
@@ -124,7 +111,7 @@ class SharedReservations(LedgerLeases):
                     return open_ask  # asked already, not answered yet: this pod waits for that answer too
                 if not asked or self._asked.get(key) == asked:
                     return None
-            if self.put(key, want, EMPTY):
+            if self.leases.put(key, want, EMPTY):
                 request = Asked(key, want, frozenset(asked))
                 with self._lock:  # asked about only once written: a request lost to conflicts is asked again
                     self._asked[key] = asked
@@ -136,11 +123,7 @@ class SharedReservations(LedgerLeases):
         """Wait until each holder asked has written its entry again, or `timeout`. Out of this
         replica's turn: the holders' answers may wait on theirs, and their own admissions, asking
         in turn, on ours."""
-        deadline = self.monotonic() + timeout
-        with self._moved:
-            self._moved.wait_for(
-                lambda: self._answered(asked.key, asked.want, asked.marks), max(0.0, deadline - self.monotonic())
-            )
+        self.leases.await_watched(asked.key, lambda state: _answered(state, asked.want, asked.marks), timeout)
 
     def close_ask(self, asked: Asked) -> None:
         """Read the Lease as the holders left it and take the request out, once for every pod
@@ -150,19 +133,19 @@ class SharedReservations(LedgerLeases):
             if self._open.get(key) is not asked:
                 return
         try:
-            self._remember(key, self._read(key))  # the holders wrote meanwhile
+            self.leases.read_again(key)  # the holders wrote meanwhile
             for _ in range(3):  # taken out at once (a conflict reads again); were it left, it would expire with the TTL
-                if self.put(key, asked.want, None):
+                if self.leases.put(key, asked.want, None):
                     break
         finally:
             with self._lock:
                 self._open.pop(key, None)
 
-    def _answered(self, key: Key, want: str, asked: frozenset[Mark]) -> bool:
-        """The Lease watch shows the request, and none of the share entries asked about as it was:
-        each holder has written its own again. (Before the watch shows the request, what it shows
-        may predate the holders' entries: that is no answer.)"""
-        state = self._watched.get(key)
-        if state is None or not any(e.key == want for e in state.entries):
-            return False
-        return not asked & {mark(e) for e in state.entries if e.key.startswith(GRANT_PREFIX)}
+
+def _answered(state: LeaseState, want: str, asked: frozenset[Mark]) -> bool:
+    """The Lease watch shows the request, and none of the share entries asked about as it was:
+    each holder has written its own again. (Before the watch shows the request, what it shows
+    may predate the holders' entries: that is no answer.)"""
+    if not any(e.key == want for e in state.entries):
+        return False
+    return not asked & {mark(e) for e in state.entries if e.key.startswith(GRANT_PREFIX)}

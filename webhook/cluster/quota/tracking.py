@@ -46,6 +46,6 @@ def build_tracking(
     if shared is None or escrow is None:
         return QuotaTracking(counting, budgets, admission)
     keeper = ShareKeeper(escrow, shared, top_up=budgets.top_up, warm=budgets.warm, crowded=budgets.crowded)
-    shared.on_wanted = keeper.wanted
-    shared.on_moved = keeper.moved
+    shared.leases.on_wanted = keeper.wanted
+    shared.leases.on_moved = keeper.moved
     return QuotaTracking(counting, budgets, admission, keeper)
