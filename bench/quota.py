@@ -57,10 +57,10 @@ if "--compiled" in sys.argv:  # the engine compiled by mypyc, as the image runs 
 from policies.engine import Engine  # noqa: E402
 from policies.model.loader import load_texts  # noqa: E402
 from policies.model.policyset import PolicySet  # noqa: E402
-from webhook.cluster.quota.ledger_leases import LedgerLeases  # noqa: E402
-from webhook.cluster.quota.pod_counting import PodCounting  # noqa: E402
-from webhook.cluster.quota.reservations import PodRef  # noqa: E402
-from webhook.cluster.quota.shared_quota import SharedReservations  # noqa: E402
+from webhook.cluster.quota.counting.pod_counting import PodCounting  # noqa: E402
+from webhook.cluster.quota.counting.reservations import PodRef  # noqa: E402
+from webhook.cluster.quota.leases.ledger_leases import LedgerLeases  # noqa: E402
+from webhook.cluster.quota.leases.shared_quota import SharedReservations  # noqa: E402
 from webhook.cluster.quota.tracking import QuotaTracking, build_tracking  # noqa: E402
 
 POLICIES = """
@@ -204,7 +204,7 @@ def contended(
     import kubernetes
 
     from tests.support.kube_fake import FakeKube
-    from webhook.cluster.quota.escrow import Escrow
+    from webhook.cluster.quota.shares.escrow import Escrow
 
     consistency, shares, warmed = MODES[mode]
     kube = FakeKube()

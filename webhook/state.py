@@ -13,8 +13,8 @@ from typing import Any
 from policies import Decision, Engine, PolicySet
 from webhook.cluster.live import ClusterView
 from webhook.cluster.quota.budget_view import BudgetView
+from webhook.cluster.quota.counting.reservations import UPDATE, PodRef
 from webhook.cluster.quota.quota_metrics import QuotaCollector
-from webhook.cluster.quota.reservations import UPDATE, PodRef
 from webhook.cluster.quota.tracking import QuotaTracking
 
 
@@ -109,7 +109,7 @@ class EngineHolder:
         """Settle the engine's `judged` decision's budgets and, if allowed for real, reserve the
         pod's usage, as one step (the object is kept with the reservation: a new policy set
         charges it again). An `update` that grows a pod's charge holds what it grows to
-        (webhook.cluster.quota.reservations.UPDATE)."""
+        (webhook.cluster.quota.counting.reservations.UPDATE)."""
         found = obj.get("metadata")
         metadata: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         uid = str(metadata.get("uid") or "")

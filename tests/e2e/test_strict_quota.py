@@ -19,7 +19,14 @@ from tests.e2e.harness import Installation, pod, policy_configmap, replicas_behi
 from tests.e2e.install import Replica
 from tests.e2e.policies import QUOTA
 from tools.compile_engine import build
-from webhook.cluster.quota.ledger import LEDGER_LABEL, RESERVATIONS, Entry, encode_entries, lease_name, parse_lease
+from webhook.cluster.quota.leases.ledger import (
+    LEDGER_LABEL,
+    RESERVATIONS,
+    Entry,
+    encode_entries,
+    lease_name,
+    parse_lease,
+)
 
 BUDGET = 5
 NAMESPACE = "race-a"

@@ -323,7 +323,7 @@ def test_a_broken_policy_a_fresh_replica_meets_keeps_the_version_persisted_in_th
 def test_a_handler_that_fails_on_a_list_is_logged_as_such_and_readiness_does_not_wait_on_it(
     kube, replicas, caplog, monkeypatch
 ):
-    from webhook.cluster.quota.pod_counting import PodCounting
+    from webhook.cluster.quota.counting.pod_counting import PodCounting
 
     real, calls = PodCounting.replace_all, []
 

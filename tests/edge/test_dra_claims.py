@@ -19,7 +19,7 @@ from tests.support.builders import Calls, engine_from, plain_container, pod, pol
 from tests.support.cluster import NS, Replica, start
 from tests.support.kube_fake import FakeKube
 from tests.support.server_harness import api_server, holder_of
-from webhook.cluster.quota.pod_counting import PodCounting
+from webhook.cluster.quota.counting.pod_counting import PodCounting
 
 PROFILE_1G = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
 

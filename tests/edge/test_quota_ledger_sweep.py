@@ -8,10 +8,10 @@ from __future__ import annotations
 from kubernetes import client
 
 from policies.judge.usage import EMPTY
-from webhook.cluster.quota.ledger import LEDGER_LABEL, lease_name
-from webhook.cluster.quota.ledger_leases import LedgerLeases
-from webhook.cluster.quota.reservations import PodRef
-from webhook.cluster.quota.shared_quota import SharedReservations
+from webhook.cluster.quota.counting.reservations import PodRef
+from webhook.cluster.quota.leases.ledger import LEDGER_LABEL, lease_name
+from webhook.cluster.quota.leases.ledger_leases import LedgerLeases
+from webhook.cluster.quota.leases.shared_quota import SharedReservations
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""Shares refilled ahead of need (webhook.cluster.quota.escrow): an admission that draws a share
+"""Shares refilled ahead of need (webhook.cluster.quota.shares.escrow): an admission that draws a share
 under half its last grant flags it, once, for the keeper to refill out of admission; a share
 given back, or refused a refill ahead, is not flagged again until an admission's own refill
 grants it. And the mean pod a share is sized for before any pod asks (policies' Usage.per_pod)."""
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from policies import Usage
 from policies.model.policy import Limits, Quota
-from webhook.cluster.quota.escrow import Escrow
+from webhook.cluster.quota.shares.escrow import Escrow
 
 KEY = ("big", "team-a")
 QUOTA = Quota(limits=Limits(pods=1000))

@@ -150,7 +150,7 @@ def test_random_schedules_of_admissions_deletions_crashes_and_restarts_never_ove
 
 
 def test_a_process_restarted_under_the_same_name_counts_its_predecessors_share_as_another_replicas():
-    from webhook.cluster.quota.escrow import Escrow
+    from webhook.cluster.quota.shares.escrow import Escrow
 
     before, after = Escrow("gpu-admission-7d9f"), Escrow("gpu-admission-7d9f")
     assert before.key != after.key and before.key.startswith("grant:gpu-admission-7d9f.")
@@ -209,7 +209,7 @@ def test_under_concurrent_load_no_pod_is_refused_as_over_a_budget_that_holds_it(
 
 
 def lease_entries(kube: FakeKube) -> list[str]:
-    from webhook.cluster.quota.ledger import parse_lease
+    from webhook.cluster.quota.leases.ledger import parse_lease
 
     leases = [obj for (resource, _, _), obj in kube.objects.items() if resource == "leases"]
     return [e.key for lease in leases for e in parse_lease(lease).entries]

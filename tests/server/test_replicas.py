@@ -28,7 +28,7 @@ from tests.support.cluster import WATCHED, namespace
 from tests.support.kube_fake import FakeKube
 from tests.support.processes import SERVICE_NAME, free_port
 from tests.support.reviews import review
-from webhook.cluster.quota.ledger import parse_lease
+from webhook.cluster.quota.leases.ledger import parse_lease
 
 pytestmark = pytest.mark.slow
 

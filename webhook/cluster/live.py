@@ -23,7 +23,7 @@ from policies import (
     quota_lines,
     scopes,
 )
-from webhook.cluster.quota.pod_counting import PodCounting
+from webhook.cluster.quota.counting.pod_counting import PodCounting
 from webhook.cluster.quota.tracking import QuotaTracking, build_tracking
 from webhook.cluster.watches.claims import ClaimCache
 from webhook.cluster.watches.device_classes import DeviceClassCache

@@ -32,12 +32,12 @@ from webhook.cluster.api.policy_status import PolicyStatusReporter
 from webhook.cluster.audit.background_audit import BackgroundAudit
 from webhook.cluster.ladders import LadderPublisher
 from webhook.cluster.live import ClusterView
-from webhook.cluster.quota.escrow import Escrow
-from webhook.cluster.quota.ledger import LEDGER_LABEL
-from webhook.cluster.quota.ledger_leases import LedgerLeases
+from webhook.cluster.quota.counting.reservations import PodRef, updated_pod
+from webhook.cluster.quota.leases.ledger import LEDGER_LABEL
+from webhook.cluster.quota.leases.ledger_leases import LedgerLeases
+from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.quota_admission import CONFIRM_AFTER
-from webhook.cluster.quota.reservations import PodRef, updated_pod
-from webhook.cluster.quota.shared_quota import SharedReservations
+from webhook.cluster.quota.shares.escrow import Escrow
 from webhook.cluster.quota.tracking import build_tracking
 from webhook.cluster.watches.gpupolicies import gpupolicy_watch
 from webhook.cluster.watches.listwatch import ListWatch

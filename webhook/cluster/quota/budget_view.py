@@ -1,11 +1,11 @@
 """What each budget holds in this replica's view, and the shares it grants itself from it.
 
-A budget holds the pods counted (webhook.cluster.quota.pod_counting), this replica's
+A budget holds the pods counted (webhook.cluster.quota.counting.pod_counting), this replica's
 reservations, and, for a strict one, the entries of its Lease this replica's watch does not
 account for yet: other replicas' shares whole, its own not at all (its admissions from it are its
 own reservations). Admission (webhook.cluster.quota.quota_admission) checks against this view.
 
-Shares of strict budgets (webhook.cluster.quota.escrow) are granted from what the view leaves
+Shares of strict budgets (webhook.cluster.quota.shares.escrow) are granted from what the view leaves
 free: by an admission that finds its share spent (quota_admission), and ahead of need: as the replica
 starts, for the budgets it counts pods under (`warm`, run by its keeper once its pod watch has
 listed, and after a new policy set), and by its keeper once admissions draw a share under half
@@ -20,13 +20,13 @@ import threading
 from collections.abc import Collection
 
 from policies import EMPTY, Consistency, GPUPolicy, Quota, Usage
-from webhook.cluster.quota.escrow import Dims, Escrow, Key, crowded, dims_of, limits_of
-from webhook.cluster.quota.ledger import GRANT_PREFIX
-from webhook.cluster.quota.ledger_leases import LedgerUnavailable
-from webhook.cluster.quota.pod_counting import PodCounting
-from webhook.cluster.quota.reservations import updated_pod
-from webhook.cluster.quota.share_writers import refill
-from webhook.cluster.quota.shared_quota import SharedReservations
+from webhook.cluster.quota.counting.pod_counting import PodCounting
+from webhook.cluster.quota.counting.reservations import updated_pod
+from webhook.cluster.quota.leases.ledger import GRANT_PREFIX
+from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
+from webhook.cluster.quota.leases.shared_quota import SharedReservations
+from webhook.cluster.quota.shares.escrow import Dims, Escrow, Key, crowded, dims_of, limits_of
+from webhook.cluster.quota.shares.share_writers import refill
 
 TOP_UP_WAIT = 1.0  # seconds a refill ahead of need waits for the replica's turn at a Lease
 WARM_BUDGETS = 32  # strict budgets a replica takes shares of as it starts, most pods first
@@ -43,7 +43,7 @@ class BudgetView:
     ) -> None:
         self.counting = counting
         self.shared = shared
-        self.escrow = escrow  # strict budgets' shares held by this replica (webhook.cluster.quota.escrow)
+        self.escrow = escrow  # strict budgets' shares held by this replica (webhook.cluster.quota.shares.escrow)
         self.warmed = threading.Event()  # `warm` has run: shares of the budgets in use granted, or tried
         if escrow is not None:
             counting.on_recharged(self._policy_set_changed)

@@ -5,13 +5,13 @@ released when the pod shows up or after a timeout; dry-run never reserves. The e
 the pod outside every lock, all but its budgets; the budgets are checked (Decision.settle) and
 the pod reserved under one lock, so concurrent admissions in one process never admit more than a
 quota allows, and none waits on another's CEL. Quotas with `consistency: strict` also hold their
-reservations in a Lease shared by every replica (webhook.cluster.quota.shared_quota), written by
+reservations in a Lease shared by every replica (webhook.cluster.quota.leases.shared_quota), written by
 compare-and-swap, unless the admission takes from this replica's share of the budget
-(webhook.cluster.quota.escrow).
+(webhook.cluster.quota.shares.escrow).
 
 What a budget holds in this replica's view, and the shares it grants itself, are
 webhook.cluster.quota.budget_view's; the pods themselves and the reservations are counted by
-webhook.cluster.quota.pod_counting (only counters, never pod objects). The three are built
+webhook.cluster.quota.counting.pod_counting (only counters, never pod objects). The three are built
 together, complete, by webhook.cluster.quota.tracking.
 """
 
@@ -23,9 +23,9 @@ from typing import Any
 
 from policies import Action, Charges, Decision, Verdict
 from webhook.cluster.quota.budget_view import BudgetView, is_strict
-from webhook.cluster.quota.ledger_leases import LedgerUnavailable
-from webhook.cluster.quota.reservations import PodRef, Reservation, updated_pod
-from webhook.cluster.quota.share_writers import refill
+from webhook.cluster.quota.counting.reservations import PodRef, Reservation, updated_pod
+from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
+from webhook.cluster.quota.shares.share_writers import refill
 from webhook.metrics import STRICT_OUT_OF_TIME
 
 # What a strict admission may spend on its Leases (turns, writes, re-reads after conflicts):
@@ -158,7 +158,7 @@ class QuotaAdmission:
 
     def _ask_back(self, keys: Charges, deadline: float) -> bool:
         """Ask the replicas holding shares of `keys` to give them back
-        (webhook.cluster.quota.shared_quota.ask_back) and wait for their answer, a second at most.
+        (webhook.cluster.quota.leases.shared_quota.ask_back) and wait for their answer, a second at most.
         Whether any was asked."""
         wait = min(HANDBACK_WAIT, deadline - self.counting.clock())
         if self.shared is None or self.escrow is None or wait <= 0:

@@ -10,7 +10,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from policies import QuotaLine
-from webhook.cluster.quota.escrow import Escrow
+from webhook.cluster.quota.shares.escrow import Escrow
 
 
 class QuotaCollector(Collector):
@@ -43,7 +43,7 @@ class QuotaCollector(Collector):
 
 
 def share_families(escrow: Escrow) -> Iterator[Metric]:
-    """This replica's shares of strict budgets (webhook.cluster.quota.escrow), and how they moved."""
+    """This replica's shares of strict budgets (webhook.cluster.quota.shares.escrow), and how they moved."""
     labels = ["policy", "scope", "dimension"]
     text = "This replica's share of a strict budget (what is left, and what it admitted lately)"
     held = GaugeMetricFamily("gpu_admission_quota_share", text, labels=labels)

@@ -1,5 +1,5 @@
 """Quota tracking in a replica, built complete in one place: the pods counted and reserved
-(webhook.cluster.quota.pod_counting), what each budget holds in the replica's view
+(webhook.cluster.quota.counting.pod_counting), what each budget holds in the replica's view
 (webhook.cluster.quota.budget_view), admission against it (webhook.cluster.quota.quota_admission)
 and, where strict budgets lend shares, the thread that keeps them (ShareKeeper).
 
@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webhook.cluster.quota.budget_view import BudgetView
-from webhook.cluster.quota.escrow import Escrow
-from webhook.cluster.quota.pod_counting import PodCounting
+from webhook.cluster.quota.counting.pod_counting import PodCounting
+from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.quota_admission import CONFIRM_AFTER, QuotaAdmission
-from webhook.cluster.quota.share_writers import ShareKeeper
-from webhook.cluster.quota.shared_quota import SharedReservations
+from webhook.cluster.quota.shares.escrow import Escrow
+from webhook.cluster.quota.shares.share_writers import ShareKeeper
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from policies import (
     facts_of,
     needs_of,
 )
-from webhook.cluster.quota.reservations import Reservation, Reservations
+from webhook.cluster.quota.counting.reservations import Reservation, Reservations
 from webhook.cluster.watches.nodes import Held, NodeCapacity
 from webhook.metrics import TRACKED_PODS
 

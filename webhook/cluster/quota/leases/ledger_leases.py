@@ -1,5 +1,5 @@
 """The ledger Leases of `consistency: strict` quotas as one replica reads, writes and watches
-them (webhook.cluster.quota.shared_quota says what is in them and why).
+them (webhook.cluster.quota.leases.shared_quota says what is in them and why).
 
 Every write replaces a Lease at the resourceVersion this replica last read: if another replica
 wrote in between, the API server answers 409 Conflict and the Lease is read again (`put` says
@@ -24,7 +24,7 @@ import orjson
 from kubernetes.client.exceptions import ApiException
 
 from policies import Usage
-from webhook.cluster.quota.ledger import (
+from webhook.cluster.quota.leases.ledger import (
     LEDGER_LABEL,
     RESERVATIONS,
     WANT_PREFIX,

@@ -1,7 +1,7 @@
 """The strict quota ledger as stored: one Lease per (policy, scope) in the webhook's namespace,
 its entries (pods' reservations, replicas' shares, requests for shares back) in one annotation,
 written compactly; pure reading and writing of that text, no API calls
-(webhook.cluster.quota.shared_quota makes those)."""
+(webhook.cluster.quota.leases.shared_quota makes those)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from policies import Usage
 
 LEDGER_LABEL = "gpu-admission.io/quota-ledger"
 RESERVATIONS = "gpu-admission.io/reservations"
-GRANT_PREFIX = "grant:"  # entries holding a replica's share (webhook.cluster.quota.escrow), not a pod's reservation
+# Entries holding a replica's share (webhook.cluster.quota.shares.escrow), not a pod's reservation.
+GRANT_PREFIX = "grant:"
 WANT_PREFIX = "want:"  # a replica asking the others to give their shares back: it holds nothing
 Key = tuple[str, str]  # (policy, scope)
 

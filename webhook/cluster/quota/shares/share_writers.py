@@ -1,4 +1,4 @@
-"""The writers of this replica's share entries (webhook.cluster.quota.escrow): `refill` grants a
+"""The writers of this replica's share entries (webhook.cluster.quota.shares.escrow): `refill` grants a
 share in the replica's turn at a budget's Lease, and `ShareKeeper` writes entries again when due,
 at once when another replica asks for a share back, and refills a share ahead of need once
 admissions have drawn it under half its last grant."""
@@ -10,10 +10,10 @@ import threading
 from collections.abc import Callable, Mapping
 
 from policies import Quota, Usage
-from webhook.cluster.quota.escrow import Dims, Escrow, Key, as_usage
-from webhook.cluster.quota.ledger import GRANT_PREFIX
-from webhook.cluster.quota.ledger_leases import LedgerUnavailable
-from webhook.cluster.quota.shared_quota import SharedReservations
+from webhook.cluster.quota.leases.ledger import GRANT_PREFIX
+from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
+from webhook.cluster.quota.leases.shared_quota import SharedReservations
+from webhook.cluster.quota.shares.escrow import Dims, Escrow, Key, as_usage
 
 log = logging.getLogger("gpu_admission.quota")
 

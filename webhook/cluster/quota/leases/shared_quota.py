@@ -10,11 +10,11 @@ counts them), and each replica skips the ones whose pods its own watch already c
 
 Within a replica, admissions under one Lease take turns (`turn`): they would only conflict with
 each other. Reading, writing and watching the Leases, and when an entry expires, are
-webhook.cluster.quota.ledger_leases'.
+webhook.cluster.quota.leases.ledger_leases'.
 
 The cost of that path: one write to the API server per admission (and a read after each
 conflict), against none on the `local` path. So far from the limit a replica admits from its share
-of the budget instead, an entry `grant:` here (webhook.cluster.quota.escrow), written once a share.
+of the budget instead, an entry `grant:` here (webhook.cluster.quota.shares.escrow), written once a share.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import threading
 from collections.abc import Callable, Iterator
 
 from policies import EMPTY, Usage
-from webhook.cluster.quota.ledger import GRANT_PREFIX, WANT_PREFIX, Asked, Entry, Key, LeaseState, Mark, mark
-from webhook.cluster.quota.ledger_leases import LedgerLeases
-from webhook.cluster.quota.reservations import PodRef, updated_pod
+from webhook.cluster.quota.counting.reservations import PodRef, updated_pod
+from webhook.cluster.quota.leases.ledger import GRANT_PREFIX, WANT_PREFIX, Asked, Entry, Key, LeaseState, Mark, mark
+from webhook.cluster.quota.leases.ledger_leases import LedgerLeases
 
 ASK_ATTEMPTS = 5  # writes of a request for shares back, each on the Lease as read after a conflict
 

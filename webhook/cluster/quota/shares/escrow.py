@@ -28,7 +28,7 @@ watch shows those pods then counts them once, not again in the holder's entry.
 Shares are kept small against what is free (half of it at most, split between the replicas
 holding them), are not granted at all near the limit, and go back there: a holder whose Lease
 watch shows the budget near the limit, even with its share given back, gives it back unasked
-(webhook.cluster.quota.share_writers), so every pod there is judged by the per-pod path, a dry
+(webhook.cluster.quota.shares.share_writers), so every pod there is judged by the per-pod path, a dry
 run (which cannot ask) included.
 """
 
@@ -45,7 +45,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from policies import EMPTY, Amount, Quota, Usage, dimensions
-from webhook.cluster.quota.ledger import GRANT_PREFIX
+from webhook.cluster.quota.leases.ledger import GRANT_PREFIX
 
 log = logging.getLogger("gpu_admission.quota")
 CHUNK_PODS = 16  # a grant holds what this many pods like the one asking would take ...

@@ -10,7 +10,7 @@ updated pod is seen, and again if an older event of the pod comes after, never t
 
 Totals are kept per (policy, scope), so reading what a budget has reserved costs the same with
 one reservation or thousands (an UPDATE's few are worked out when read). Not thread-safe on its own: the
-counting (webhook.cluster.quota.pod_counting) holds it under its lock.
+counting (webhook.cluster.quota.counting.pod_counting) holds it under its lock.
 """
 
 from __future__ import annotations
