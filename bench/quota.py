@@ -324,7 +324,7 @@ def tracking(args: argparse.Namespace) -> None:
     recharge = recharge_ms(args.pods, args.rounds)
     print(
         f"a new policy set over {args.pods} pods: charged from the counters in {recharge:.2f} ms"
-        f" ({large.shapes} records) vs counting them again {relist_s * 1000:.0f} ms"
+        f" ({large.counting.shapes} records) vs counting them again {relist_s * 1000:.0f} ms"
         f" ({relist_s * 1000 / recharge:.0f}x), and no list from the API server"
     )
 

@@ -39,13 +39,15 @@ def build_tracking(
     confirm_after: float = CONFIRM_AFTER,
 ) -> QuotaTracking:
     """Tracking over `counting`: local (no `shared`), strict through the Leases (`shared`), and
-    with shares of them (`escrow` too). The Lease watch tells the keeper when another replica
-    asks for a share back or a Lease moves."""
+    with shares of them (`escrow` too), kept by a ShareKeeper."""
     budgets = BudgetView(counting, shared, escrow)
     admission = QuotaAdmission(budgets, confirm_after=confirm_after)
     if shared is None or escrow is None:
         return QuotaTracking(counting, budgets, admission)
     keeper = ShareKeeper(escrow, shared, top_up=budgets.top_up, warm=budgets.warm, crowded=budgets.crowded)
+    # The keeper hears of its shares where it happens: drawn low by an admission, asked back or
+    # its Lease moved (both seen by the Lease watch). Wired here, once, as the parts are made.
+    escrow.on_low = keeper.low
     shared.leases.on_wanted = keeper.wanted
     shared.leases.on_moved = keeper.moved
     return QuotaTracking(counting, budgets, admission, keeper)

@@ -142,7 +142,8 @@ class Escrow:
         self.ahead = 0  # of the refills, those made ahead of need (ShareKeeper), not by an admission
         self.returns = 0
         self.fallbacks = 0
-        self.on_low: Callable[[Key], None] = lambda key: None  # a share to refill ahead (ShareKeeper)
+        # A share to refill ahead: set once, to its ShareKeeper's, by webhook.cluster.quota.tracking.
+        self.on_low: Callable[[Key], None] = lambda key: None
         # Pods whose admission from a share this replica wrote as their own entries (when it did):
         # its own reservations count them until its watch shows them, so those entries do not.
         self.itemized: dict[str, float] = {}

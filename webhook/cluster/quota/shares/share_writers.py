@@ -87,11 +87,15 @@ class ShareKeeper:
         self._to_check: set[Key] = set()
         self._stop = threading.Event()
         self._wake = threading.Event()
-        escrow.on_low = lambda key: self._wake.set()  # a share drawn under half: refilled at once
         self._thread = threading.Thread(target=self._run, name="quota-shares", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def low(self, key: Key) -> None:
+        """Admissions drew this replica's share of `key` under half its last grant (Escrow.on_low):
+        refilled now, in this thread."""
+        self._wake.set()
 
     def wanted(self, key: Key, asking: frozenset[str]) -> None:
         """Replicas (`asking`: their entries' names) ask for the budget of `key` back, as the Lease
