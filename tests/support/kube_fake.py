@@ -76,6 +76,16 @@ class Route:
             self.namespace = ""
 
 
+class _ApiServerSocket(ThreadingHTTPServer):
+    """Accepts as kube-apiserver does: Go listens with the kernel's largest backlog (somaxconn),
+    Python's socketserver with 5. Past 5 connections waiting to be accepted, the kernel drops the
+    next SYN and the client sends it again a second later: a burst of admissions that each open a
+    connection for a Lease read then waited 1-2 s, which no real API server makes them wait (one
+    run in two of tests/server/test_replicas.py's 1,000 creates, traced to those reads)."""
+
+    request_queue_size = 4096
+
+
 @dataclass(frozen=True)
 class Request:
     """One request as the API server's audit log would show it."""
@@ -204,7 +214,7 @@ class FakeKube:
             def do_DELETE(self) -> None:
                 fake.handle_write(self, "DELETE")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server = _ApiServerSocket(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         # serve_forever looks for shutdown() once a poll: 0.5 s by default, which every test's
