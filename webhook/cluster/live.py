@@ -110,8 +110,10 @@ class ClusterView:
 
     def connect_tracking(self, tracking: QuotaTracking) -> None:
         """Tracking built over this view's counting (strict budgets through their Leases) in
-        force from now on: one reference swapped, as an engine is."""
-        assert tracking.counting is self.counting
+        force from now on: one reference swapped, as an engine is. Tracking over other counters
+        is refused: the reservations admitted so far live in this view's counting."""
+        if tracking.counting is not self.counting:
+            raise ValueError("quota tracking must be built over this view's counting")
         self.tracking = tracking
 
     # -- the quota view ------------------------------------------------------------------------
