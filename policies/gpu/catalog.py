@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -211,6 +212,12 @@ class Catalog:
         if name not in names:
             where = f" on {', '.join(m.key for m in models)}" if models else ""
             raise CatalogError(f"unknown MIG profile {name!r}{where}{_closest(name, names)}")
+
+    @property
+    def mig_resources(self) -> Mapping[str, str]:
+        """Every mixed-strategy resource name the catalog knows (e.g. nvidia.com/mig-1g.10gb.me),
+        with the profile behind it."""
+        return self._resource_names
 
     def profile_for_resource(self, resource: str) -> str | None:
         """The profile name behind a mixed-strategy resource name, e.g. nvidia.com/mig-1g.10gb.me."""

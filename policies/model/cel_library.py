@@ -9,15 +9,17 @@ k8s.io/apiserver/pkg/cel/library. Hosted here, with the same names and results:
   regex     <string>.find(re), .findAll(re), .findAll(re, n)
   url       url(s), isURL(s), <url>.getScheme(), getHost(), getHostname(), getPort(),
             getEscapedPath(), getQuery()
-  quantity  quantity(s), isQuantity(s), <quantity>.sign(), isInteger(), asInteger(),
+  quantity  quantity(s), isQuantity(s), sign(<quantity>), <quantity>.isInteger(), asInteger(),
             asApproximateFloat(), add(q | int), sub(q | int), isGreaterThan(q), isLessThan(q),
             compareTo(q)
 
 One difference, from what the Python binding can carry: cel-expr-python cannot give Python
 values a CEL type of their own, so a URL and a Quantity are their strings, checked when made
 (`quantity('1Gi') == '1Gi'` is true here, a type error in Kubernetes; any expression Kubernetes
-accepts means the same here). Regular expressions are Python's `re`, which agrees with RE2 on
-the syntax policies use (RE2 has no backreferences or lookaround; `re` accepts them).
+accepts means the same here). `<quantity>.sign()` is accepted here too (rules were written so
+before `sign(<quantity>)`, the API server's form, was offered); the API server refuses it.
+Regular expressions are Python's `re`, which agrees with RE2 on the syntax policies use (RE2
+has no backreferences or lookaround; `re` accepts them).
 Not available: `authorizer` (needs the API server), the ip/cidr and semver libraries, and the
 lists library's `indexOf`/`lastIndexOf` on lists (the binding cannot add overloads to the strings
 extension's `indexOf`).
@@ -67,6 +69,11 @@ def _as_integer(text: str) -> int:
 def _compare(a: str, b: str) -> int:
     x, y = _quantity(a), _quantity(b)
     return (x > y) - (x < y)
+
+
+def _sign(text: str) -> int:
+    value = _quantity(text)
+    return (value > 0) - (value < 0)
 
 
 def _is_quantity(text: str) -> bool:
@@ -164,7 +171,12 @@ def functions() -> list[cel.FunctionDecl]:
         # quantity
         "quantity": [_global(S, [S], lambda s: (_quantity(s), s)[1], "string_to_quantity")],
         "isQuantity": [_global(B, [S], _is_quantity, "is_quantity")],
-        "sign": [_member(N, [S], lambda q: (_quantity(q) > 0) - (_quantity(q) < 0), "quantity_sign")],
+        # sign(q), as the API server declares it (a global overload, though its docs write
+        # q.sign(), which it refuses); q.sign() kept for the rules written so before
+        "sign": [
+            _global(N, [S], _sign, "quantity_sign"),
+            _member(N, [S], _sign, "quantity_sign_member"),
+        ],
         "isInteger": [_member(B, [S], lambda q: _is_integral(q), "quantity_is_integer")],
         "asInteger": [_member(N, [S], _as_integer, "quantity_as_integer")],
         "asApproximateFloat": [_member(D, [S], lambda q: float(_quantity(q)), "quantity_as_float")],

@@ -25,6 +25,12 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 T = TypeVar("T")
 
 
+def precedence(policy: GPUPolicy) -> tuple[bool, int, str]:
+    """The order policies take effect in (the first with a section decides it): cluster policies
+    before namespaced ones, then by priority, highest first, then by name."""
+    return (policy.namespace is not None, -policy.priority, policy.name)
+
+
 @dataclass(frozen=True, slots=True)
 class MatchResult:
     policies: tuple[GPUPolicy, ...]
@@ -68,7 +74,7 @@ class PolicySet:
 
     def __post_init__(self) -> None:
         # Cluster policies first: a namespaced one decides MIG, runtime and Triton only where none does.
-        ordered = sorted(self.policies, key=lambda p: (p.namespace is not None, -p.priority, p.name))
+        ordered = sorted(self.policies, key=precedence)
         exact: dict[str, list[GPUPolicy]] = {}
         globs: dict[str, list[tuple[str, GPUPolicy]]] = {}
         everywhere: list[GPUPolicy] = []

@@ -19,33 +19,25 @@ where the engine evaluates it (an error there denies, as in the engine, with fai
 Fail). `variables` are VAP variables of the same names. Messages are the engine's: the rule's
 message, `(policy <name>)`, and the rule and field path in brackets, on one line.
 
-What stays with the webhook is listed per policy (`Uncovered`): MIG, runtime settings, Triton,
-quotas and device-access checks, and rules on UPDATE and on ephemeral containers.
+With them, each policy's MIG gate (policies.native.mig_gate), made from the whole set. What
+stays with the webhook is listed per policy (`Uncovered`): the MIG rewrite, runtime settings,
+Triton, quotas and device-access checks, and rules on UPDATE and on ephemeral containers.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
+from policies.gpu.catalog import CATALOG, Catalog
 from policies.model.policy import Action, GPUPolicy, Rule
-from policies.model.selectors import LabelSelector, Operator
-from policies.native.reach import ANY_EXTENDED, EXCLUDED, MIRROR_PODS, NAMESPACE, pod_condition
+from policies.model.policyset import precedence
+from policies.native.matching import cel_string
+from policies.native.mig_gate import mig_gates
+from policies.native.objects import POLICY_ANNOTATION, admission_policy, binding, object_name, one_line
+from policies.native.reach import EXCLUDED, NAMESPACE
 
-API_VERSION = "admissionregistration.k8s.io/v1"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-admission", "gpu-admission.io/native": "true"}
-POLICY_ANNOTATION = "gpu-admission.io/policy"
-_BINDING_ACTIONS = {Action.DENY: "Deny", Action.WARN: "Warn", Action.AUDIT: "Audit"}
 _SUFFIX = {Action.DENY: "", Action.WARN: ".warn", Action.AUDIT: ".audit"}
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_WHITESPACE = re.compile(r"\s+")
-_NAME_ROOM = 200  # of 253: room for the prefix and the action's suffix
-_LABEL_CHARACTERS = string.ascii_lowercase + string.digits + "-"  # all a namespace's name may hold
-_NOTHING = "[^\\s\\S]"  # a set no character is in (RE2 has no lookahead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,35 +61,61 @@ class NativePolicies:
     policies: tuple[str, ...]
     uncovered: tuple[Uncovered, ...]
 
+    def only(self, names: Collection[str]) -> NativePolicies:
+        """What comes of the policies named `names`, generated with the others (which a MIG gate
+        reads), then chosen."""
+        chosen = tuple(
+            o for o in self.objects if _metadata_of(o).get("annotations", {}).get(POLICY_ANNOTATION) in names
+        )
+        return NativePolicies(
+            chosen,
+            tuple(name for name in self.policies if name in names),
+            tuple(u for u in self.uncovered if u.policy in names),
+        )
+
+
+def _metadata_of(obj: dict[str, object]) -> dict[str, dict[str, str]]:
+    metadata = obj["metadata"]
+    assert isinstance(metadata, dict)  # objects are built here: narrows the type for mypy
+    return metadata
+
 
 def native_policies(
-    policies: Iterable[GPUPolicy], own_namespace: str = NAMESPACE, excluded: Sequence[str] = EXCLUDED
+    policies: Iterable[GPUPolicy],
+    own_namespace: str = NAMESPACE,
+    excluded: Sequence[str] = EXCLUDED,
+    catalog: Catalog = CATALOG,
 ) -> NativePolicies:
-    """The ValidatingAdmissionPolicies and bindings of `policies`' rules; `own_namespace` (the
+    """The ValidatingAdmissionPolicies and bindings of `policies`' rules and MIG gates (of the
+    whole set: a gate holds where no policy before it decides MIG); `own_namespace` (the
     webhook's) and `excluded` are left alone, as the webhook configurations leave them."""
     objects: list[dict[str, object]] = []
     names: list[str] = []
     uncovered: list[Uncovered] = []
     left_alone = [*excluded, own_namespace]
-    for policy in policies:
+    ordered = sorted(policies, key=precedence)
+    for policy in ordered:
         uncovered.extend(_uncovered(policy))
         if policy.namespace is not None or not policy.rules:
             continue
         names.append(policy.name)
+        variables = [(n, e.source) for n, e in policy.variables]
         for action in (Action.DENY, Action.WARN, Action.AUDIT):
             validations = _validations(policy, action)
             if validations:
-                name = _object_name(policy.name) + _SUFFIX[action]
-                objects.append(_policy(policy, name, validations, left_alone))
-                objects.append(_binding(policy, name, action))
-    return NativePolicies(tuple(objects), tuple(names), tuple(uncovered))
+                name = object_name(policy.name) + _SUFFIX[action]
+                objects.append(admission_policy(policy, name, validations, left_alone, variables))
+                objects.append(binding(policy, name, action))
+    gates, gated = mig_gates(ordered, catalog, left_alone)
+    objects.extend(gates)
+    return NativePolicies(tuple(objects), tuple(dict.fromkeys([*names, *gated])), tuple(uncovered))
 
 
 def _uncovered(policy: GPUPolicy) -> list[Uncovered]:
     if policy.namespace is not None:
         return [Uncovered(policy.name, "the whole policy", "a team's namespaced policy is not generated")]
     parts = [
-        ("mig", policy.mig is not None, "the MIG rewrite reads the cluster's GPUs"),
+        ("mig", policy.mig is not None, "the rewrite reads the cluster's GPUs; named profiles are native"),
         ("runtime", policy.runtime is not None, "runtime settings are written by the mutating webhook"),
         ("triton", policy.triton is not None, "the sidecar is written by the mutating webhook"),
         ("quota", policy.quota is not None, "budgets count the cluster's pods"),
@@ -107,25 +125,11 @@ def _uncovered(policy: GPUPolicy) -> list[Uncovered]:
     return [Uncovered(policy.name, part, why) for part, present, why in parts if present]
 
 
-def _object_name(policy: str) -> str:
-    """`gpu-admission.<policy>`, or, where the policy's name is no DNS subdomain, a form of it
-    that is, made unique by a hash of the name."""
-    if len(policy) <= _NAME_ROOM and _DNS_SUBDOMAIN.match(policy):
-        return f"gpu-admission.{policy}"
-    slug = re.sub(r"[^a-z0-9]+", "-", policy.lower()).strip("-")[:_NAME_ROOM] or "policy"
-    digest = hashlib.sha256(policy.encode()).hexdigest()[:8]
-    return f"gpu-admission.{slug}-{digest}"
-
-
 def _where(rule: Rule, policy: GPUPolicy, index: int) -> str:
     """What follows a rule's message: the policy, then the rule and its field, on one line (the
     API server refuses a message with line breaks)."""
-    named = _WHITESPACE.sub(" ", f"(policy {policy.name})")
+    named = one_line(f"(policy {policy.name})")
     return f" {named} [rule {rule.name}, spec.rules[{index}].expression]"
-
-
-def _cel_string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _validations(policy: GPUPolicy, action: Action) -> list[dict[str, object]]:
@@ -133,10 +137,10 @@ def _validations(policy: GPUPolicy, action: Action) -> list[dict[str, object]]:
     for index, rule in enumerate(policy.rules):
         where = _where(rule, policy, index)
         if rule.action is action:
-            message = _WHITESPACE.sub(" ", rule.message).strip() + where
+            message = one_line(rule.message) + where
             validation: dict[str, object] = {"expression": rule.expression.source, "message": message}
             if rule.message_expression is not None:
-                validation["messageExpression"] = f"string({rule.message_expression.source}) + {_cel_string(where)}"
+                validation["messageExpression"] = f"string({rule.message_expression.source}) + {cel_string(where)}"
             found.append(validation)
         elif action is Action.DENY:  # the guard: denies where the rule cannot be evaluated
             source = rule.expression.source
@@ -147,113 +151,3 @@ def _validations(policy: GPUPolicy, action: Action) -> list[dict[str, object]]:
                 }
             )
     return found
-
-
-def glob_regex(pattern: str) -> str:
-    """A match.namespaces glob (fnmatch's `*`, `?`, `[...]`, `[!...]`) as an anchored RE2
-    expression, for the names a namespace can have (a DNS label): a set becomes the explicit
-    class of the label characters fnmatch lets it match, so the two never read a set differently."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        i += 1
-        if char == "*":
-            out.append(".*")
-        elif char == "?":
-            out.append(".")
-        elif char == "[":
-            start = i + 1 if pattern[i : i + 1] == "!" else i
-            start += 1 if pattern[start : start + 1] == "]" else 0  # a leading ] is one of the set
-            end = pattern.find("]", start)
-            if end < 0:  # no closing bracket: a literal [
-                out.append(re.escape(char))
-                continue
-            members = "".join(c for c in _LABEL_CHARACTERS if fnmatchcase(c, pattern[i - 1 : end + 1]))
-            out.append(f"[{re.escape(members)}]" if members else _NOTHING)
-            i = end + 1
-        else:
-            out.append(re.escape(char))
-    return "^" + "".join(out) + "$"
-
-
-def _namespaces_condition(patterns: Sequence[str]) -> str:
-    exact = [p for p in patterns if not any(c in p for c in "*?[")]
-    globs = [p for p in patterns if p not in exact]
-    parts = []
-    if exact:
-        parts.append("request.namespace in [" + ", ".join(_cel_string(p) for p in exact) + "]")
-    parts.extend(f"request.namespace.matches({_cel_string(glob_regex(p))})" for p in globs)
-    return " || ".join(parts)
-
-
-def _policy(
-    policy: GPUPolicy, name: str, validations: list[dict[str, object]], left_alone: Sequence[str]
-) -> dict[str, object]:
-    # One condition, its parts joined by && in the engine's order: the API server evaluates every
-    # matchCondition of a policy, where && stops at the first false. So a pod outside the
-    # namespaces costs one comparison, and the policy's own condition is evaluated only for pods
-    # the engine would evaluate it for: an error there (which denies) never reaches other pods.
-    parts = [_namespaces_condition(policy.match.namespaces)] if policy.match.namespaces else []
-    parts += ["\n".join(pod_condition("object", asks=ANY_EXTENDED)), "\n".join(MIRROR_PODS)]
-    if policy.match.condition is not None:
-        parts.append(policy.match.condition.source)
-    conditions = [{"name": "the-policy-matches", "expression": " &&\n".join(f"({part})" for part in parts)}]
-    spec: dict[str, object] = {
-        "failurePolicy": "Fail",  # an error denies, as the engine fails closed
-        "matchConstraints": {
-            "resourceRules": [
-                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-            ],
-            "namespaceSelector": {
-                "matchExpressions": [
-                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(left_alone)}
-                ]
-            },
-        },
-        "matchConditions": conditions,
-    }
-    if policy.variables:
-        spec["variables"] = [{"name": n, "expression": e.source} for n, e in policy.variables]
-    spec["validations"] = validations
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": _metadata(policy, name),
-        "spec": spec,
-    }
-
-
-def _selector(selector: LabelSelector) -> dict[str, object]:
-    expressions = []
-    for requirement in selector.requirements:
-        expression: dict[str, object] = {"key": requirement.key, "operator": requirement.operator.value}
-        if requirement.operator in (Operator.IN, Operator.NOT_IN):
-            expression["values"] = sorted(requirement.values)
-        expressions.append(expression)
-    return {"matchExpressions": expressions}
-
-
-def _binding(policy: GPUPolicy, name: str, action: Action) -> dict[str, object]:
-    spec: dict[str, object] = {"policyName": name, "validationActions": [_BINDING_ACTIONS[action]]}
-    resources: dict[str, object] = {}
-    if policy.match.pod_selector is not None:
-        resources["objectSelector"] = _selector(policy.match.pod_selector)
-    if policy.match.namespace_selector is not None:
-        resources["namespaceSelector"] = _selector(policy.match.namespace_selector)
-    if resources:
-        spec["matchResources"] = resources
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": _metadata(policy, name),
-        "spec": spec,
-    }
-
-
-def _metadata(policy: GPUPolicy, name: str) -> dict[str, object]:
-    return {
-        "name": name,
-        "labels": dict(MANAGED_BY),
-        "annotations": {POLICY_ANNOTATION: policy.name, "gpu-admission.io/source": str(policy.source)},
-    }

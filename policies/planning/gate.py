@@ -53,18 +53,27 @@ def named_devices(
         if resource.profile is None:
             problems.append((path, f"{name}: no GPU has this MIG profile{catalog.closest_resources(resource.written)}"))
             continue
-        if not spec.allows(resource.profile):
-            allowed = ", ".join(sorted(spec.allowed_profiles))
-            problems.append((path, f"{name}: profile {resource.profile} is not allowed (allowed: {allowed})"))
+        refused = refusal(resource.profile, spec, catalog, picked)
+        if refused is not None:
+            problems.append((path, f"{name}: {refused}"))
             continue
         offering = catalog.models_with(resource.profile)
-        allowed_models = tuple(m for m in (picked or spec.gpu_models or offering) if m in offering)
-        if not allowed_models:
-            models = ", ".join(m.key for m in (picked or spec.gpu_models))
-            problems.append((path, f"{name}: profile {resource.profile} is not a profile of {models}"))
-            continue
-        devices.append(Device(container, resource.profile, allowed_models))
+        serving = tuple(m for m in (picked or spec.gpu_models or offering) if m in offering)
+        devices.append(Device(container, resource.profile, serving))
     return devices, problems
+
+
+def refusal(profile: str, spec: MigSpec, catalog: Catalog, picked: tuple[GpuModel, ...] = ()) -> str | None:
+    """Why a container may not name a slice of `profile` (a profile the catalog knows) under
+    `spec`, with `picked` the models the pod's `gpu-model` annotation picks (always among the
+    policy's); None where it may. The native policies refuse the same names with the same words
+    (policies.native.mig_gate), read with no models picked: a refusal then holds whatever the pod picks."""
+    if not spec.allows(profile):
+        return f"profile {profile} is not allowed (allowed: {', '.join(sorted(spec.allowed_profiles))})"
+    offering = catalog.models_with(profile)
+    if not any(m in offering for m in (picked or spec.gpu_models or offering)):
+        return f"profile {profile} is not a profile of {', '.join(m.key for m in (picked or spec.gpu_models))}"
+    return None
 
 
 def one_device_each(containers: tuple[ContainerView, ...], rewritten: frozenset[int]) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from policies import native_policies
 from policies.model.cel import CelEvaluationError, CelInput, compile_expression
 from policies.model.loader import load_texts
-from policies.native.validating import glob_regex
+from policies.native.matching import glob_regex
 from tests.support.builders import pod, policy
 
 K8S = kubernetes_validate.latest_version()

@@ -1,4 +1,4 @@
-"""`gpu-admission native`: a policy set's CEL rules as ValidatingAdmissionPolicies and bindings,
+"""`gpu-admission native`: a policy set's CEL rules and MIG gates as ValidatingAdmissionPolicies and bindings,
 for `kubectl apply -f -`; what stays with the webhook on stderr."""
 
 from __future__ import annotations
@@ -47,12 +47,14 @@ def register(commands: Any, root: argparse.ArgumentParser) -> None:
     native = command(
         commands,
         "native",
-        "policies' CEL rules as ValidatingAdmissionPolicies",
+        "policies' CEL rules and MIG gates as ValidatingAdmissionPolicies",
         "Prints the ValidatingAdmissionPolicies and bindings that make the API server judge the policies' "
         "CEL rules itself, for pod CREATE, with the webhook's scope (pods that could reach a GPU) and each "
         "policy's match: deny rules bound Deny, warn rules Warn, audit rules Audit, a rule that cannot be "
-        "evaluated denied. They hold while the webhook is away (failurePolicy Ignore, an outage). What stays "
-        "with the webhook (MIG, runtime, Triton, quotas, device access, rules on UPDATE) is listed on stderr.",
+        "evaluated denied; and the MIG profiles a container may name (allowedProfiles, gpuModels), held for "
+        "the policy that owns the pod's MIG settings, so made from the whole set (--policy picks from it "
+        "after). They hold while the webhook is away (failurePolicy Ignore, an outage). What stays with the "
+        "webhook (the MIG rewrite, runtime, Triton, quotas, device access, rules on UPDATE) is listed on stderr.",
         "0 done; 2 policies that cannot be read, or --policy naming none of them",
     )
     native.add_argument(
@@ -72,18 +74,20 @@ def register(commands: Any, root: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    policies = load_engine(args.policies).policy_set.policies
+    policy_set = load_engine(args.policies).policy_set
+    # Made from the whole set, then chosen: a MIG gate holds where no policy before it decides MIG,
+    # and which those are is the whole set's to say.
+    result = native_policies(policy_set.policies, own_namespace=args.webhook_namespace, catalog=policy_set.catalog)
     if args.policy:
-        unknown = sorted(set(args.policy) - {p.name for p in policies})
+        unknown = sorted(set(args.policy) - {p.name for p in policy_set.policies})
         if unknown:
             print(f"error: no policy named {', '.join(unknown)}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        policies = tuple(p for p in policies if p.name in args.policy)
-    result = native_policies(policies, own_namespace=args.webhook_namespace)
+        result = result.only(args.policy)
     print(render(result.objects, args.output), end="")
     for part in result.uncovered:
         print(f"note: {part}", file=sys.stderr)
-    made = ", ".join(result.policies) or "none (no policy has rules)"
+    made = ", ".join(result.policies) or "none (no policy has rules or MIG limits)"
     count = len(result.objects) // 2  # each policy with its binding
     print(f"{count} ValidatingAdmissionPolic{'y' if count == 1 else 'ies'} from: {made}", file=sys.stderr)
     return EXIT_OK

@@ -1,0 +1,109 @@
+"""The MIG resources a container may name, as ValidatingAdmissionPolicies: `allowedProfiles` and
+`gpuModels` held for the slices a pod names itself, as the webhook holds them
+(policies.planning.gate), with no call out.
+
+What a container may name depends on no cluster state: the resource name says the profile, the
+catalog says which models offer it, the policy says which profiles and models it allows. Which
+policy says so does depend on the other policies: the first matching policy with a `mig` section
+owns the pod's MIG settings (policies.planning.applicable.plan_mig). So a policy's gate,
+`gpu-admission.<policy>.mig`, holds where the policy matches and no cluster policy before it with
+a `mig` section does (their matches in CEL, policies.native.matching); the gates are made from
+the whole set at once, as the webhook runs it.
+
+Each names the resources it refuses in a variable, each with the engine's reason
+(`policies.planning.gate.refusal`, the one place those words are written), `.shared` replicas
+with their profile's; a container refused is named with its field path as the engine names it.
+A name the catalog does not know is left to the webhook (it says which names are close), and so
+are DRA claims' profiles, the rewrite itself, and one MIG device per container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from policies.gpu.catalog import Catalog
+from policies.gpu.models import SHARED_RESOURCE_SUFFIX
+from policies.model.policy import Action, GPUPolicy, MigSpec
+from policies.native.matching import cel_string, matches
+from policies.native.objects import admission_policy, binding, object_name, one_line
+from policies.planning.gate import refusal
+
+SUFFIX = ".mig"
+_REFUSED = "refused"  # the variable: resource name -> why it is refused
+
+
+def refused_resources(spec: MigSpec, catalog: Catalog) -> dict[str, str]:
+    """The MIG resources (and `.shared` replicas) a container may not name under `spec`, and why,
+    in the engine's words; none when the policy allows every profile on every model."""
+    refused: dict[str, str] = {}
+    for resource, profile in sorted(catalog.mig_resources.items()):
+        why = refusal(profile, spec, catalog)
+        if why is not None:
+            refused[resource] = why
+            refused[resource + SHARED_RESOURCE_SUFFIX] = why
+    return refused
+
+
+def mig_gates(
+    ordered: Sequence[GPUPolicy], catalog: Catalog, left_alone: Sequence[str]
+) -> tuple[list[dict[str, object]], list[str]]:
+    """The gates of `ordered` (policies in precedence order) and the policies they come from."""
+    objects: list[dict[str, object]] = []
+    names: list[str] = []
+    owners_before: list[GPUPolicy] = []
+    for policy in ordered:
+        if policy.namespace is not None or policy.mig is None:
+            continue  # a namespaced policy never decides MIG where a cluster policy matches
+        refused = refused_resources(policy.mig, catalog)
+        if refused:
+            name = object_name(policy.name) + SUFFIX
+            unless = [matches(owner) for owner in owners_before]
+            table = "{\n" + ",\n".join(f"  {cel_string(r)}: {cel_string(why)}" for r, why in refused.items()) + "\n}"
+            validations = [_validation(policy, "containers"), _validation(policy, "initContainers")]
+            variables = [(_REFUSED, table), _refused_in("containers"), _refused_in("initContainers")]
+            objects.append(admission_policy(policy, name, validations, left_alone, variables, unless))
+            objects.append(binding(policy, name, Action.DENY))
+            names.append(policy.name)
+        owners_before.append(policy)
+    return objects, names
+
+
+def _refused_names(container: str) -> str:
+    """The refused resources `container` holds some of: in its limits (limits win), then those
+    only its requests name, each with an amount other than zero (as the engine reads a
+    container). Membership first: a container's CPU and memory are never parsed."""
+    limits, requests = f"{container}.resources.limits", f"{container}.resources.requests"
+    refused = f"variables.{_REFUSED}"
+    held_limits = f"(has({limits}) ? {limits}.filter(r, r in {refused} && {_nonzero(f'{limits}[r]')}) : [])"
+    only_requested = (
+        f"(has({requests}) ? {requests}.filter(r, r in {refused} && !(has({limits}) && r in {limits}) && "
+        f"{_nonzero(f'{requests}[r]')}) : [])"
+    )
+    return f"(!has({container}.resources) ? [] : {held_limits} + {only_requested})"
+
+
+def _nonzero(amount: str) -> str:
+    # compareTo, not sign(): the API server's quantity library has no sign() for a VAP to call
+    return f"quantity({amount}).compareTo(quantity('0')) != 0"
+
+
+def _refused_in(field: str) -> tuple[str, str]:
+    """The variable: for each container of `field`, in order, the names it holds that are refused."""
+    items = f"object.spec.{field}"
+    return f"{field}Refused", f"!has({items}) ? [] : {items}.map(c, {_refused_names('c')})"
+
+
+def _validation(policy: GPUPolicy, field: str) -> dict[str, object]:
+    found = f"variables.{_refused_in(field)[0]}"
+    # The first container refused, and its first name refused: the engine names each, the API
+    # server one message a validation. `indexOf` is the lists library's (Kubernetes 1.26+).
+    resource = f"{found}.filter(l, size(l) > 0)[0][0]"
+    position = f"string({found}.map(l, size(l) > 0).indexOf(true))"
+    where = f" {one_line(f'(policy {policy.name})')} [rule mig, spec.{field}["
+    return {
+        "expression": f"{found}.all(l, size(l) == 0)",
+        "messageExpression": (
+            f"{resource} + ': ' + variables.{_REFUSED}[{resource}] + {cel_string(where)} + {position} + '].resources]'"
+        ),
+        "message": f"a container names a MIG profile this policy refuses{where[:-1]}]",
+    }

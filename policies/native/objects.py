@@ -1,0 +1,120 @@
+"""The Kubernetes objects native policies are made of: a ValidatingAdmissionPolicy scoped as the
+webhook is, its binding, and their names and labels. What goes in them is the generators'
+(validating.py: rules; mig_gate.py: the MIG resources a container may name).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+from policies.model.policy import Action, GPUPolicy
+from policies.model.selectors import LabelSelector, Operator
+from policies.native.matching import namespaces_condition
+from policies.native.reach import ANY_EXTENDED, MIRROR_PODS, pod_condition
+
+API_VERSION = "admissionregistration.k8s.io/v1"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-admission", "gpu-admission.io/native": "true"}
+POLICY_ANNOTATION = "gpu-admission.io/policy"
+BINDING_ACTIONS = {Action.DENY: "Deny", Action.WARN: "Warn", Action.AUDIT: "Audit"}
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME_ROOM = 200  # of 253: room for the prefix and a suffix
+_WHITESPACE = re.compile(r"\s+")
+
+
+def one_line(text: str) -> str:
+    """`text` with each run of white space one space: the API server refuses a message with line
+    breaks."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def object_name(policy: str) -> str:
+    """`gpu-admission.<policy>`, or, where the policy's name is no DNS subdomain, a form of it
+    that is, made unique by a hash of the name."""
+    if len(policy) <= _NAME_ROOM and _DNS_SUBDOMAIN.match(policy):
+        return f"gpu-admission.{policy}"
+    slug = re.sub(r"[^a-z0-9]+", "-", policy.lower()).strip("-")[:_NAME_ROOM] or "policy"
+    digest = hashlib.sha256(policy.encode()).hexdigest()[:8]
+    return f"gpu-admission.{slug}-{digest}"
+
+
+def admission_policy(
+    policy: GPUPolicy,
+    name: str,
+    validations: list[dict[str, object]],
+    left_alone: Sequence[str],
+    variables: Sequence[tuple[str, str]] = (),
+    unless: Sequence[str] = (),
+) -> dict[str, object]:
+    """A ValidatingAdmissionPolicy of `validations` for pod CREATE, scoped as the webhook is, then
+    by `policy`'s namespaces and condition (its selectors are its binding's), and not where any
+    of `unless` holds; `variables`: (name, CEL) pairs."""
+    # One condition, its parts joined by && in the engine's order: the API server evaluates every
+    # matchCondition of a policy, where && stops at the first false. So a pod outside the
+    # namespaces costs one comparison, and the policy's own condition is evaluated only for pods
+    # the engine would evaluate it for: an error there (which denies) never reaches other pods.
+    parts = [namespaces_condition(policy.match.namespaces)] if policy.match.namespaces else []
+    parts += ["\n".join(pod_condition("object", asks=ANY_EXTENDED)), "\n".join(MIRROR_PODS)]
+    if policy.match.condition is not None:
+        parts.append(policy.match.condition.source)
+    parts += [f"!({other})" for other in unless]
+    conditions = [{"name": "the-policy-matches", "expression": " &&\n".join(f"({part})" for part in parts)}]
+    spec: dict[str, object] = {
+        "failurePolicy": "Fail",  # an error denies, as the engine fails closed
+        "matchConstraints": {
+            "resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+            ],
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(left_alone)}
+                ]
+            },
+        },
+        "matchConditions": conditions,
+    }
+    if variables:
+        spec["variables"] = [{"name": n, "expression": e} for n, e in variables]
+    spec["validations"] = validations
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": metadata(policy, name),
+        "spec": spec,
+    }
+
+
+def _selector(selector: LabelSelector) -> dict[str, object]:
+    expressions = []
+    for requirement in selector.requirements:
+        expression: dict[str, object] = {"key": requirement.key, "operator": requirement.operator.value}
+        if requirement.operator in (Operator.IN, Operator.NOT_IN):
+            expression["values"] = sorted(requirement.values)
+        expressions.append(expression)
+    return {"matchExpressions": expressions}
+
+
+def binding(policy: GPUPolicy, name: str, action: Action) -> dict[str, object]:
+    spec: dict[str, object] = {"policyName": name, "validationActions": [BINDING_ACTIONS[action]]}
+    resources: dict[str, object] = {}
+    if policy.match.pod_selector is not None:
+        resources["objectSelector"] = _selector(policy.match.pod_selector)
+    if policy.match.namespace_selector is not None:
+        resources["namespaceSelector"] = _selector(policy.match.namespace_selector)
+    if resources:
+        spec["matchResources"] = resources
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": metadata(policy, name),
+        "spec": spec,
+    }
+
+
+def metadata(policy: GPUPolicy, name: str) -> dict[str, object]:
+    return {
+        "name": name,
+        "labels": dict(MANAGED_BY),
+        "annotations": {POLICY_ANNOTATION: policy.name, "gpu-admission.io/source": str(policy.source)},
+    }
