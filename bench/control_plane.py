@@ -6,8 +6,10 @@ Starts the e2e control plane (tests/e2e: built from Go modules on the first run)
    a time) with no admission webhook or policy, with the team-label rule as a hand-written
    ValidatingAdmissionPolicy, as the one `gpu-admission native` generates from the GPUPolicy
    (the webhook's scope in its matchConditions), and with gpu-admission installed (MIG rewrite
-   and the same rule); then pods with no GPU, without and with gpu-admission installed (its
-   matchConditions keep them from the webhook: the API server still evaluates them);
+   and the same rule), and with a fixed-answer Go webhook (bench/fixed_webhook: every review
+   allowed, no patch) behind gpu-admission's own configurations in its place; then pods with no
+   GPU, without and with gpu-admission installed (its matchConditions keep them from the webhook:
+   the API server still evaluates them);
 2. the API server's own admission latency (`apiserver_admission_webhook_admission_duration_seconds`
    from its /metrics: mean, p50 and p99 from the histogram) for our mutating and validating
    webhooks, and `apiserver_validating_admission_policy_check_duration_seconds` for the VAP;
@@ -15,7 +17,10 @@ Starts the e2e control plane (tests/e2e: built from Go modules on the first run)
    the device plugin's name, the same name served by DRA, a DRA claim from a ladder template
    (whose claims Kubernetes' resourceclaim controller then makes, one a pod).
 
-    PYTHONPATH=. python bench/control_plane.py [--pods 400] [--backends]
+    PYTHONPATH=. python bench/control_plane.py [--pods 400] [--compiled] [--backends]
+
+`--compiled`: the replica runs the engine compiled by mypyc, as the image does
+(tools/compile_engine.py); without it, the source, as a plain install does.
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import hashlib
 import itertools
 import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from collections import defaultdict
@@ -39,10 +46,11 @@ from kubernetes import client, config
 from policies import load_texts, native_policies
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
-from tests.e2e.harness import install, pod, policy_configmap, register_nodes, wait_for, wait_refused
+from tests.e2e.harness import Installation, install, pod, policy_configmap, register_nodes, wait_for, wait_refused
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.policies import TEAM_LABEL_VAP
 from tests.support.dra import GPU_CLASS, MIG_CLASS
+from tools.compile_engine import CACHE, ROOT, build
 from webhook.cli.native import render
 
 TEAM_RULE = """\
@@ -145,6 +153,35 @@ def started() -> Iterator[tuple[ControlPlane, Kubectl, client.CoreV1Api, Path]]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+FIXED_WEBHOOK = Path(__file__).resolve().parent / "fixed_webhook"
+
+
+def fixed_webhook_binary() -> Path:
+    """bench/fixed_webhook built with the machine's Go (standard library only), cached by its source."""
+    source = b"".join((FIXED_WEBHOOK / name).read_bytes() for name in ("go.mod", "main.go"))
+    binary = CACHE.parent / f"fixed-webhook-{hashlib.sha256(source).hexdigest()[:16]}"
+    if not binary.exists():
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        env = os.environ | {"CGO_ENABLED": "0", "GOTOOLCHAIN": "local"}
+        subprocess.run(["go", "build", "-o", str(binary), "."], cwd=FIXED_WEBHOOK, env=env, check=True)
+    return binary
+
+
+@contextlib.contextmanager
+def fixed_webhook(installed: Installation) -> Iterator[None]:
+    """The fixed-answer webhook serving on gpu-admission's port with its replica's certificate
+    (whose CA is the configurations' caBundle): the API server calls it in gpu-admission's place."""
+    certs = installed.workdir / "gpu-admission-0-certs"
+    command = [str(fixed_webhook_binary()), f"-addr=127.0.0.1:{installed.port}"]
+    command += [f"-cert={certs / 'tls.crt'}", f"-key={certs / 'tls.key'}"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
 def measure(api: client.CoreV1Api, namespace: str, pods: int, gpus: bool = True) -> tuple[float, float]:
     """(pods/s with 16 threads, ms a pod one at a time)."""
     kind = ("g" if gpus else "p") + str(next(_ROUNDS))  # names of their own, however often it runs
@@ -217,6 +254,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=400)
     parser.add_argument("--backends", action="store_true", help="also each MIG back-end, side by side")
+    parser.add_argument("--compiled", action="store_true", help="the replica runs the compiled engine, as the image")
     parser.add_argument("--json", help="also write the figures here (docs/figures/data/: tools/figures.py draws them)")
     args = parser.parse_args()
     installed = None
@@ -224,7 +262,7 @@ def main() -> None:
     vap_metric = "apiserver_validating_admission_policy_check_duration_seconds"
     with started() as (plane, kubectl, api, workdir):
         try:
-            for namespace in ("bench-without", "bench-with", "vap-side", "bench-native"):
+            for namespace in ("bench-without", "bench-with", "vap-side", "bench-native", "bench-go"):
                 kubectl.run("create", "namespace", namespace)
                 kubectl.run("label", "namespace", namespace, "gpu-admission.io/mig=default")
             create_pods(api, "bench-without", 100, 16, "warm")  # the plane's caches and connections, once
@@ -248,7 +286,8 @@ def main() -> None:
             installed = install(kubectl, plane, workdir / "gpu-admission")
             # The e2e suite's replica audits every 5 s and logs every review at DEBUG: measured as
             # shipped instead (the chart's and deploy/base's settings).
-            installed.replica("gpu-admission-0", **SHIPPED).wait_ready()
+            settings = SHIPPED | ({"PYTHONPATH": os.pathsep.join([str(build()), str(ROOT)])} if args.compiled else {})
+            installed.replica("gpu-admission-0", **settings).wait_ready()
             kubectl.apply(policy_configmap("bench-team-label", TEAM_RULE))
             wait_refused(kubectl, pod("probe", "bench-with", gpus=1), "the team rule loaded")
             hooks_before = histograms(plane, webhook_metric)
@@ -257,9 +296,25 @@ def main() -> None:
             plain["gpu-admission installed"] = measure_plain(plane, api, "bench-with", args.pods)
             # The same cluster (as many pods, as much for the scheduler) without the webhook's
             # process, then without its configurations: what each costs a plain pod.
+            go_before: dict[str, dict[str, float]] = {}
+            go_after: dict[str, dict[str, float]] = {}
             if not args.backends:  # the back-ends are measured through the webhook, at the end
                 for replica in installed.replicas:
                     replica.stop()
+                with fixed_webhook(installed):
+                    probe = pod("probe", "bench-go", gpus=1, labels={"team": "a"})
+
+                    def unchanged(probe: str = probe) -> bool:  # admitted, and by the fixed answer
+                        answer = kubectl.create(probe, "--dry-run=server", "-o", "json", check=False)
+                        if answer.code != 0:
+                            return False
+                        tolerations = json.loads(answer.stdout)["spec"].get("tolerations", [])
+                        return all(t.get("key") != "nvidia.com/gpu" for t in tolerations)
+
+                    wait_for(unchanged, "the fixed-answer webhook answering")
+                    go_before = {f"{n} (fixed Go)": h for n, h in histograms(plane, webhook_metric).items()}
+                    figures["a fixed-answer Go webhook in its place"] = measure(api, "bench-go", args.pods)
+                    go_after = {f"{n} (fixed Go)": h for n, h in histograms(plane, webhook_metric).items()}
                 plain["its configurations only (replicas stopped)"] = measure_plain(plane, api, "bench-with", args.pods)
                 kubectl.run("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "gpu-admission")
                 again = measure_plain(plane, api, "bench-with", args.pods)
@@ -283,6 +338,7 @@ def main() -> None:
                 for n in sorted(hooks_after)
                 if n.startswith(("mutate.", "validate-pods."))
             ]
+            rows += [(n, go_before, go_after) for n in sorted(go_after) if n.startswith(("mutate.", "validate-pods."))]
             rows += [(n, vap_before, vap_after) for n in sorted(vap_after) if n == "require-team-label"]
             rows += [(n, native_before, native_after) for n in sorted(native_after) if n.startswith("gpu-admission.")]
             rows = [(n, b, a) for n, b, a in rows if a[n].get("count", 0) > b.get(n, {}).get("count", 0)]

@@ -1,0 +1,3 @@
+module gpu-admission.io/bench/fixed_webhook
+
+go 1.22
