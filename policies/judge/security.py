@@ -49,50 +49,43 @@ def settings(policies: tuple[GPUPolicy, ...]) -> tuple[SecuritySpec, str]:
     return SecuritySpec(action, allow, classes), owner
 
 
+# What each breach is told, in the engine's words and the native checks' (policies.native.device_access):
+# the parts around what the pod wrote.
+GRANTS = " would hand the container GPU devices past the device plugin (only empty, void and none may be set)"
+FROM_VALUE = "from valueFrom, which cannot be checked"
+LEGACY = (
+    "CUDA_VERSION without NVIDIA_REQUIRE_CUDA makes the NVIDIA runtime treat the container as a "
+    "legacy CUDA image and hand it every GPU: set NVIDIA_VISIBLE_DEVICES=void"
+)
+PREFIXED = " could spell NVIDIA_VISIBLE_DEVICES from an ordinary key: give it a prefix no NVIDIA variable starts with"
+UNPREFIXED = (
+    "envFrom without a prefix could set NVIDIA_VISIBLE_DEVICES in a pod that can reach a GPU: "
+    "give it a prefix, or name its variables in env"
+)
+DEVICE_LIST = " is read by the NVIDIA runtime as a device list past the device plugin"
+HOST_DEVICES = " reaches the node's GPU devices (or what hands them out) past the device plugin"
+CDI = " asks the container runtime for NVIDIA devices past the device plugin"
+
+
 def _breaches(pod: PodView) -> Iterator[tuple[DeviceCheck, str, str]]:
     for found in pod.device_env:
         if found.name == LEGACY_ENV:
-            yield (
-                DeviceCheck.DEVICE_ENV,
-                found.path,
-                "CUDA_VERSION without NVIDIA_REQUIRE_CUDA makes the NVIDIA runtime treat the container as a "
-                "legacy CUDA image and hand it every GPU: set NVIDIA_VISIBLE_DEVICES=void",
-            )
+            yield DeviceCheck.DEVICE_ENV, found.path, LEGACY
         elif grants_devices(found.value):
-            told = "from valueFrom, which cannot be checked" if found.value is None else f"= {found.value!r}"
-            yield (
-                DeviceCheck.DEVICE_ENV,
-                found.path,
-                f"{found.name} {told} would hand the container GPU devices past the device plugin "
-                "(only empty, void and none may be set)",
-            )
+            told = FROM_VALUE if found.value is None else f"= {found.value!r}"
+            yield DeviceCheck.DEVICE_ENV, found.path, f"{found.name} {told}{GRANTS}"
     for path, prefix in pod.env_from:
         if prefix:  # in any pod: no ConfigMap check can tell VISIBLE_DEVICES from an ordinary key
-            yield (
-                DeviceCheck.ENV_FROM,
-                path,
-                f"envFrom prefix {prefix!r} could spell NVIDIA_VISIBLE_DEVICES from an ordinary key: "
-                "give it a prefix no NVIDIA variable starts with",
-            )
+            yield DeviceCheck.ENV_FROM, path, f"envFrom prefix {prefix!r}{PREFIXED}"
         elif pod.reaches_gpu:
-            yield (
-                DeviceCheck.ENV_FROM,
-                path,
-                "envFrom without a prefix could set NVIDIA_VISIBLE_DEVICES in a pod that can reach a GPU: "
-                "give it a prefix, or name its variables in env",
-            )
+            yield DeviceCheck.ENV_FROM, path, UNPREFIXED
     for path, host in pod.host_devices:
         if ".volumeMounts[" in path:
-            told = f"a volume mounted at {host} is read by the NVIDIA runtime as a device list"
+            yield DeviceCheck.HOST_DEVICES, path, f"a volume mounted at {host}{DEVICE_LIST}"
         else:
-            told = f"hostPath {host} reaches the node's GPU devices (or what hands them out)"
-        yield DeviceCheck.HOST_DEVICES, path, f"{told} past the device plugin"
+            yield DeviceCheck.HOST_DEVICES, path, f"hostPath {host}{HOST_DEVICES}"
     for annotation, value in pod.cdi_devices:
-        yield (
-            DeviceCheck.CDI_DEVICES,
-            f"metadata.annotations.{annotation}",
-            f"{annotation}: {value} asks the container runtime for NVIDIA devices past the device plugin",
-        )
+        yield DeviceCheck.CDI_DEVICES, f"metadata.annotations.{annotation}", f"{annotation}: {value}{CDI}"
 
 
 def check_security(pod: PodView, policies: tuple[GPUPolicy, ...], only: str = "") -> list[Verdict]:

@@ -4,11 +4,14 @@
                     the webhook is, and what each policy leaves to the webhook
     mig_gate.py     the MIG profiles a container may name, held for the policy that owns the
                     pod's MIG settings
+    device_access.py
+                    what a pod writes itself to reach devices, refused under the security
+                    settings that hold for it (a policy's, or the defaults)
     objects.py      the objects: a policy scoped as the webhook is, its binding, their names
     matching.py     a cluster policy's match (namespaces, selectors, condition) as CEL
     reach.py        which pods could reach a GPU, as CEL: the condition the webhook
                     configurations send pods by, and the native policies' scope
 
-A layer of its own at the engine's top (beside audit/): it reads the model and the MIG gate of
-planning/, and nothing in the engine reads it.
+A layer of its own at the engine's top (beside audit/): it reads the model, the MIG gate of
+planning/ and the device-access words of judge/, and nothing in the engine reads it.
 """

@@ -50,15 +50,27 @@ def admission_policy(
     """A ValidatingAdmissionPolicy of `validations` for pod CREATE, scoped as the webhook is, then
     by `policy`'s namespaces and condition (its selectors are its binding's), and not where any
     of `unless` holds; `variables`: (name, CEL) pairs."""
-    # One condition, its parts joined by && in the engine's order: the API server evaluates every
-    # matchCondition of a policy, where && stops at the first false. So a pod outside the
-    # namespaces costs one comparison, and the policy's own condition is evaluated only for pods
-    # the engine would evaluate it for: an error there (which denies) never reaches other pods.
-    parts = [namespaces_condition(policy.match.namespaces)] if policy.match.namespaces else []
-    parts += ["\n".join(pod_condition("object", asks=ANY_EXTENDED)), "\n".join(MIRROR_PODS)]
-    if policy.match.condition is not None:
-        parts.append(policy.match.condition.source)
-    parts += [f"!({other})" for other in unless]
+    # The policy's namespaces first, its condition after the scope: a pod outside the namespaces
+    # costs one comparison, and the condition is evaluated only for pods the engine would
+    # evaluate it for (an error there, which denies, never reaches other pods).
+    before = [namespaces_condition(policy.match.namespaces)] if policy.match.namespaces else []
+    after = [policy.match.condition.source] if policy.match.condition is not None else []
+    after += [f"!({other})" for other in unless]
+    return scoped_policy(metadata(policy, name), before, after, validations, left_alone, variables)
+
+
+def scoped_policy(
+    meta: dict[str, object],
+    before: Sequence[str],
+    after: Sequence[str],
+    validations: list[dict[str, object]],
+    left_alone: Sequence[str],
+    variables: Sequence[tuple[str, str]] = (),
+) -> dict[str, object]:
+    """A ValidatingAdmissionPolicy of `validations` for pod CREATE, scoped as the webhook is, with
+    the conditions `before` and `after` the scope: one matchCondition, its parts joined by && (the
+    API server evaluates every matchCondition of a policy, where && stops at the first false)."""
+    parts = [*before, "\n".join(pod_condition("object", asks=ANY_EXTENDED)), "\n".join(MIRROR_PODS), *after]
     conditions = [{"name": "the-policy-matches", "expression": " &&\n".join(f"({part})" for part in parts)}]
     spec: dict[str, object] = {
         "failurePolicy": "Fail",  # an error denies, as the engine fails closed
@@ -77,12 +89,7 @@ def admission_policy(
     if variables:
         spec["variables"] = [{"name": n, "expression": e} for n, e in variables]
     spec["validations"] = validations
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": metadata(policy, name),
-        "spec": spec,
-    }
+    return {"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicy", "metadata": meta, "spec": spec}
 
 
 def _selector(selector: LabelSelector) -> dict[str, object]:
@@ -95,26 +102,29 @@ def _selector(selector: LabelSelector) -> dict[str, object]:
     return {"matchExpressions": expressions}
 
 
-def binding(policy: GPUPolicy, name: str, action: Action) -> dict[str, object]:
+def binding(
+    policy: GPUPolicy | None, name: str, action: Action, meta: dict[str, object] | None = None
+) -> dict[str, object]:
+    """The binding of policy `name` with `action`, its matchResources `policy`'s selectors (none
+    where no one policy owns it: then `meta`)."""
     spec: dict[str, object] = {"policyName": name, "validationActions": [BINDING_ACTIONS[action]]}
     resources: dict[str, object] = {}
-    if policy.match.pod_selector is not None:
+    if policy is not None and policy.match.pod_selector is not None:
         resources["objectSelector"] = _selector(policy.match.pod_selector)
-    if policy.match.namespace_selector is not None:
+    if policy is not None and policy.match.namespace_selector is not None:
         resources["namespaceSelector"] = _selector(policy.match.namespace_selector)
     if resources:
         spec["matchResources"] = resources
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": metadata(policy, name),
+        "metadata": meta if policy is None else metadata(policy, name),
         "spec": spec,
     }
 
 
-def metadata(policy: GPUPolicy, name: str) -> dict[str, object]:
-    return {
-        "name": name,
-        "labels": dict(MANAGED_BY),
-        "annotations": {POLICY_ANNOTATION: policy.name, "gpu-admission.io/source": str(policy.source)},
-    }
+def metadata(policy: GPUPolicy | None, name: str) -> dict[str, object]:
+    """Name, labels and the policy it comes from (none: what no one policy owns, such as the
+    default device-access checks)."""
+    annotations = {POLICY_ANNOTATION: policy.name, "gpu-admission.io/source": str(policy.source)} if policy else {}
+    return {"name": name, "labels": dict(MANAGED_BY), "annotations": annotations}

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from policies.gpu.catalog import CATALOG, Catalog
 from policies.model.policy import Action, GPUPolicy, Rule
 from policies.model.policyset import precedence
+from policies.native.device_access import device_access
 from policies.native.matching import cel_string
 from policies.native.mig_gate import mig_gates
 from policies.native.objects import POLICY_ANNOTATION, admission_policy, binding, object_name, one_line
@@ -54,12 +55,13 @@ class Uncovered:
 
 @dataclass(frozen=True, slots=True)
 class NativePolicies:
-    """The objects to apply (each policy, then its binding), the GPUPolicies they come from, and
-    what they leave to the webhook."""
+    """The objects to apply (each policy, then its binding), the GPUPolicies they come from,
+    what they leave to the webhook, and whether the default device-access checks are among them."""
 
     objects: tuple[dict[str, object], ...]
     policies: tuple[str, ...]
     uncovered: tuple[Uncovered, ...]
+    defaults: bool = False
 
     def only(self, names: Collection[str]) -> NativePolicies:
         """What comes of the policies named `names`, generated with the others (which a MIG gate
@@ -107,8 +109,10 @@ def native_policies(
                 objects.append(admission_policy(policy, name, validations, left_alone, variables))
                 objects.append(binding(policy, name, action))
     gates, gated = mig_gates(ordered, catalog, left_alone)
-    objects.extend(gates)
-    return NativePolicies(tuple(objects), tuple(dict.fromkeys([*names, *gated])), tuple(uncovered))
+    checks, checked, defaults = device_access(ordered, left_alone)
+    objects += [*gates, *checks]
+    made = tuple(dict.fromkeys([*names, *gated, *checked]))
+    return NativePolicies(tuple(objects), made, tuple(uncovered), defaults)
 
 
 def _uncovered(policy: GPUPolicy) -> list[Uncovered]:
@@ -119,7 +123,7 @@ def _uncovered(policy: GPUPolicy) -> list[Uncovered]:
         ("runtime", policy.runtime is not None, "runtime settings are written by the mutating webhook"),
         ("triton", policy.triton is not None, "the sidecar is written by the mutating webhook"),
         ("quota", policy.quota is not None, "budgets count the cluster's pods"),
-        ("security", True, "device-access checks read env values, claims and device classes"),
+        ("security", True, "checks that read ConfigMaps, claims and device classes; a team's tightening"),
         ("rules on UPDATE and ephemeral containers", bool(policy.rules), "ratcheted against the pod as it was"),
     ]
     return [Uncovered(policy.name, part, why) for part, present, why in parts if present]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from policies import native_policies
 from policies.model.cel import CelEvaluationError, CelInput, compile_expression
 from policies.model.loader import load_texts
+from policies.native.device_access import DEFAULT_NAME
 from policies.native.matching import glob_regex
 from tests.support.builders import pod, policy
 
@@ -44,9 +45,11 @@ RULES = policy(
 
 
 def objects(*documents: str) -> list[dict]:
+    """The objects made of the policies' rules (the default device-access checks, made wherever a
+    cluster policy is, are tests/engine/test_native_device_access.py's)."""
     result = load_texts([(f"p{i}.yaml", d) for i, d in enumerate(documents)])
     assert not result.problems, result.problems
-    return list(native_policies(result.policies).objects)
+    return [o for o in native_policies(result.policies).objects if o["metadata"]["name"] != DEFAULT_NAME]
 
 
 def by_name(found: list[dict]) -> dict[tuple[str, str], dict]:
@@ -172,9 +175,10 @@ def test_names_that_are_no_dns_subdomain_get_one_made_unique():
     assert {o["metadata"]["annotations"]["gpu-admission.io/policy"] for o in found} == {"Team A", "team_a"}
 
 
-def test_what_stays_with_the_webhook_is_listed_and_a_policy_without_rules_makes_nothing():
+def test_what_stays_with_the_webhook_is_listed_and_a_policy_without_rules_makes_only_the_defaults():
     result = load_texts([("p.yaml", policy("budget", "quota: {limits: {pods: 1}}"))])
     native = native_policies(result.policies)
-    assert native.objects == () and native.policies == ()
+    assert native.policies == () and native.defaults
+    assert {o["metadata"]["name"] for o in native.objects} == {DEFAULT_NAME}
     assert [u.part for u in native.uncovered] == ["quota", "security"]
     assert str(native.uncovered[0]) == "policy budget: quota: left to the webhook (budgets count the cluster's pods)"

@@ -50,10 +50,11 @@ NAMES = [
 ]
 
 
-def generate(*documents: str) -> tuple[dict, ...]:
+def generate(*documents: str) -> list[dict]:
+    """The gates made of `documents` (the whole set: a gate reads the policies before it)."""
     result = load_texts([(f"p{i}.yaml", d) for i, d in enumerate(documents)])
     assert not result.problems, result.problems
-    return native_policies(result.policies).objects
+    return [o for o in native_policies(result.policies).objects if o["metadata"]["name"].endswith(".mig")]
 
 
 def engine_refusals(documents: tuple[str, ...], pod: dict, namespace: str, labels: dict[str, str]) -> list[str]:
@@ -103,7 +104,7 @@ def test_a_policy_allowing_every_profile_makes_no_gate_but_still_owns_the_pods_i
 
 def test_policies_without_mig_shadow_no_gate():
     pod = _pod([{"nvidia.com/mig-7g.80gb": "1"}], [], {})
-    objects = [o for o in generate(RULES_ONLY, SECOND) if o["metadata"]["name"].endswith(".mig")]
+    objects = generate(RULES_ONLY, SECOND)
     assert denials(objects, pod, "ml") == [
         "a container names a MIG profile this policy refuses (policy second) [rule mig, spec.containers]"
     ]
@@ -143,7 +144,7 @@ def test_the_gates_refuse_exactly_what_the_engine_refuses_for_the_policy_that_ow
     of each gate is the engine's (with the engine's CEL, the path's index is the API server's)."""
     documents = (FIRST, SECOND, RULES_ONLY)
     pod = _pod(containers, init, labels, **({"annotations": {"free": "1"}} if free else {}))
-    objects = [o for o in generate(*documents) if o["metadata"]["name"].endswith(".mig")]
+    objects = generate(*documents)
     native = denials(objects, pod, namespace, namespace_labels)
     engine = engine_refusals(documents, pod, namespace, namespace_labels)
     assert bool(native) == bool(engine), (native, engine)

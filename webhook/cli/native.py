@@ -51,10 +51,13 @@ def register(commands: Any, root: argparse.ArgumentParser) -> None:
         "Prints the ValidatingAdmissionPolicies and bindings that make the API server judge the policies' "
         "CEL rules itself, for pod CREATE, with the webhook's scope (pods that could reach a GPU) and each "
         "policy's match: deny rules bound Deny, warn rules Warn, audit rules Audit, a rule that cannot be "
-        "evaluated denied; and the MIG profiles a container may name (allowedProfiles, gpuModels), held for "
-        "the policy that owns the pod's MIG settings, so made from the whole set (--policy picks from it "
-        "after). They hold while the webhook is away (failurePolicy Ignore, an outage). What stays with the "
-        "webhook (the MIG rewrite, runtime, Triton, quotas, device access, rules on UPDATE) is listed on stderr.",
+        "evaluated denied; the MIG profiles a container may name (allowedProfiles, gpuModels), held for "
+        "the policy that owns the pod's MIG settings; and the device-access checks a pod alone shows, under "
+        "the security settings that hold for it (a policy's, or the defaults). Gates and checks turn on which "
+        "policies come first, so all is made from the whole set; --policy picks from it after (the default "
+        "checks belong to no policy: left out). They hold while the webhook is away (failurePolicy Ignore, "
+        "an outage). What stays with the webhook (the MIG rewrite, runtime, Triton, quotas, what needs more "
+        "than the pod, rules on UPDATE) is listed on stderr.",
         "0 done; 2 policies that cannot be read, or --policy naming none of them",
     )
     native.add_argument(
@@ -87,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     print(render(result.objects, args.output), end="")
     for part in result.uncovered:
         print(f"note: {part}", file=sys.stderr)
-    made = ", ".join(result.policies) or "none (no policy has rules or MIG limits)"
+    sources = [*result.policies, *(["the default device-access checks"] if result.defaults else [])]
+    made = ", ".join(sources) or "none (no cluster policy)"
     count = len(result.objects) // 2  # each policy with its binding
     print(f"{count} ValidatingAdmissionPolic{'y' if count == 1 else 'ies'} from: {made}", file=sys.stderr)
     return EXIT_OK
