@@ -126,7 +126,7 @@ def _variables() -> list[tuple[str, str]]:
         found.append((f"env_{field}", _per_item(items, "env", "e", _env_breach("e"))))
         found.append((f"envFrom_{field}", _per_item(items, "envFrom", "f", _env_from_breach("f"))))
         mount = f"({_PLAIN.format(path='m.mountPath')} && m.mountPath.matches({cel_string(_LISTS)}))"
-        found.append((f"mounts_{field}", _per_item(items, "volumeMounts", "m", mount)))
+        found.append((f"volumeMounts_{field}", _per_item(items, "volumeMounts", "m", mount)))
     path = "v.hostPath.path"
     host = f"has(v.hostPath) && {_PLAIN.format(path=path)} && {path}.matches({cel_string(_HOST)})"
     found.append(("volumes", f"!has({spec}.volumes) ? [] : {spec}.volumes.map(v, {host})"))
@@ -160,6 +160,29 @@ def _cdi_breach(annotations: str, k: str) -> str:
     return f"{nri} ? {value}.matches('[A-Za-z0-9]') : ({cdi})"
 
 
+def _told_env(entry: str) -> str:
+    value = f'(has({entry}.valueFrom) ? {cel_string(" " + FROM_VALUE)} : " = \'" + {entry}.value + "\'")'
+    return f"{entry}.name + {value} + {cel_string(GRANTS)}"
+
+
+def _told_env_from(entry: str) -> str:
+    prefixed = f'"envFrom prefix \'" + {entry}.prefix + "\'" + {cel_string(PREFIXED)}'
+    return f"(has({entry}.prefix) && {entry}.prefix != '' ? {prefixed} : {cel_string(UNPREFIXED)})"
+
+
+def _told_mount(entry: str) -> str:
+    return f"'a volume mounted at ' + {entry}.mountPath + {cel_string(DEVICE_LIST)}"
+
+
+# Checks over each entry of each container's list: the check, the list, the engine's words.
+_PER_ENTRY = (
+    (DeviceCheck.DEVICE_ENV, "env", _told_env),
+    (DeviceCheck.ENV_FROM, "envFrom", _told_env_from),
+    (DeviceCheck.HOST_DEVICES, "volumeMounts", _told_mount),
+)
+_FIELD = {"volumeMounts": ".mountPath"}  # the field of the entry a path names, where not the entry
+
+
 def _validations(spec: SecuritySpec, owner: str) -> list[dict[str, object]]:
     """One validation per check and list, for the checks `spec` does not allow; `owner`: CEL for
     who the message names as setting them."""
@@ -174,30 +197,14 @@ def _validations(spec: SecuritySpec, owner: str) -> list[dict[str, object]]:
         message = f"{told.format(i=i, j=j)} + {said}{check.value}, ' + {where.format(i=i, j=j)} + ']'"
         found.append(_validation(f"!{rows}.exists(l, l.exists(b, b))", message, check))
 
-    if DeviceCheck.DEVICE_ENV not in spec.allow:
+    for check, key, told in _PER_ENTRY:
+        if check in spec.allow:
+            continue
         for field in CONTAINERS:
-            entry = f"object.spec.{field}[{{i}}].env[{{j}}]"
-            told = (
-                f'{entry}.name + (has({entry}.valueFrom) ? {cel_string(" " + FROM_VALUE)} : " = \'" + {entry}.value'
-                f' + "\'") + {cel_string(GRANTS)}'
-            )
-            where = f"'spec.{field}[' + string({{i}}) + '].env[' + string({{j}}) + ']'"
-            listed(f"env_{field}", DeviceCheck.DEVICE_ENV, where, told)
-    if DeviceCheck.ENV_FROM not in spec.allow:
-        for field in CONTAINERS:
-            entry = f"object.spec.{field}[{{i}}].envFrom[{{j}}]"
-            told = (
-                f"(has({entry}.prefix) && {entry}.prefix != '' ? \"envFrom prefix '\" + {entry}.prefix + \"'\" + "
-                f"{cel_string(PREFIXED)} : {cel_string(UNPREFIXED)})"
-            )
-            where = f"'spec.{field}[' + string({{i}}) + '].envFrom[' + string({{j}}) + ']'"
-            listed(f"envFrom_{field}", DeviceCheck.ENV_FROM, where, told)
+            entry = f"object.spec.{field}[{{i}}].{key}[{{j}}]"
+            where = f"'spec.{field}[' + string({{i}}) + '].{key}[' + string({{j}}) + ']{_FIELD.get(key, '')}'"
+            listed(f"{key}_{field}", check, where, told(entry))
     if DeviceCheck.HOST_DEVICES not in spec.allow:
-        for field in CONTAINERS:
-            entry = f"object.spec.{field}[{{i}}].volumeMounts[{{j}}].mountPath"
-            told = f"'a volume mounted at ' + {entry} + {cel_string(DEVICE_LIST)}"
-            where = f"'spec.{field}[' + string({{i}}) + '].volumeMounts[' + string({{j}}) + '].mountPath'"
-            listed(f"mounts_{field}", DeviceCheck.HOST_DEVICES, where, told)
         i = "variables.volumes.indexOf(true)"
         path = f"object.spec.volumes[{i}].hostPath.path"
         where = f"spec.volumes[' + string({i}) + '].hostPath.path]'"
@@ -205,8 +212,8 @@ def _validations(spec: SecuritySpec, owner: str) -> list[dict[str, object]]:
         found.append(_validation("!variables.volumes.exists(b, b)", message, DeviceCheck.HOST_DEVICES))
     if DeviceCheck.CDI_DEVICES not in spec.allow:
         k = "variables.cdi[0]"
-        told = f"{k} + ': ' + object.metadata.annotations[{k}] + {cel_string(CDI)}"
-        message = f"{told} + {said}cdiDevices, metadata.annotations.' + {k} + ']'"
+        named = f"{k} + ': ' + object.metadata.annotations[{k}] + {cel_string(CDI)}"
+        message = f"{named} + {said}cdiDevices, metadata.annotations.' + {k} + ']'"
         found.append(_validation("size(variables.cdi) == 0", message, DeviceCheck.CDI_DEVICES))
     return found
 
