@@ -13,8 +13,9 @@ the whole set at once, as the webhook runs it.
 Each names the resources it refuses in a variable, each with the engine's reason
 (`policies.planning.gate.refusal`, the one place those words are written), `.shared` replicas
 with their profile's; a container refused is named with its field path as the engine names it.
-A name the catalog does not know is left to the webhook (it says which names are close), and so
-are DRA claims' profiles, the rewrite itself, and one MIG device per container.
+Every gate also holds each container to one MIG device (CUDA uses one), so every cluster policy
+with a `mig` section has one. A name the catalog does not know is left to the webhook (it says
+which names are close), and so are DRA claims' profiles and the rewrite itself.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policies.gpu.catalog import Catalog
-from policies.gpu.models import SHARED_RESOURCE_SUFFIX
+from policies.gpu.models import MIG_RESOURCE_PREFIX, SHARED_RESOURCE_SUFFIX
 from policies.model.policy import Action, GPUPolicy, MigSpec
 from policies.native.matching import cel_string, matches
 from policies.native.objects import admission_policy, binding, object_name, one_line
-from policies.planning.gate import refusal
+from policies.planning.gate import ONE_DEVICE, refusal
 
 SUFFIX = ".mig"
+CONTAINERS = ("containers", "initContainers")
 _REFUSED = "refused"  # the variable: resource name -> why it is refused
 
 
@@ -55,15 +57,17 @@ def mig_gates(
         if policy.namespace is not None or policy.mig is None:
             continue  # a namespaced policy never decides MIG where a cluster policy matches
         refused = refused_resources(policy.mig, catalog)
-        if refused:
-            name = object_name(policy.name) + SUFFIX
-            unless = [matches(owner) for owner in owners_before]
+        variables = [_devices_in(field) for field in CONTAINERS]
+        validations = [_one_device(policy, field) for field in CONTAINERS]
+        if refused:  # the profiles and models it refuses, where it refuses any
             table = "{\n" + ",\n".join(f"  {cel_string(r)}: {cel_string(why)}" for r, why in refused.items()) + "\n}"
-            validations = [_validation(policy, "containers"), _validation(policy, "initContainers")]
-            variables = [(_REFUSED, table), _refused_in("containers"), _refused_in("initContainers")]
-            objects.append(admission_policy(policy, name, validations, left_alone, variables, unless))
-            objects.append(binding(policy, name, Action.DENY))
-            names.append(policy.name)
+            variables += [(_REFUSED, table), *(_refused_in(field) for field in CONTAINERS)]
+            validations = [_validation(policy, field) for field in CONTAINERS] + validations
+        name = object_name(policy.name) + SUFFIX
+        unless = [matches(owner) for owner in owners_before]
+        objects.append(admission_policy(policy, name, validations, left_alone, variables, unless))
+        objects.append(binding(policy, name, Action.DENY))
+        names.append(policy.name)
         owners_before.append(policy)
     return objects, names
 
@@ -106,4 +110,32 @@ def _validation(policy: GPUPolicy, field: str) -> dict[str, object]:
             f"{resource} + ': ' + variables.{_REFUSED}[{resource}] + {cel_string(where)} + {position} + '].resources]'"
         ),
         "message": f"a container names a MIG profile this policy refuses{where[:-1]}]",
+    }
+
+
+def _devices_in(field: str) -> tuple[str, str]:
+    """The variable: for each container of `field`, in order, how many MIG devices it asks for
+    (every `nvidia.com/mig-` name, known or not, limits winning over requests)."""
+    items = f"object.spec.{field}"
+    limits, requests = "c.resources.limits", "c.resources.requests"
+    mig = cel_string(MIG_RESOURCE_PREFIX)
+    held = f"(has({limits}) ? {limits}.filter(r, r.startsWith({mig})).map(r, quantity({limits}[r]).asInteger()) : [])"
+    only_requested = (
+        f"(has({requests}) ? {requests}.filter(r, r.startsWith({mig}) && !(has({limits}) && r in {limits}))"
+        f".map(r, quantity({requests}[r]).asInteger()) : [])"
+    )
+    amounts = f"(!has(c.resources) ? [] : {held} + {only_requested})"
+    return f"{field}Devices", f"!has({items}) ? [] : {items}.map(c, {amounts}).map(l, size(l) == 0 ? 0 : l.sum())"
+
+
+def _one_device(policy: GPUPolicy, field: str) -> dict[str, object]:
+    """One MIG device a container: CUDA uses only one (k8s-device-plugin issue 728)."""
+    counts = f"variables.{_devices_in(field)[0]}"
+    position = f"{counts}.map(n, n > 1).indexOf(true)"
+    where = f" {one_line(f'(policy {policy.name})')} [rule mig, spec.{field}["
+    told = f"'asks for ' + string({counts}[{position}]) + ' MIG devices' + {cel_string(ONE_DEVICE)}"
+    return {
+        "expression": f"{counts}.all(n, n <= 1)",
+        "messageExpression": f"{told} + {cel_string(where)} + string({position}) + '].resources]'",
+        "message": f"a container asks for more than one MIG device{where[:-1]}]",
     }

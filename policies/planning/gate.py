@@ -22,6 +22,9 @@ from policies.gpu.placement import Placement, admits, families
 from policies.model.policy import MigSpec
 from policies.review.containers import ContainerView
 
+# After the count of MIG devices a container asks for, in the webhook's words and the native gate's.
+ONE_DEVICE = "; a container can use only one (CUDA uses one MIG device per process): use one container per slice"
+
 
 @dataclass(frozen=True, slots=True)
 class Device:
@@ -87,8 +90,7 @@ def one_device_each(containers: tuple[ContainerView, ...], rewritten: frozenset[
             problems.append(
                 (
                     f"{container.path}.resources",
-                    f"asks for {count} MIG devices; a container can use only one (CUDA uses one MIG device "
-                    "per process): use one container per slice",
+                    f"asks for {count} MIG devices{ONE_DEVICE}",
                 )
             )
     return problems

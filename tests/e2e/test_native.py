@@ -273,6 +273,12 @@ def test_with_the_webhook_away_the_native_rules_still_deny(installation: Install
             "nvidia.com/mig-1g.20gb: profile 1g.20gb is not allowed (allowed: 1g.10gb, 2g.20gb, 3g.40gb) "
             "(policy e2e-native-vap) [rule mig, spec.containers[0].resources]"
         ) in refused.stderr
+        sliced["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "2", "memory": "1Gi"}
+        refused = sides.create(in_namespace(sliced, "native-vap"), "--dry-run=server", check=False)
+        assert (
+            "asks for 2 MIG devices; a container can use only one (CUDA uses one MIG device per process): use one "
+            "container per slice (policy e2e-native-vap) [rule mig, spec.containers[0].resources]"
+        ) in refused.stderr, refused.stderr
         hosted = json.loads(json.dumps({**pod, "metadata": {"name": "away-hosted", "labels": {"team": "a"}}}))
         _reach_devices(("hostPath", "/dev/nvidia0"), hosted)
         refused = sides.create(in_namespace(hosted, "native-vap"), "--dry-run=server", check=False)

@@ -55,9 +55,11 @@ def test_a_policy_name_that_is_not_there_is_bad_input(capsys):
     assert capsys.readouterr().err == "error: no policy named nope\n"
 
 
-def test_the_bundled_default_makes_only_the_default_device_access_checks(capsys):
+def test_the_bundled_default_makes_its_mig_gates_and_the_default_device_access_checks(capsys):
     assert main(["native"]) == 0
     out, err = capsys.readouterr()
     names = {d["metadata"]["name"] for d in yaml.safe_load_all(out) if d}
-    assert names == {"gpu-admission-default-security"}
-    assert "1 ValidatingAdmissionPolicy from: the default device-access checks" in err
+    gates = {"gpu-admission.default-gpu.mig", "gpu-admission.default-mig-namespaces.mig"}
+    assert names == {"gpu-admission-default-security", *gates}
+    made = "default-mig-namespaces, default-gpu, the default device-access checks"
+    assert f"3 ValidatingAdmissionPolicies from: {made}" in err

@@ -58,14 +58,16 @@ def generate(*documents: str) -> list[dict]:
 
 
 def engine_refusals(documents: tuple[str, ...], pod: dict, namespace: str, labels: dict[str, str]) -> list[str]:
-    """The engine's verdicts of the kind the gates hold: a named profile refused by policy."""
+    """The engine's verdicts of the kinds the gates hold: a named profile refused by the policy, a
+    container asking for more than one MIG device."""
     cluster = KnownCluster(namespaces={namespace: {"kubernetes.io/metadata.name": namespace, **labels}})
     placed = {**pod, "metadata": {**pod["metadata"], "namespace": namespace}}
     decision = engine_from(*documents).validate(placed, NoUsage(), cluster=cluster)
     return [
         v.message
         for v in decision.verdicts
-        if v.rule == "mig" and ("is not allowed" in v.message or "is not a profile of" in v.message)
+        if v.rule == "mig"
+        and any(said in v.message for said in ("is not allowed", "is not a profile of", "MIG devices"))
     ]
 
 
@@ -93,13 +95,25 @@ def test_refused_names_carry_the_engine_reason_and_their_shared_replicas_too():
     assert refused_resources(MigSpec(), CATALOG) == {}
 
 
-def test_a_policy_allowing_every_profile_makes_no_gate_but_still_owns_the_pods_it_matches():
+def test_a_policy_allowing_every_profile_refuses_none_and_owns_the_pods_it_matches():
     everything = policy("everything", "priority: 20\nmatch: {namespaces: [team-a]}\nmig: {}")
     objects = generate(everything, SECOND)
-    assert [o["metadata"]["name"] for o in objects] == ["gpu-admission.second.mig"] * 2
+    gate = objects[0]["spec"]
+    assert objects[0]["metadata"]["name"] == "gpu-admission.everything.mig"
+    assert [v["name"] for v in gate["variables"]] == ["containersDevices", "initContainersDevices"]
     pod = _pod([{"nvidia.com/mig-7g.80gb": "1"}], [], {})
     assert denials(objects, pod, "team-a") == engine_refusals((everything, SECOND), pod, "team-a", {}) == []
     assert denials(objects, pod, "ml") and engine_refusals((everything, SECOND), pod, "ml", {})
+
+
+def test_one_mig_device_a_container_for_whichever_policy_owns_the_pod():
+    pod = _pod(
+        [{"nvidia.com/mig-1g.10gb": "1", "nvidia.com/mig-2g.20gb": "1"}, {"nvidia.com/mig-1g.10gb": "2"}], [], {}
+    )
+    objects = generate(policy("everything", "mig: {}"))
+    said = denials(objects, pod, "ml")
+    assert said == ["a container asks for more than one MIG device (policy everything) [rule mig, spec.containers]"]
+    assert [m for m in engine_refusals((policy("everything", "mig: {}"),), pod, "ml", {}) if "asks for 2 MIG" in m]
 
 
 def test_policies_without_mig_shadow_no_gate():
