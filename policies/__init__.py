@@ -62,7 +62,8 @@ from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import WorkloadKind
 from policies.model.yamldoc import FAST_LOADER, read_data
 from policies.mutate.mutation import MutationResult
-from policies.native.validating import NativePolicies, Uncovered, native_policies
+from policies.native.objects import Uncovered
+from policies.native.validating import NativePolicies, native_policies
 from policies.planning.published import policy_ladders, publishes, why_published
 from policies.review.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
 from policies.review.pod import PodView, parse_pod

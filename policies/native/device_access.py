@@ -42,7 +42,17 @@ from policies.gpu.models import MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
 from policies.judge.security import CDI, DEVICE_LIST, FROM_VALUE, GRANTS, HOST_DEVICES, PREFIXED, UNPREFIXED
 from policies.model.policy import DEFAULT_SECURITY, DeviceCheck, GPUPolicy, SecuritySpec
 from policies.native.matching import cel_string, matches
-from policies.native.objects import admission_policy, binding, metadata, object_name, one_line, scoped_policy
+from policies.native.objects import (
+    TOO_LONG,
+    Uncovered,
+    admission_policy,
+    binding,
+    metadata,
+    object_name,
+    one_line,
+    scoped_policy,
+    too_long,
+)
 
 SUFFIX = ".security"
 # Not under `gpu-admission.`, where every policy's own objects are: no policy name can take it.
@@ -79,34 +89,55 @@ _LISTS = f"^/?(var/)?run/{re.escape(DEVICE_LIST_MOUNT.removeprefix('/var/run/'))
 
 def device_access(
     ordered: Sequence[GPUPolicy], left_alone: Sequence[str]
-) -> tuple[list[dict[str, object]], list[str], bool]:
-    """The checks of `ordered` (policies in precedence order), the policies they come from, and
-    whether the default checks are among them (wherever a cluster policy is)."""
-    cluster = [p for p in ordered if p.namespace is None]
-    deciders = [p for p in cluster if p.security is not None]
+) -> tuple[list[dict[str, object]], list[str], bool, list[Uncovered]]:
+    """The checks of `ordered` (policies in precedence order), the policies they come from,
+    whether the default checks are among them, and what is left to the webhook (conditions past
+    what the API server takes)."""
+    cluster = _reachable([p for p in ordered if p.namespace is None])
+    deciders = _reachable([p for p in cluster if p.security is not None])
     objects: list[dict[str, object]] = []
     names: list[str] = []
+    left: list[Uncovered] = []
     for index, policy in enumerate(deciders):
         spec = policy.security or DEFAULT_SECURITY  # set: a decider has one
         validations = _validations(spec, cel_string(one_line(policy.name)))
-        if validations:
-            name = object_name(policy.name) + SUFFIX
-            unless = [matches(before) for before in deciders[:index]]
-            objects.append(admission_policy(policy, name, validations, left_alone, _variables(), unless))
-            objects.append(binding(policy, name, spec.action))
-            names.append(policy.name)
-    if cluster:
-        # The first matching policy names the defaults in the engine's messages: a variable, as
-        # a matchCondition cannot hand a value to the validations.
-        owner = " : ".join(f"({matches(p)}) ? {cel_string(one_line(p.name) + ', default security')}" for p in cluster)
-        variables = [*_variables(), ("owner", f"{owner} : ''")]
-        anyone = " || ".join(f"({matches(p)})" for p in cluster)
-        none_decides = [f"!({matches(p)})" for p in deciders]
-        meta = metadata(None, DEFAULT_NAME)
-        validations = _validations(DEFAULT_SECURITY, "variables.owner")
-        objects.append(scoped_policy(meta, [anyone], none_decides, validations, left_alone, variables))
-        objects.append(binding(None, DEFAULT_NAME, DEFAULT_SECURITY.action, meta))
-    return objects, names, bool(cluster)
+        if not validations:
+            continue
+        name = object_name(policy.name) + SUFFIX
+        unless = [matches(before) for before in deciders[:index]]
+        checks = admission_policy(policy, name, validations, left_alone, _variables(), unless)
+        if too_long(checks):
+            left.append(Uncovered(policy.name, "security", f"{index} policies before it: {TOO_LONG}"))
+            continue
+        objects += [checks, binding(policy, name, spec.action)]
+        names.append(policy.name)
+    if not cluster:
+        return objects, names, False, left
+    if deciders and matches(deciders[-1]) == "true":
+        return objects, names, False, left  # a policy's settings hold for every pod: no defaults
+    # The first matching policy names the defaults in the engine's messages: a variable, as a
+    # matchCondition cannot hand a value to the validations. A list, not a chain of ?: (which
+    # nests once a policy, and CEL's parser stops at 250 deep).
+    named = ", ".join(f"({matches(p)}) ? {cel_string(one_line(p.name) + ', default security')} : ''" for p in cluster)
+    variables = [*_variables(), ("owner", f"[{named}].filter(n, n != '')[0]")]
+    anyone = " || ".join(f"({matches(p)})" for p in cluster)
+    none_decides = [f"!({matches(p)})" for p in deciders]
+    meta = metadata(None, DEFAULT_NAME)
+    validations = _validations(DEFAULT_SECURITY, "variables.owner")
+    defaults = scoped_policy(meta, [anyone], none_decides, validations, left_alone, variables)
+    if too_long(defaults):
+        left.append(Uncovered("(the defaults)", "security", f"{len(cluster)} cluster policies: {TOO_LONG}"))
+        return objects, names, False, left
+    objects += [defaults, binding(None, DEFAULT_NAME, DEFAULT_SECURITY.action, meta)]
+    return objects, names, True, left
+
+
+def _reachable(policies: list[GPUPolicy]) -> list[GPUPolicy]:
+    """`policies` up to the first that matches every pod: none after it ever comes first."""
+    for index, policy in enumerate(policies):
+        if matches(policy) == "true":
+            return policies[: index + 1]
+    return policies
 
 
 def _variables() -> list[tuple[str, str]]:

@@ -26,7 +26,7 @@ from policies.gpu.catalog import Catalog
 from policies.gpu.models import MIG_RESOURCE_PREFIX, SHARED_RESOURCE_SUFFIX
 from policies.model.policy import Action, GPUPolicy, MigSpec
 from policies.native.matching import cel_string, matches
-from policies.native.objects import admission_policy, binding, object_name, one_line
+from policies.native.objects import TOO_LONG, Uncovered, admission_policy, binding, object_name, one_line, too_long
 from policies.planning.gate import ONE_DEVICE, refusal
 
 SUFFIX = ".mig"
@@ -48,11 +48,13 @@ def refused_resources(spec: MigSpec, catalog: Catalog) -> dict[str, str]:
 
 def mig_gates(
     ordered: Sequence[GPUPolicy], catalog: Catalog, left_alone: Sequence[str]
-) -> tuple[list[dict[str, object]], list[str]]:
-    """The gates of `ordered` (policies in precedence order) and the policies they come from."""
+) -> tuple[list[dict[str, object]], list[str], list[Uncovered]]:
+    """The gates of `ordered` (policies in precedence order), the policies they come from, and
+    the gates left to the webhook (their conditions past what the API server takes)."""
     objects: list[dict[str, object]] = []
     names: list[str] = []
-    owners_before: list[GPUPolicy] = []
+    left: list[Uncovered] = []
+    owners_before: list[str] = []
     for policy in ordered:
         if policy.namespace is not None or policy.mig is None:
             continue  # a namespaced policy never decides MIG where a cluster policy matches
@@ -64,12 +66,16 @@ def mig_gates(
             variables += [(_REFUSED, table), *(_refused_in(field) for field in CONTAINERS)]
             validations = [_validation(policy, field) for field in CONTAINERS] + validations
         name = object_name(policy.name) + SUFFIX
-        unless = [matches(owner) for owner in owners_before]
-        objects.append(admission_policy(policy, name, validations, left_alone, variables, unless))
-        objects.append(binding(policy, name, Action.DENY))
-        names.append(policy.name)
-        owners_before.append(policy)
-    return objects, names
+        gate = admission_policy(policy, name, validations, left_alone, variables, owners_before)
+        if too_long(gate):
+            left.append(Uncovered(policy.name, "mig gate", f"{len(owners_before)} policies before it: {TOO_LONG}"))
+        else:
+            objects += [gate, binding(policy, name, Action.DENY)]
+            names.append(policy.name)
+        owners_before.append(matches(policy))
+        if owners_before[-1] == "true":
+            break  # it matches every pod: no policy after it ever owns one
+    return objects, names, left
 
 
 def _refused_names(container: str) -> str:

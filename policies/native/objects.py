@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from policies.model.policy import Action, GPUPolicy
 from policies.model.selectors import LabelSelector, Operator
@@ -21,6 +22,41 @@ BINDING_ACTIONS = {Action.DENY: "Deny", Action.WARN: "Warn", Action.AUDIT: "Audi
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_ROOM = 200  # of 253: room for the prefix and a suffix
 _WHITESPACE = re.compile(r"\s+")
+# The API server refuses a CEL expression of more than 100,000 code points (CEL's parser limit,
+# which it sets) or 256 KiB (the field's): a policy whose condition says which policies come
+# before it grows with them, and past these it is left to the webhook.
+CODE_POINT_LIMIT = 100_000
+BYTE_LIMIT = 256 * 1024
+TOO_LONG = "the condition saying so would pass what the API server takes in one CEL expression"
+
+
+@dataclass(frozen=True, slots=True)
+class Uncovered:
+    """A part of a policy the native policies leave to the webhook, and why."""
+
+    policy: str
+    part: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"policy {self.policy}: {self.part}: left to the webhook ({self.why})"
+
+
+def _expressions(spec: dict[str, object]) -> Iterator[str]:
+    for key in ("matchConditions", "variables", "validations"):
+        items = spec.get(key)
+        for item in items if isinstance(items, list) else ():
+            for field in ("expression", "messageExpression"):
+                text = item.get(field) if isinstance(item, dict) else None
+                if isinstance(text, str):
+                    yield text
+
+
+def too_long(admission_policy: dict[str, object]) -> bool:
+    """Whether the API server would refuse one of the policy's expressions as too long."""
+    spec = admission_policy["spec"]
+    texts = _expressions(spec) if isinstance(spec, dict) else iter(())
+    return any(len(e) > CODE_POINT_LIMIT or len(e.encode()) > BYTE_LIMIT for e in texts)
 
 
 def one_line(text: str) -> str:

@@ -35,22 +35,10 @@ from policies.model.policyset import precedence
 from policies.native.device_access import device_access
 from policies.native.matching import cel_string
 from policies.native.mig_gate import mig_gates
-from policies.native.objects import POLICY_ANNOTATION, admission_policy, binding, object_name, one_line
+from policies.native.objects import POLICY_ANNOTATION, Uncovered, admission_policy, binding, object_name, one_line
 from policies.native.reach import EXCLUDED, NAMESPACE
 
 _SUFFIX = {Action.DENY: "", Action.WARN: ".warn", Action.AUDIT: ".audit"}
-
-
-@dataclass(frozen=True, slots=True)
-class Uncovered:
-    """A part of a policy the native policies leave to the webhook, and why."""
-
-    policy: str
-    part: str
-    why: str
-
-    def __str__(self) -> str:
-        return f"policy {self.policy}: {self.part}: left to the webhook ({self.why})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +96,10 @@ def native_policies(
                 name = object_name(policy.name) + _SUFFIX[action]
                 objects.append(admission_policy(policy, name, validations, left_alone, variables))
                 objects.append(binding(policy, name, action))
-    gates, gated = mig_gates(ordered, catalog, left_alone)
-    checks, checked, defaults = device_access(ordered, left_alone)
+    gates, gated, too_long = mig_gates(ordered, catalog, left_alone)
+    checks, checked, defaults, too_long_checks = device_access(ordered, left_alone)
     objects += [*gates, *checks]
+    uncovered += [*too_long, *too_long_checks]
     made = tuple(dict.fromkeys([*names, *gated, *checked]))
     return NativePolicies(tuple(objects), made, tuple(uncovered), defaults)
 

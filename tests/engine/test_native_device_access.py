@@ -183,3 +183,22 @@ def test_on_what_a_pod_alone_shows_they_refuse_what_the_webhook_refuses(
     if any("envFrom" in c for c in made) and not gpu:
         return  # a pod reaching a GPU some other way: which is the webhook's to say
     assert native_refusals(pod, namespace) == engine_refusals(pod, namespace)
+
+
+def test_no_defaults_where_a_policy_with_settings_matches_every_pod():
+    made = generate(policy("platform", "priority: 20\nsecurity: {action: warn}"), LAB)
+    assert [o["metadata"]["name"] for o in made if o["kind"] == "ValidatingAdmissionPolicy"] == [
+        "gpu-admission.platform.security"
+    ], "lab comes after a policy matching every pod, and so do the defaults: neither ever holds"
+
+
+def test_a_condition_past_what_the_api_server_takes_leaves_the_checks_to_the_webhook(monkeypatch):
+    monkeypatch.setattr("policies.native.objects.CODE_POINT_LIMIT", 4000)  # the base checks: about 3,700
+    teams = [policy(f"team-{i}", f"match: {{namespaces: [team-{i}]}}\nsecurity: {{}}") for i in range(12)]
+    result = load_texts([(f"p{i}.yaml", d) for i, d in enumerate(teams)])
+    native = native_policies(result.policies)
+    made = {o["metadata"]["name"] for o in native.objects}
+    assert "gpu-admission.team-0.security" in made and DEFAULT_NAME not in made and not native.defaults
+    left = [str(u) for u in native.uncovered if "policies before it" in u.why or "cluster policies" in u.why]
+    assert left and all("what the API server takes in one CEL expression" in said for said in left)
+    assert "policy (the defaults): security: left to the webhook (12 cluster policies" in left[-1]

@@ -198,3 +198,8 @@ def test_a_selector_in_cel_selects_as_kubernetes_selects(selector, labels, on_th
     condition = compile_expression(selector_condition(parsed, where))
     expected = parsed.matches(labels if on_the_pod else namespace_labels)
     assert condition.evaluate_bool(cel_input(pod, "ml", namespace_labels)) is expected
+
+
+def test_no_gate_after_a_policy_owning_every_pod():
+    everything = policy("everything", "priority: 20\nmig: {allowedProfiles: [1g.10gb]}")
+    assert {o["metadata"]["name"] for o in generate(everything, FIRST, SECOND)} == {"gpu-admission.everything.mig"}
