@@ -48,6 +48,7 @@ from policies.native.objects import (
     admission_policy,
     binding,
     metadata,
+    nonzero,
     object_name,
     one_line,
     scoped_policy,
@@ -95,6 +96,8 @@ def device_access(
     what the API server takes)."""
     cluster = _reachable([p for p in ordered if p.namespace is None])
     deciders = _reachable([p for p in cluster if p.security is not None])
+    match = {p.name: matches(p) for p in cluster}  # each policy's, once: read by those after it
+    breaches = _variables()
     objects: list[dict[str, object]] = []
     names: list[str] = []
     left: list[Uncovered] = []
@@ -104,8 +107,8 @@ def device_access(
         if not validations:
             continue
         name = object_name(policy.name) + SUFFIX
-        unless = [matches(before) for before in deciders[:index]]
-        checks = admission_policy(policy, name, validations, left_alone, _variables(), unless)
+        unless = [match[before.name] for before in deciders[:index]]
+        checks = admission_policy(policy, name, validations, left_alone, breaches, unless)
         if too_long(checks):
             left.append(Uncovered(policy.name, "security", f"{index} policies before it: {TOO_LONG}"))
             continue
@@ -113,15 +116,17 @@ def device_access(
         names.append(policy.name)
     if not cluster:
         return objects, names, False, left
-    if deciders and matches(deciders[-1]) == "true":
+    if deciders and match[deciders[-1].name] == "true":
         return objects, names, False, left  # a policy's settings hold for every pod: no defaults
     # The first matching policy names the defaults in the engine's messages: a variable, as a
     # matchCondition cannot hand a value to the validations. A list, not a chain of ?: (which
     # nests once a policy, and CEL's parser stops at 250 deep).
-    named = ", ".join(f"({matches(p)}) ? {cel_string(one_line(p.name) + ', default security')} : ''" for p in cluster)
-    variables = [*_variables(), ("owner", f"[{named}].filter(n, n != '')[0]")]
-    anyone = " || ".join(f"({matches(p)})" for p in cluster)
-    none_decides = [f"!({matches(p)})" for p in deciders]
+    named = ", ".join(
+        f"({match[p.name]}) ? {cel_string(one_line(p.name) + ', default security')} : ''" for p in cluster
+    )
+    variables = [*breaches, ("owner", f"[{named}].filter(n, n != '')[0]")]
+    anyone = " || ".join(f"({match[p.name]})" for p in cluster)
+    none_decides = [f"!({match[p.name]})" for p in deciders]
     meta = metadata(None, DEFAULT_NAME)
     validations = _validations(DEFAULT_SECURITY, "variables.owner")
     defaults = scoped_policy(meta, [anyone], none_decides, validations, left_alone, variables)
@@ -145,10 +150,9 @@ def _variables() -> list[tuple[str, str]]:
     spec = "object.spec"
     found: list[tuple[str, str]] = []
     held = f"r.startsWith({cel_string(MIG_RESOURCE_PREFIX)}) || r == {cel_string(WHOLE_GPU_RESOURCE)}"
-    nonzero = "quantity(c.resources.limits[r]).compareTo(quantity('0')) != 0"
     holds = " || ".join(
         f"(has({spec}.{field}) && {spec}.{field}.exists(c, has(c.resources) && has(c.resources.limits) && "
-        f"c.resources.limits.exists(r, ({held}) && {nonzero})))"
+        f"c.resources.limits.exists(r, ({held}) && {nonzero('c.resources.limits[r]')})))"
         for field in CONTAINERS
     )
     found.append(("holdsGpu", holds))  # first: a variable reads only those before it

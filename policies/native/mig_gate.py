@@ -26,7 +26,16 @@ from policies.gpu.catalog import Catalog
 from policies.gpu.models import MIG_RESOURCE_PREFIX, SHARED_RESOURCE_SUFFIX
 from policies.model.policy import Action, GPUPolicy, MigSpec
 from policies.native.matching import cel_string, matches
-from policies.native.objects import TOO_LONG, Uncovered, admission_policy, binding, object_name, one_line, too_long
+from policies.native.objects import (
+    TOO_LONG,
+    Uncovered,
+    admission_policy,
+    binding,
+    nonzero,
+    object_name,
+    one_line,
+    too_long,
+)
 from policies.planning.gate import ONE_DEVICE, refusal
 
 SUFFIX = ".mig"
@@ -78,29 +87,29 @@ def mig_gates(
     return objects, names, left
 
 
-def _refused_names(container: str) -> str:
-    """The refused resources `container` holds some of: in its limits (limits win), then those
-    only its requests name, each with an amount other than zero (as the engine reads a
-    container). Membership first: a container's CPU and memory are never parsed."""
-    limits, requests = f"{container}.resources.limits", f"{container}.resources.requests"
-    refused = f"variables.{_REFUSED}"
-    held_limits = f"(has({limits}) ? {limits}.filter(r, r in {refused} && {_nonzero(f'{limits}[r]')}) : [])"
-    only_requested = (
-        f"(has({requests}) ? {requests}.filter(r, r in {refused} && !(has({limits}) && r in {limits}) && "
-        f"{_nonzero(f'{requests}[r]')}) : [])"
-    )
-    return f"(!has({container}.resources) ? [] : {held_limits} + {only_requested})"
+def _held(container: str, name: str, amount: str = "", value: str = "") -> str:
+    """CEL for each resource `r` the container holds whose name `name` accepts and, where given,
+    whose amount `amount` accepts (`{}` for the amount), as `value` of its amount (`r` itself
+    where none is given): its limits', then those only its requests name (limits win, as the
+    engine reads a container). The name is read first: a container's CPU and memory are never
+    parsed."""
 
+    def listed(section: str, only: str) -> str:
+        where = f"{container}.resources.{section}"
+        kept = " && ".join(part for part in (name, only, amount.format(f"{where}[r]")) if part)
+        mapped = f".map(r, {value.format(f'{where}[r]')})" if value else ""
+        return f"(has({where}) ? {where}.filter(r, {kept}){mapped} : [])"
 
-def _nonzero(amount: str) -> str:
-    # compareTo, not sign(): the API server's quantity library has no sign() for a VAP to call
-    return f"quantity({amount}).compareTo(quantity('0')) != 0"
+    limits = f"{container}.resources.limits"
+    only_requested = listed("requests", f"!(has({limits}) && r in {limits})")
+    return f"(!has({container}.resources) ? [] : {listed('limits', '')} + {only_requested})"
 
 
 def _refused_in(field: str) -> tuple[str, str]:
     """The variable: for each container of `field`, in order, the names it holds that are refused."""
     items = f"object.spec.{field}"
-    return f"{field}Refused", f"!has({items}) ? [] : {items}.map(c, {_refused_names('c')})"
+    held = _held("c", f"r in variables.{_REFUSED}", nonzero("{}"))
+    return f"{field}Refused", f"!has({items}) ? [] : {items}.map(c, {held})"
 
 
 def _validation(policy: GPUPolicy, field: str) -> dict[str, object]:
@@ -123,14 +132,7 @@ def _devices_in(field: str) -> tuple[str, str]:
     """The variable: for each container of `field`, in order, how many MIG devices it asks for
     (every `nvidia.com/mig-` name, known or not, limits winning over requests)."""
     items = f"object.spec.{field}"
-    limits, requests = "c.resources.limits", "c.resources.requests"
-    mig = cel_string(MIG_RESOURCE_PREFIX)
-    held = f"(has({limits}) ? {limits}.filter(r, r.startsWith({mig})).map(r, quantity({limits}[r]).asInteger()) : [])"
-    only_requested = (
-        f"(has({requests}) ? {requests}.filter(r, r.startsWith({mig}) && !(has({limits}) && r in {limits}))"
-        f".map(r, quantity({requests}[r]).asInteger()) : [])"
-    )
-    amounts = f"(!has(c.resources) ? [] : {held} + {only_requested})"
+    amounts = _held("c", f"r.startsWith({cel_string(MIG_RESOURCE_PREFIX)})", value="quantity({}).asInteger()")
     return f"{field}Devices", f"!has({items}) ? [] : {items}.map(c, {amounts}).map(l, size(l) == 0 ? 0 : l.sum())"
 
 

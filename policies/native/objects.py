@@ -59,6 +59,12 @@ def too_long(admission_policy: dict[str, object]) -> bool:
     return any(len(e) > CODE_POINT_LIMIT or len(e.encode()) > BYTE_LIMIT for e in texts)
 
 
+def nonzero(amount: str) -> str:
+    """CEL: the quantity `amount` is not zero. compareTo, not sign(): the API server's quantity
+    library has no q.sign() (its sign is a global function, sign(q))."""
+    return f"quantity({amount}).compareTo(quantity('0')) != 0"
+
+
 def one_line(text: str) -> str:
     """`text` with each run of white space one space: the API server refuses a message with line
     breaks."""
