@@ -1,5 +1,5 @@
-"""The example policies' rules as the API server's own ValidatingAdmissionPolicies:
-`examples/native/<file>.yaml` for each file of examples/policies with rules, written by
+"""The example policies as the API server's own admission policies (rules, gates, device checks,
+runtime settings): `examples/native/<file>.yaml` for each file of examples/policies with rules, written by
 `gpu-admission native` (webhook/cli/native.py), the same command users run on their own.
 """
 

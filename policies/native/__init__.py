@@ -7,11 +7,16 @@
     device_access.py
                     what a pod writes itself to reach devices, refused under the security
                     settings that hold for it (a policy's, or the defaults)
-    objects.py      the objects: a policy scoped as the webhook is, its binding, their names
+    runtime.py      the matching policies' runtime settings, as one MutatingAdmissionPolicy the
+                    API server applies before the webhook, for the GPU pods it is sure of
+    runtime_cel.py  its CEL: which policy's setting a key takes, JSON patch operations
+    objects.py      the objects: a policy scoped as the webhook is (validating or mutating),
+                    its binding, their names
     matching.py     a cluster policy's match (namespaces, selectors, condition) as CEL
     reach.py        which pods could reach a GPU, as CEL: the condition the webhook
                     configurations send pods by, and the native policies' scope
 
 A layer of its own at the engine's top (beside audit/): it reads the model, the MIG gate of
-planning/ and the device-access words of judge/, and nothing in the engine reads it.
+planning/, the device-access words of judge/ and the runtime step's names of mutate/, and
+nothing in the engine reads it.
 """

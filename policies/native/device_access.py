@@ -41,7 +41,7 @@ from policies.gpu.devices import (
 from policies.gpu.models import MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
 from policies.judge.security import CDI, DEVICE_LIST, FROM_VALUE, GRANTS, HOST_DEVICES, PREFIXED, UNPREFIXED
 from policies.model.policy import DEFAULT_SECURITY, DeviceCheck, GPUPolicy, SecuritySpec
-from policies.native.matching import cel_string, matches
+from policies.native.matching import cel_string, matches, reachable
 from policies.native.objects import (
     TOO_LONG,
     Uncovered,
@@ -94,8 +94,8 @@ def device_access(
     """The checks of `ordered` (policies in precedence order), the policies they come from,
     whether the default checks are among them, and what is left to the webhook (conditions past
     what the API server takes)."""
-    cluster = _reachable([p for p in ordered if p.namespace is None])
-    deciders = _reachable([p for p in cluster if p.security is not None])
+    cluster = reachable([p for p in ordered if p.namespace is None])
+    deciders = reachable([p for p in cluster if p.security is not None])
     match = {p.name: matches(p) for p in cluster}  # each policy's, once: read by those after it
     breaches = _variables()
     objects: list[dict[str, object]] = []
@@ -135,14 +135,6 @@ def device_access(
         return objects, names, False, left
     objects += [defaults, binding(None, DEFAULT_NAME, DEFAULT_SECURITY.action, meta)]
     return objects, names, True, left
-
-
-def _reachable(policies: list[GPUPolicy]) -> list[GPUPolicy]:
-    """`policies` up to the first that matches every pod: none after it ever comes first."""
-    for index, policy in enumerate(policies):
-        if matches(policy) == "true":
-            return policies[: index + 1]
-    return policies
 
 
 def _variables() -> list[tuple[str, str]]:

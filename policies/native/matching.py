@@ -93,3 +93,12 @@ def matches(policy: GPUPolicy) -> str:
     if match.condition is not None:
         parts.append(match.condition.source)
     return " && ".join(f"({part})" for part in parts) or "true"
+
+
+def reachable(policies: Sequence[GPUPolicy]) -> list[GPUPolicy]:
+    """`policies` (in precedence order) up to the first that matches every pod: none after it is
+    ever the first to match."""
+    for index, policy in enumerate(policies):
+        if matches(policy) == "true":
+            return list(policies[: index + 1])
+    return list(policies)

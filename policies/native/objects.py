@@ -43,13 +43,15 @@ class Uncovered:
 
 
 def _expressions(spec: dict[str, object]) -> Iterator[str]:
-    for key in ("matchConditions", "variables", "validations"):
+    for key in ("matchConditions", "variables", "validations", "mutations"):
         items = spec.get(key)
         for item in items if isinstance(items, list) else ():
+            patch = item.get("jsonPatch") if isinstance(item, dict) else None
             for field in ("expression", "messageExpression"):
-                text = item.get(field) if isinstance(item, dict) else None
-                if isinstance(text, str):
-                    yield text
+                for holder in (item, patch):
+                    text = holder.get(field) if isinstance(holder, dict) else None
+                    if isinstance(text, str):
+                        yield text
 
 
 def too_long(admission_policy: dict[str, object]) -> bool:
@@ -116,22 +118,55 @@ def scoped_policy(
     conditions = [{"name": "the-policy-matches", "expression": " &&\n".join(f"({part})" for part in parts)}]
     spec: dict[str, object] = {
         "failurePolicy": "Fail",  # an error denies, as the engine fails closed
-        "matchConstraints": {
-            "resourceRules": [
-                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-            ],
-            "namespaceSelector": {
-                "matchExpressions": [
-                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(left_alone)}
-                ]
-            },
-        },
+        "matchConstraints": _pod_creates(left_alone),
         "matchConditions": conditions,
     }
     if variables:
         spec["variables"] = [{"name": n, "expression": e} for n, e in variables]
     spec["validations"] = validations
     return {"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicy", "metadata": meta, "spec": spec}
+
+
+def _pod_creates(left_alone: Sequence[str]) -> dict[str, object]:
+    """matchConstraints: pod CREATE outside the namespaces left alone, as the webhook is sent pods."""
+    return {
+        "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+        "namespaceSelector": {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(left_alone)}
+            ]
+        },
+    }
+
+
+def mutating_policy(
+    meta: dict[str, object],
+    condition: str,
+    variables: Sequence[tuple[str, str]],
+    expression: str,
+    left_alone: Sequence[str],
+) -> dict[str, object]:
+    """A MutatingAdmissionPolicy for pod CREATE where `condition` holds, writing the JSON patch
+    `expression` makes. An error leaves the pod to the webhook (failurePolicy Ignore): what it
+    writes, the webhook writes too where it has not."""
+    spec: dict[str, object] = {
+        "failurePolicy": "Ignore",
+        "reinvocationPolicy": "Never",
+        "matchConstraints": _pod_creates(left_alone),
+        "matchConditions": [{"name": "the-policy-applies", "expression": condition}],
+        "variables": [{"name": n, "expression": e} for n, e in variables],
+        "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}],
+    }
+    return {"apiVersion": API_VERSION, "kind": "MutatingAdmissionPolicy", "metadata": meta, "spec": spec}
+
+
+def mutating_binding(name: str, meta: dict[str, object]) -> dict[str, object]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": meta,
+        "spec": {"policyName": name},
+    }
 
 
 def _selector(selector: LabelSelector) -> dict[str, object]:

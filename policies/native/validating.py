@@ -37,6 +37,7 @@ from policies.native.matching import cel_string
 from policies.native.mig_gate import mig_gates
 from policies.native.objects import POLICY_ANNOTATION, Uncovered, admission_policy, binding, object_name, one_line
 from policies.native.reach import EXCLUDED, NAMESPACE
+from policies.native.runtime import runtime_settings
 
 _SUFFIX = {Action.DENY: "", Action.WARN: ".warn", Action.AUDIT: ".audit"}
 
@@ -50,6 +51,7 @@ class NativePolicies:
     policies: tuple[str, ...]
     uncovered: tuple[Uncovered, ...]
     defaults: bool = False
+    runtime: bool = False  # the set's runtime settings, as one MutatingAdmissionPolicy
 
     def only(self, names: Collection[str]) -> NativePolicies:
         """What comes of the policies named `names`, generated with the others (which a MIG gate
@@ -75,10 +77,13 @@ def native_policies(
     own_namespace: str = NAMESPACE,
     excluded: Sequence[str] = EXCLUDED,
     catalog: Catalog = CATALOG,
+    mutating: bool = True,
 ) -> NativePolicies:
-    """The ValidatingAdmissionPolicies and bindings of `policies`' rules and MIG gates (of the
-    whole set: a gate holds where no policy before it decides MIG); `own_namespace` (the
-    webhook's) and `excluded` are left alone, as the webhook configurations leave them."""
+    """The ValidatingAdmissionPolicies and bindings of `policies`' rules, MIG gates and device
+    checks, and (`mutating`: Kubernetes 1.36+) the MutatingAdmissionPolicy of their runtime
+    settings, all of the whole set (a gate holds where no policy before it decides MIG; a
+    runtime key is the first matching policy's); `own_namespace` (the webhook's) and `excluded`
+    are left alone, as the webhook configurations leave them."""
     objects: list[dict[str, object]] = []
     names: list[str] = []
     uncovered: list[Uncovered] = []
@@ -98,10 +103,11 @@ def native_policies(
                 objects.append(binding(policy, name, action))
     gates, gated, too_long = mig_gates(ordered, catalog, left_alone)
     checks, checked, defaults, too_long_checks = device_access(ordered, left_alone)
-    objects += [*gates, *checks]
-    uncovered += [*too_long, *too_long_checks]
-    made = tuple(dict.fromkeys([*names, *gated, *checked]))
-    return NativePolicies(tuple(objects), made, tuple(uncovered), defaults)
+    written, runtime_owners, runtime_left = runtime_settings(ordered, left_alone) if mutating else ([], [], [])
+    objects += [*gates, *checks, *written]
+    uncovered += [*too_long, *too_long_checks, *runtime_left]
+    made = tuple(dict.fromkeys([*names, *gated, *checked, *runtime_owners]))
+    return NativePolicies(tuple(objects), made, tuple(uncovered), defaults, bool(written))
 
 
 def _uncovered(policy: GPUPolicy) -> list[Uncovered]:
@@ -109,7 +115,12 @@ def _uncovered(policy: GPUPolicy) -> list[Uncovered]:
         return [Uncovered(policy.name, "the whole policy", "a team's namespaced policy is not generated")]
     parts = [
         ("mig", policy.mig is not None, "the rewrite reads the cluster's GPUs; named profiles are native"),
-        ("runtime", policy.runtime is not None, "runtime settings are written by the mutating webhook"),
+        (
+            "runtime",
+            policy.runtime is not None,
+            "settings for pods the native object leaves (no nvidia.com/gpu or MIG request, Triton, past its "
+            "bounds, a second pass) and a team's are written by the mutating webhook",
+        ),
         ("triton", policy.triton is not None, "the sidecar is written by the mutating webhook"),
         ("quota", policy.quota is not None, "budgets count the cluster's pods"),
         ("security", True, "checks that read ConfigMaps, claims and device classes; a team's tightening"),

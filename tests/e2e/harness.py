@@ -191,3 +191,22 @@ def replicas_behind_balancer(
         balancer.stop()
         raise
     return replicas, balancer
+
+
+def failure_policy(kubectl: Kubectl, policy: str) -> dict[str, Any]:
+    """Both webhook configurations with every webhook's failurePolicy set to `policy`; returns
+    the configurations as they were (`restore` puts them back)."""
+    before = {}
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        config = kubectl.get(kind, "gpu-admission")
+        before[kind] = json.loads(json.dumps(config))
+        for hook in config["webhooks"]:
+            hook["failurePolicy"] = policy
+        kubectl.run("replace", "-f", "-", stdin=json.dumps(config))
+    return before
+
+
+def restore(kubectl: Kubectl, configurations: dict[str, Any]) -> None:
+    for config in configurations.values():
+        config["metadata"].pop("resourceVersion", None)
+        kubectl.run("replace", "-f", "-", stdin=json.dumps(config))

@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from policies.judge.controllers import pod_templates
-from policies.model.workload_kinds import BUILT_IN_TABLE
-from tests.e2e.harness import Installation, policy_configmap, wait_for, wait_refused
+from tests.e2e.harness import Installation, failure_policy, policy_configmap, restore, wait_for, wait_refused
 from tests.e2e.kubectl import Kubectl, Result
+from tests.support.corpus import corpus_pods
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 POLICY = """\
@@ -145,26 +143,6 @@ def generated_pods(count: int) -> list[dict[str, Any]]:
     return pods
 
 
-def corpus_pods() -> list[dict[str, Any]]:
-    """The pods the public corpus's workloads make (their templates, as v1 Pods)."""
-    pods = []
-    for path in sorted(CORPUS.glob("*.yaml")):
-        for document in yaml.safe_load_all(path.read_text()):
-            if (
-                not isinstance(document, dict)
-                or BUILT_IN_TABLE.find(document.get("apiVersion"), document.get("kind")) is None
-            ):
-                continue
-            for index, template in enumerate(pod_templates(document, "corpus", BUILT_IN_TABLE)):
-                pod = json.loads(json.dumps(template.pod))
-                pod["metadata"] = {
-                    key: value for key, value in pod.get("metadata", {}).items() if key in ("labels", "annotations")
-                }
-                pod["metadata"]["name"] = f"{path.stem[:40]}-{index}"
-                pods.append(pod)
-    return pods
-
-
 def in_namespace(pod: dict[str, Any], namespace: str) -> str:
     return json.dumps({**pod, "metadata": {**pod["metadata"], "namespace": namespace}})
 
@@ -236,22 +214,9 @@ def test_a_warn_rule_that_cannot_be_evaluated_is_denied_by_both(sides: Kubectl):
     assert "resulted in error: no such key: tier" in native.stderr
 
 
-def _failure_policy(kubectl: Kubectl, policy: str) -> dict[str, Any]:
-    """Both webhook configurations with every webhook's failurePolicy set to `policy`; returns
-    the configurations as they were."""
-    before = {}
-    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-        config = kubectl.get(kind, "gpu-admission")
-        before[kind] = json.loads(json.dumps(config))
-        for hook in config["webhooks"]:
-            hook["failurePolicy"] = policy
-        kubectl.run("replace", "-f", "-", stdin=json.dumps(config))
-    return before
-
-
 def test_with_the_webhook_away_the_native_rules_still_deny(installation: Installation, sides: Kubectl):
     """A cluster running failurePolicy Ignore keeps its rules through an outage."""
-    before = _failure_policy(sides, "Ignore")
+    before = failure_policy(sides, "Ignore")
     for replica in installation.replicas:
         replica.stop()
     try:
@@ -291,9 +256,7 @@ def test_with_the_webhook_away_the_native_rules_still_deny(installation: Install
         assert sides.create(in_namespace(teamless, "native-hook"), "--dry-run=server", check=False).code == 0
         assert sides.create(in_namespace(pod, "native-vap"), "--dry-run=server", check=False).code == 0
     finally:
-        for config in before.values():
-            config["metadata"].pop("resourceVersion", None)
-            sides.run("replace", "-f", "-", stdin=json.dumps(config))
+        restore(sides, before)
         installation.replica("gpu-admission-0").wait_ready()
     wait_for(
         lambda: sides.create(in_namespace(teamless, "native-hook"), "--dry-run=server", check=False).code != 0,

@@ -4,6 +4,7 @@ sets they are judged under, each in the namespace it is written for."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import yaml
 
 from policies.engine import Engine
+from policies.judge.controllers import pod_templates
+from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.review.cluster import KnownCluster
 from webhook.sources.files import load_policies
 
@@ -48,3 +51,18 @@ def placed(document: dict[str, Any], namespace: str) -> dict[str, Any]:
     document = copy.deepcopy(document)
     document.setdefault("metadata", {})["namespace"] = namespace
     return document
+
+
+def corpus_pods() -> list[dict[str, Any]]:
+    """The pods the corpus's workloads make (their templates, as v1 Pods), named by their file."""
+    pods = []
+    for stem, _, document in manifests():
+        if BUILT_IN_TABLE.find(document.get("apiVersion"), document.get("kind")) is None:
+            continue
+        for index, template in enumerate(pod_templates(document, "corpus", BUILT_IN_TABLE)):
+            pod = json.loads(json.dumps(template.pod))
+            metadata = pod.get("metadata", {})
+            pod["metadata"] = {key: value for key, value in metadata.items() if key in ("labels", "annotations")}
+            pod["metadata"]["name"] = f"{stem[:40]}-{index}"
+            pods.append(pod)
+    return pods

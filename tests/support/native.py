@@ -1,13 +1,18 @@
-"""Generated ValidatingAdmissionPolicies judged here, as the API server judges them, with the
-engine's CEL: the fast tests' stand-in for the real API server (tests/e2e/test_native.py has that)."""
+"""Generated ValidatingAdmissionPolicies judged, and MutatingAdmissionPolicies applied, here as
+the API server does, with the engine's CEL: the fast tests' stand-in for the real API server
+(tests/e2e/test_native.py and test_native_runtime.py have that)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import jsonpatch
+
 from policies.model.cel import CelEvaluationError, CelInput, compile_expression
 from policies.model.selectors import parse_selector
+from policies.native.runtime import MUTATION
 
 
 def cel_input(pod: Mapping[str, Any], namespace: str, namespace_labels: Mapping[str, str] | None = None) -> CelInput:
@@ -68,3 +73,41 @@ def denials(
         except CelEvaluationError as error:
             said.append(f"{binding['policyName']}: error: {error}")
     return said
+
+
+def mutated(
+    objects: Sequence[Mapping[str, Any]],
+    pod: Mapping[str, Any],
+    namespace: str,
+    namespace_labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """`pod` as the MutatingAdmissionPolicies of `objects` leave it on CREATE in `namespace`, as
+    the API server applies them: binding selectors, the matchConditions, the variables in order,
+    then the JSON patch the last variable (`patches`) holds, each policy seeing the last one's
+    result; an error leaves the pod as it was (failurePolicy Ignore)."""
+    policies = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "MutatingAdmissionPolicy"}
+    ns_labels = {"kubernetes.io/metadata.name": namespace, **(namespace_labels or {})}
+    current: dict[str, Any] = json.loads(json.dumps(pod))
+    for binding in (o["spec"] for o in objects if o["kind"] == "MutatingAdmissionPolicyBinding"):
+        spec = policies[binding["policyName"]]
+        assert spec["failurePolicy"] == "Ignore", "an error here leaves the pod alone"
+        assert spec["mutations"] == [{"patchType": "JSONPatch", "jsonPatch": {"expression": MUTATION}}]
+        resources = binding.get("matchResources", {})
+        if not _selects(spec["matchConstraints"].get("namespaceSelector"), ns_labels):
+            continue
+        if not _selects(resources.get("namespaceSelector"), ns_labels):
+            continue
+        if not _selects(resources.get("objectSelector"), current.get("metadata", {}).get("labels", {})):
+            continue
+        data = cel_input(current, namespace, namespace_labels)
+        variables = _variables(spec)
+        try:
+            if not all(compile_expression(c["expression"]).evaluate_bool(data) for c in spec["matchConditions"]):
+                continue
+            patches = data.variable_values(variables).get("patches")  # None: a variable failed
+        except CelEvaluationError:
+            continue
+        if patches is None:
+            continue
+        current = jsonpatch.apply_patch(current, [dict(p) for p in patches])
+    return current

@@ -1,4 +1,5 @@
-"""`gpu-admission native`: a policy set's CEL rules and MIG gates as ValidatingAdmissionPolicies and bindings,
+"""`gpu-admission native`: a policy set's CEL rules, MIG gates and device checks as
+ValidatingAdmissionPolicies, and its runtime settings as a MutatingAdmissionPolicy, with bindings,
 for `kubectl apply -f -`; what stays with the webhook on stderr."""
 
 from __future__ import annotations
@@ -47,17 +48,20 @@ def register(commands: Any, root: argparse.ArgumentParser) -> None:
     native = command(
         commands,
         "native",
-        "policies' CEL rules and MIG gates as ValidatingAdmissionPolicies",
+        "policies' rules, MIG gates, device checks and runtime settings as admission policies",
         "Prints the ValidatingAdmissionPolicies and bindings that make the API server judge the policies' "
         "CEL rules itself, for pod CREATE, with the webhook's scope (pods that could reach a GPU) and each "
         "policy's match: deny rules bound Deny, warn rules Warn, audit rules Audit, a rule that cannot be "
         "evaluated denied; the MIG profiles a container may name (allowedProfiles, gpuModels), held for "
         "the policy that owns the pod's MIG settings; and the device-access checks a pod alone shows, under "
-        "the security settings that hold for it (a policy's, or the defaults). Gates and checks turn on which "
-        "policies come first, so all is made from the whole set; --policy picks from it after (the default "
-        "checks belong to no policy: left out). They hold while the webhook is away (failurePolicy Ignore, "
-        "an outage). What stays with the webhook (the MIG rewrite, runtime, Triton, quotas, what needs more "
-        "than the pod, rules on UPDATE) is listed on stderr.",
+        "the security settings that hold for it (a policy's, or the defaults); and, as one "
+        "MutatingAdmissionPolicy (Kubernetes 1.36+; --no-mutating leaves it out), the runtime settings the "
+        "matching policies give a GPU pod, written before the webhook, which then finds them there. Gates, "
+        "checks and runtime settings turn on which policies come first, so all is made from the whole set; "
+        "--policy picks from it after (the default checks and the runtime settings belong to no one policy: "
+        "left out). They hold while the webhook is away (failurePolicy Ignore, an outage). What stays with "
+        "the webhook (the MIG rewrite, Triton, quotas, what needs more than the pod, rules on UPDATE) is "
+        "listed on stderr.",
         "0 done; 2 policies that cannot be read, or --policy naming none of them",
     )
     native.add_argument(
@@ -72,6 +76,12 @@ def register(commands: Any, root: argparse.ArgumentParser) -> None:
         metavar="NS",
         help="the webhook's namespace, left alone as the webhook configurations leave it (default gpu-admission)",
     )
+    native.add_argument(
+        "--mutating",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the runtime settings as a MutatingAdmissionPolicy too (Kubernetes 1.36+; default on)",
+    )
     native.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="default yaml")
     native.set_defaults(run=run)
 
@@ -80,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
     policy_set = load_engine(args.policies).policy_set
     # Made from the whole set, then chosen: a MIG gate holds where no policy before it decides MIG,
     # and which those are is the whole set's to say.
-    result = native_policies(policy_set.policies, own_namespace=args.webhook_namespace, catalog=policy_set.catalog)
+    result = native_policies(
+        policy_set.policies, own_namespace=args.webhook_namespace, catalog=policy_set.catalog, mutating=args.mutating
+    )
     if args.policy:
         unknown = sorted(set(args.policy) - {p.name for p in policy_set.policies})
         if unknown:
@@ -92,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {part}", file=sys.stderr)
     sources = [*result.policies, *(["the default device-access checks"] if result.defaults else [])]
     made = ", ".join(sources) or "none (no cluster policy)"
-    count = len(result.objects) // 2  # each policy with its binding
-    print(f"{count} ValidatingAdmissionPolic{'y' if count == 1 else 'ies'} from: {made}", file=sys.stderr)
+    count = sum(o["kind"] == "ValidatingAdmissionPolicy" for o in result.objects)
+    mutating = sum(o["kind"] == "MutatingAdmissionPolicy" for o in result.objects)
+    kinds = f"{count} ValidatingAdmissionPolic{'y' if count == 1 else 'ies'}"
+    kinds += f" and {mutating} MutatingAdmissionPolicy (runtime settings)" if mutating else ""
+    print(f"{kinds} from: {made}", file=sys.stderr)
     return EXIT_OK
