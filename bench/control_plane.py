@@ -6,13 +6,15 @@ Starts the e2e control plane (tests/e2e: built from Go modules on the first run)
    a time) with no admission webhook or policy, with the team-label rule as a hand-written
    ValidatingAdmissionPolicy, as the one `gpu-admission native` generates from the GPUPolicy
    (the webhook's scope in its matchConditions), and with gpu-admission installed (MIG rewrite
-   and the same rule), and with a fixed-answer Go webhook (bench/fixed_webhook: every review
-   allowed, no patch) behind gpu-admission's own configurations in its place; then pods with no
-   GPU, without and with gpu-admission installed (its matchConditions keep them from the webhook:
-   the API server still evaluates them);
+   and the same rule; and where it writes only its runtime settings, alone and after the
+   MutatingAdmissionPolicy `native` makes of them), and with a fixed-answer Go webhook
+   (bench/fixed_webhook: every review allowed, no patch) behind gpu-admission's own
+   configurations in its place; then pods with no GPU, without and with gpu-admission installed
+   (its matchConditions keep them from the webhook: the API server still evaluates them);
 2. the API server's own admission latency (`apiserver_admission_webhook_admission_duration_seconds`
    from its /metrics: mean, p50 and p99 from the histogram) for our mutating and validating
-   webhooks, and `apiserver_validating_admission_policy_check_duration_seconds` for the VAP;
+   webhooks, `apiserver_validating_admission_policy_check_duration_seconds` for the VAPs and
+   `apiserver_mutating_admission_policy_check_duration_seconds` for the runtime settings' policy;
 3. with `--backends`, the same pod under a policy of each MIG back-end (docs/mig-backends.md):
    the device plugin's name, the same name served by DRA, a DRA claim from a ladder template
    (whose claims Kubernetes' resourceclaim controller then makes, one a pod).
@@ -44,6 +46,7 @@ from pathlib import Path
 from kubernetes import client, config
 
 from policies import load_texts, native_policies
+from policies.native.runtime import NAME as RUNTIME_OBJECT
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
 from tests.e2e.harness import Installation, install, pod, policy_configmap, register_nodes, wait_for, wait_refused
@@ -52,6 +55,7 @@ from tests.e2e.policies import TEAM_LABEL_VAP
 from tests.support.dra import GPU_CLASS, MIG_CLASS
 from tools.compile_engine import CACHE, ROOT, build
 from webhook.cli.native import render
+from webhook.sources.files import load_policies
 
 TEAM_RULE = """\
 apiVersion: gpu-admission.io/v1alpha1
@@ -71,6 +75,7 @@ NATIVE_ALL = NATIVE_RULE.replace("bench-native", "bench-native-all").replace(
     "  rules:", "  mig: {allowedProfiles: [1g.10gb, 2g.20gb]}\n  rules:"
 )
 NATIVE_LABEL = "gpu-admission.io/native=true"
+MAP_METRIC = "apiserver_mutating_admission_policy_check_duration_seconds"
 _ROUNDS = itertools.count()
 SHIPPED = {
     "GPU_ADMISSION_AUDIT_SECONDS": "600",
@@ -254,6 +259,38 @@ def measure_backends(kubectl: Kubectl, api: client.CoreV1Api, pods: int) -> None
         print(f"  {backend:46s} {rate:8.1f} {rate / base_rate:5.2f}x {ms:9.2f} {ms / base_ms:5.2f}x")
 
 
+def measure_runtime_settings(
+    plane: ControlPlane, kubectl: Kubectl, api: client.CoreV1Api, pods: int, figures: dict[str, tuple[float, float]]
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """GPU pods in namespaces where the bundled default only adds its runtime settings (no
+    rewrite): written by the webhook alone, then by the MutatingAdmissionPolicy `gpu-admission
+    native` makes of them, before the webhook (bound to its namespace only). Returns the
+    policy's latency histograms before and after."""
+    for namespace in ("bench-runtime", "bench-runtime-map"):
+        kubectl.run("create", "namespace", namespace)
+    figures["gpu-admission, runtime settings only (no rewrite)"] = measure(api, "bench-runtime", pods)
+    policy_set, _ = load_policies(None)
+    objects = [o for o in native_policies(policy_set.policies).objects if str(o["kind"]).startswith("Mutating")]
+    binding = objects[1]["spec"]
+    assert isinstance(binding, dict)
+    binding["matchResources"] = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "bench-runtime-map"}}
+    }
+    kubectl.apply(render(objects))
+    probe = pod("probe", "bench-runtime-map", gpus=1, labels={"team": "a"})
+
+    def applied() -> bool:
+        kubectl.create(probe, "--dry-run=server", check=False)
+        return histograms(plane, MAP_METRIC).get(RUNTIME_OBJECT, {}).get("count", 0) > 0
+
+    wait_for(applied, "the runtime settings in force")
+    before = histograms(plane, MAP_METRIC)
+    figures["the same, the settings written natively first"] = measure(api, "bench-runtime-map", pods)
+    after = histograms(plane, MAP_METRIC)
+    kubectl.run("delete", "mutatingadmissionpolicy,mutatingadmissionpolicybinding", "-l", NATIVE_LABEL)
+    return before, after
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=400)
@@ -315,6 +352,7 @@ def main() -> None:
             hooks_before = histograms(plane, webhook_metric)
             figures["gpu-admission (MIG rewrite + the team rule)"] = measure(api, "bench-with", args.pods)
             hooks_after = histograms(plane, webhook_metric)
+            map_before, map_after = measure_runtime_settings(plane, kubectl, api, args.pods, figures)
             plain["gpu-admission installed"] = measure_plain(plane, api, "bench-with", args.pods)
             # The same cluster (as many pods, as much for the scheduler) without the webhook's
             # process, then without its configurations: what each costs a plain pod.
@@ -363,6 +401,7 @@ def main() -> None:
             rows += [(n, go_before, go_after) for n in sorted(go_after) if n.startswith(("mutate.", "validate-pods."))]
             rows += [(n, vap_before, vap_after) for n in sorted(vap_after) if n == "require-team-label"]
             rows += [(n, native_before, native_after) for n in sorted(native_after) if n.startswith("gpu-admission.")]
+            rows += [(n, map_before, map_after) for n in sorted(map_after) if n == RUNTIME_OBJECT]
             rows = [(n, b, a) for n, b, a in rows if a[n].get("count", 0) > b.get(n, {}).get("count", 0)]
             for name, before, after in rows:
                 p50, p99 = (quantile(before.get(name, {}), after[name], q) * 1000 for q in (0.5, 0.99))
