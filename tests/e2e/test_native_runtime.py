@@ -4,9 +4,12 @@ server before the webhook is called. The webhook then finds them written, and ev
 admits is the pod the webhook alone makes (the record's entries in another order at most), with
 the same warnings and verdicts; with the webhook away, GPU pods still get them.
 
-Two namespaces labelled alike (`gpu-admission.io/mig=default`: the bundled default rewrites
-there too): `runtime-map`, the only one the generated object is bound to here, and
-`runtime-hook`, where the webhook alone writes.
+The set is the bundled default and a team policy before it, matched by namespace and pod
+labels and a condition, with a runtime class (a RuntimeClass the API server's own plugin then
+reads), a toleration, a node selector, env and /dev/shm: which policy's setting a key takes
+turns on the pod. Two namespaces labelled alike (`gpu-admission.io/mig=default`: the bundled
+default rewrites there too): `runtime-map`, the only one the generated object is bound to here,
+and `runtime-hook`, where the webhook alone writes.
 """
 
 from __future__ import annotations
@@ -14,20 +17,50 @@ from __future__ import annotations
 import json
 import random
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import policies.bundled
 from policies.mutate.mutation import MUTATED_ANNOTATION
 from policies.native.runtime import NAME, SLOTS
-from tests.e2e.harness import Installation, failure_policy, restore, wait_for
+from tests.e2e.harness import Installation, failure_policy, policy_configmap, restore, wait_for
 from tests.e2e.kubectl import Kubectl, Result
 from tests.support.corpus import corpus_pods
 
 MAP, HOOK = "runtime-map", "runtime-hook"
 CUDA = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+TEAM = "e2e-runtime-team"
+TEAM_POLICY = f"""\
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: {TEAM}
+spec:
+  priority: 5
+  match:
+    namespaceSelector: {{matchLabels: {{e2e-runtime: team}}}}
+    podSelector: {{matchExpressions: [{{key: tier, operator: NotIn, values: [cpu]}}]}}
+    condition: "!has(object.metadata.annotations) || !('plain' in object.metadata.annotations)"
+  runtime:
+    runtimeClassName: e2e-nvidia
+    tolerations: [{{key: dedicated, value: gpu, effect: NoExecute, tolerationSeconds: 60}}]
+    nodeSelector: {{pool: gpu}}
+    env: {{NVIDIA_DRIVER_CAPABILITIES: all, TEAM: a}}
+    shmSize: 1Gi
+"""
+RUNTIME_CLASS = {
+    "apiVersion": "node.k8s.io/v1",
+    "kind": "RuntimeClass",
+    "metadata": {"name": "e2e-nvidia"},
+    "handler": "nvidia",
+}
 TOKEN_VOLUME = re.compile(r"kube-api-access-[a-z0-9]+")  # named at random by the ServiceAccount plugin
+
+
+BUNDLED = Path(policies.bundled.__file__).parent / "default.yaml"
 
 
 def gpu_pod(name: str, **limits: str) -> dict[str, Any]:
@@ -64,9 +97,11 @@ def generated_pods(count: int) -> list[dict[str, Any]]:
             spec["tolerations"] = [TOLERATION]
         if chooser.random() < 0.1:
             spec["containers"] += [{"name": f"side-{i}", "image": CUDA} for i in range(SLOTS)]
-        shape = chooser.choice(annotations)
+        shape = chooser.choice([*annotations, {"plain": "1"}])
         if shape is not None:
             pod["metadata"]["annotations"] = shape
+        if chooser.random() < 0.25:  # not the team's: the bundled default's settings alone
+            pod["metadata"]["labels"] = {"tier": "cpu"}
         pods.append(pod)
     return pods
 
@@ -97,10 +132,18 @@ def admitted(result: Result) -> tuple[Any, ...]:
 @pytest.fixture(scope="module")
 def sides(installation: Installation) -> Kubectl:
     kubectl = installation.kubectl
+    kubectl.apply(json.dumps(RUNTIME_CLASS))
     for namespace in (MAP, HOOK):
         kubectl.run("create", "namespace", namespace)
-        kubectl.run("label", "namespace", namespace, "gpu-admission.io/mig=default")
-    generated = kubectl.run("gpu-admission", "native", "-o", "json")
+        kubectl.run("label", "namespace", namespace, "gpu-admission.io/mig=default", "e2e-runtime=team")
+    kubectl.apply(policy_configmap(TEAM, TEAM_POLICY))
+    team_file = installation.workdir / "runtime-team.yaml"
+    team_file.write_text(TEAM_POLICY)
+    # The set the webhook runs here (the bundled default and the team's policy; the other
+    # modules' policies match only their own namespaces).
+    generated = kubectl.run(
+        "gpu-admission", "native", "--policies", str(BUNDLED), "--policies", str(team_file), "-o", "json"
+    )
     assert "and 1 MutatingAdmissionPolicy (runtime settings)" in generated.stderr, generated.stderr
     objects = [o for o in json.loads(generated.stdout)["items"] if o["kind"].startswith("Mutating")]
     assert [o["metadata"]["name"] for o in objects] == [NAME, NAME]
@@ -108,13 +151,15 @@ def sides(installation: Installation) -> Kubectl:
     # webhook is sent pods of.
     objects[1]["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": MAP}}}
     kubectl.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-    # In force once the record lists the runtime settings first: the webhook alone writes its
-    # rewrite first, and after the object it writes only the rewrite.
+    # In force once the webhook has the team's policy and the record lists the runtime settings
+    # first: the webhook alone writes its rewrite first, and after the object only the rewrite.
     probe = gpu_pod("probe")
-    wait_for(
-        lambda: record(json.loads(create(kubectl, probe, MAP).stdout))[0].startswith("spec.tolerations"),
-        "the runtime settings in force",
-    )
+
+    def in_force() -> bool:
+        said = record(json.loads(create(kubectl, probe, MAP).stdout))
+        return said[0].startswith("spec.runtimeClassName") and any("TEAM" in entry for entry in said)
+
+    wait_for(in_force, "the team's policy and the runtime settings in force")
     return kubectl
 
 
@@ -135,6 +180,7 @@ def test_the_webhook_after_the_native_settings_admits_what_the_webhook_alone_adm
 def test_with_the_webhook_away_gpu_pods_still_get_the_settings(installation: Installation, sides: Kubectl):
     """A cluster running failurePolicy Ignore keeps its runtime settings through an outage."""
     pod = gpu_pod("away", **{"nvidia.com/mig-1g.10gb": "1"})
+    pod["metadata"]["labels"] = {"tier": "cpu"}  # the bundled default's settings; the team's below
     with_webhook = json.loads(create(sides, pod, MAP).stdout)
     before = failure_policy(sides, "Ignore")
     for replica in installation.replicas:
@@ -149,6 +195,16 @@ def test_with_the_webhook_away_gpu_pods_still_get_the_settings(installation: Ins
             "spec.containers[0].env: NVIDIA_DRIVER_CAPABILITIES (policy default-gpu)",
         ]
         assert spec_of(native) == spec_of(with_webhook), "nothing else was the webhook's to write"
+        team = json.loads(create(sides, {**pod, "metadata": {"name": "away-team"}}, MAP).stdout)
+        assert team["spec"]["runtimeClassName"] == "e2e-nvidia" and team["spec"]["nodeSelector"] == {"pool": "gpu"}
+        assert team["spec"]["containers"][0]["env"] == [
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"},
+            {"name": "TEAM", "value": "a"},
+        ]
+        assert team["spec"]["volumes"][-1] == {
+            "name": "gpu-admission-shm",
+            "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"},
+        }
         alone = json.loads(create(sides, pod, HOOK).stdout)
         assert "env" not in alone["spec"]["containers"][0] and MUTATED_ANNOTATION not in alone["metadata"].get(
             "annotations", {}
