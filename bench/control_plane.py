@@ -19,10 +19,12 @@ Starts the e2e control plane (tests/e2e: built from Go modules on the first run)
    the device plugin's name, the same name served by DRA, a DRA claim from a ladder template
    (whose claims Kubernetes' resourceclaim controller then makes, one a pod).
 
-    PYTHONPATH=. python bench/control_plane.py [--pods 400] [--compiled] [--backends]
+    PYTHONPATH=. python bench/control_plane.py [--pods 400] [--compiled] [--replicas 3] [--backends]
 
 `--compiled`: the replica runs the engine compiled by mypyc, as the image does
-(tools/compile_engine.py); without it, the source, as a plain install does.
+(tools/compile_engine.py); without it, the source, as a plain install does. `--replicas 3`: also
+three replicas behind one address (a round-robin TCP balancer in this process), as deploy/base
+and the chart run them: each replica is one Python process, so one replica uses one core.
 """
 
 from __future__ import annotations
@@ -47,9 +49,19 @@ from kubernetes import client, config
 
 from policies import load_texts, native_policies
 from policies.native.runtime import NAME as RUNTIME_OBJECT
+from tests.e2e.balancer import Balancer
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
-from tests.e2e.harness import Installation, install, pod, policy_configmap, register_nodes, wait_for, wait_refused
+from tests.e2e.harness import (
+    Installation,
+    install,
+    pod,
+    policy_configmap,
+    register_nodes,
+    replicas_behind_balancer,
+    wait_for,
+    wait_refused,
+)
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.policies import TEAM_LABEL_VAP
 from tests.support.dra import GPU_CLASS, MIG_CLASS
@@ -177,7 +189,7 @@ def fixed_webhook_binary() -> Path:
 
 
 @contextlib.contextmanager
-def fixed_webhook(installed: Installation) -> Iterator[None]:
+def fixed_webhook(installed: Installation) -> Iterator[int]:
     """The fixed-answer webhook serving on gpu-admission's port with its replica's certificate
     (whose CA is the configurations' caBundle): the API server calls it in gpu-admission's place."""
     certs = installed.workdir / "gpu-admission-0-certs"
@@ -185,7 +197,7 @@ def fixed_webhook(installed: Installation) -> Iterator[None]:
     command += [f"-cert={certs / 'tls.crt'}", f"-key={certs / 'tls.key'}"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        yield
+        yield process.pid
     finally:
         process.terminate()
         process.wait(10)
@@ -203,6 +215,20 @@ def process_cpu(pid: int) -> float:
     """CPU seconds (user and system) a process has used so far (Linux's /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(pid: int) -> float:
+    """process_cpu of `pid` and every process under it (gunicorn's worker is the master's child)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return process_cpu(pid) + sum(tree_cpu(int(child)) for child in children)
+
+
+def measure_cpu(api: client.CoreV1Api, namespace: str, pods: int, pid: int) -> tuple[tuple[float, float], float]:
+    """measure() of GPU pods, and the CPU ms a pod the webhook's processes (`pid` and those under
+    it) used meanwhile (its reviews, its watches, its TLS: what it asks of a machine it shares)."""
+    before = tree_cpu(pid)
+    figures = measure(api, namespace, pods)
+    return figures, (tree_cpu(pid) - before) * 1000 / (pods + pods // 2)
 
 
 def measure_plain(plane: ControlPlane, api: client.CoreV1Api, namespace: str, pods: int) -> tuple[float, float, float]:
@@ -291,14 +317,44 @@ def measure_runtime_settings(
     return before, after
 
 
+def measure_three_replicas(
+    installed: Installation,
+    kubectl: Kubectl,
+    api: client.CoreV1Api,
+    pods: int,
+    settings: dict[str, str],
+    figures: dict[str, tuple[float, float]],
+) -> Balancer:
+    """GPU pods as deploy/base and the chart run gpu-admission: three replicas (each one Python
+    process) behind one address, here a round-robin TCP balancer in this process (no kube-proxy).
+    The single replica gives the address up first."""
+    for replica in installed.replicas:
+        replica.stop()
+    _, balancer = replicas_behind_balancer(installed, None, **settings)
+    kubectl.run("create", "namespace", "bench-three")
+    kubectl.run("label", "namespace", "bench-three", "gpu-admission.io/mig=default")
+    wait_refused(kubectl, pod("probe", "bench-three", gpus=1), "the team rule loaded by the three")
+    figures["gpu-admission, three replicas behind one address"] = measure(api, "bench-three", pods)
+    return balancer
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=400)
     parser.add_argument("--backends", action="store_true", help="also each MIG back-end, side by side")
     parser.add_argument("--compiled", action="store_true", help="the replica runs the compiled engine, as the image")
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        choices=(1, 3),
+        default=1,
+        help="3: also three replicas behind one address, as deploy/base and the chart run them",
+    )
     parser.add_argument("--json", help="also write the figures here (docs/figures/data/: tools/figures.py draws them)")
     args = parser.parse_args()
     installed = None
+    balancer: Balancer | None = None
+    webhook_cpu: dict[str, float] = {}
     webhook_metric = "apiserver_admission_webhook_admission_duration_seconds"
     vap_metric = "apiserver_validating_admission_policy_check_duration_seconds"
     with started() as (plane, kubectl, api, workdir):
@@ -346,14 +402,19 @@ def main() -> None:
             # The e2e suite's replica audits every 5 s and logs every review at DEBUG: measured as
             # shipped instead (the chart's and deploy/base's settings).
             settings = SHIPPED | ({"PYTHONPATH": os.pathsep.join([str(build()), str(ROOT)])} if args.compiled else {})
-            installed.replica("gpu-admission-0", **settings).wait_ready()
+            replica = installed.replica("gpu-admission-0", **settings)
+            replica.wait_ready()
             kubectl.apply(policy_configmap("bench-team-label", TEAM_RULE))
             wait_refused(kubectl, pod("probe", "bench-with", gpus=1), "the team rule loaded")
             hooks_before = histograms(plane, webhook_metric)
-            figures["gpu-admission (MIG rewrite + the team rule)"] = measure(api, "bench-with", args.pods)
+            assert replica.process is not None
+            ours = "gpu-admission (MIG rewrite + the team rule)"
+            figures[ours], webhook_cpu[ours] = measure_cpu(api, "bench-with", args.pods, replica.process.pid)
             hooks_after = histograms(plane, webhook_metric)
             map_before, map_after = measure_runtime_settings(plane, kubectl, api, args.pods, figures)
             plain["gpu-admission installed"] = measure_plain(plane, api, "bench-with", args.pods)
+            if args.replicas == 3:
+                balancer = measure_three_replicas(installed, kubectl, api, args.pods, settings, figures)
             # The same cluster (as many pods, as much for the scheduler) without the webhook's
             # process, then without its configurations: what each costs a plain pod.
             go_before: dict[str, dict[str, float]] = {}
@@ -361,7 +422,9 @@ def main() -> None:
             if not args.backends:  # the back-ends are measured through the webhook, at the end
                 for replica in installed.replicas:
                     replica.stop()
-                with fixed_webhook(installed):
+                if balancer is not None:
+                    balancer.stop()
+                with fixed_webhook(installed) as go_pid:
                     probe = pod("probe", "bench-go", gpus=1, labels={"team": "a"})
 
                     def unchanged(probe: str = probe) -> bool:  # admitted, and by the fixed answer
@@ -373,7 +436,8 @@ def main() -> None:
 
                     wait_for(unchanged, "the fixed-answer webhook answering")
                     go_before = {f"{n} (fixed Go)": h for n, h in histograms(plane, webhook_metric).items()}
-                    figures["a fixed-answer Go webhook in its place"] = measure(api, "bench-go", args.pods)
+                    go = "a fixed-answer Go webhook in its place"
+                    figures[go], webhook_cpu[go] = measure_cpu(api, "bench-go", args.pods, go_pid)
                     go_after = {f"{n} (fixed Go)": h for n, h in histograms(plane, webhook_metric).items()}
                 plain["its configurations only (replicas stopped)"] = measure_plain(plane, api, "bench-with", args.pods)
                 kubectl.run("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "gpu-admission")
@@ -386,6 +450,9 @@ def main() -> None:
             for setup, (rate, ms) in figures.items():
                 print(f"  {setup:46s} {rate:8.1f} {rate / base_rate:5.2f}x {ms:9.2f} {ms / base_ms:5.2f}x")
             plain_rate, plain_ms, plain_cpu = plain["no admission webhook or policy"]
+            print("the webhook process's own CPU ms a GPU pod (its two reviews, its watches, TLS):")
+            for setup, cpu in webhook_cpu.items():
+                print(f"  {setup:46s} {cpu:8.2f}")
             print("pods with no GPU (the webhooks' matchConditions keep them away); the API server's CPU ms a pod:")
             for setup, (rate, ms, cpu) in plain.items():
                 print(
@@ -436,6 +503,8 @@ def main() -> None:
         finally:
             for replica in installed.replicas if installed else ():
                 replica.stop()
+            if balancer is not None:
+                balancer.stop()
 
 
 if __name__ == "__main__":
