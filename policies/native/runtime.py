@@ -121,6 +121,8 @@ class _Generator:
         # policy sets some.
         if self.env:
             found.append(self.env_wanted())
+            found.append(("envOwners", "[" + ", ".join(str(o) for o in sorted({w.owner for w in self.env})) + "]"))
+            found.append(("policyNames", "[" + ", ".join(cel_string(name) for name in self.names) + "]"))
             found += [(f"{field}Env", self.env_lacking(field)) for field in _CONTAINERS]
         if self.shm_sizes:
             found.append(self.shm())
@@ -203,20 +205,16 @@ class _Generator:
             "variables.tolerations.map(i, i.entry)",
             "variables.nodeSelector.map(i, i.entry)",
         ]
-        env_owners = sorted({w.owner for w in self.env})
+        # Each container's env entries, one a policy that added some, in the policies' order:
+        # the policies are listed once (envOwners, policyNames), not written out a container each.
         for field in _CONTAINERS if self.env else ():
             listed = f"variables.{field}Env"
             for slot in range(SLOTS):
-                for owner in env_owners:
-                    added = f"{listed}[{slot}].filter(e, e.owner == {owner})"
-                    head, tail = (
-                        cel_string(f'"spec.{field}[{slot}].env: '),
-                        cel_string(f' (policy {self.names[owner]})"'),
-                    )
-                    text = f"{head} + {added}.map(e, e.said).join(', ') + {tail}"
-                    parts.append(
-                        f"(size({listed}) > {slot} && {listed}[{slot}].exists(e, e.owner == {owner}) ? [{text}] : [])"
-                    )
+                added = f"{listed}[{slot}].filter(e, e.owner == o)"
+                head = cel_string(f'"spec.{field}[{slot}].env: ')
+                text = f"{head} + {added}.map(e, e.said).join(', ') + ' (policy ' + variables.policyNames[o] + ')\"'"
+                owners = f"variables.envOwners.filter(o, {listed}[{slot}].exists(e, e.owner == o))"
+                parts.append(f"(size({listed}) > {slot} ? {owners}.map(o, {text}) : [])")
         if self.shm_sizes:
             parts.append("(variables.shmVolume ? [variables.shm[1]] : [])")
         for field in _CONTAINERS if self.shm_sizes else ():

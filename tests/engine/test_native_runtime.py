@@ -236,3 +236,27 @@ def test_the_webhook_after_the_native_object_leaves_each_pod_as_the_webhook_alon
     assert warned_both == warned_alone
     if native != pod:  # it writes only what the webhook writes
         assert set(record(native)) <= set(record(alone))
+
+
+def test_many_policies_setting_env_stay_one_object_within_the_api_servers_limits():
+    """A container's env entries are grouped by policy at run time, not written out per policy
+    and container: forty teams' env still make one object, and a team's pods get theirs."""
+    teams = [
+        policy(
+            f"team-{i}",
+            f"priority: {i}\nmatch: {{namespaces: [team-{i}]}}\nruntime: {{env: {{TEAM_{i}: x, SHARED: '{i}'}}}}",
+        )
+        for i in range(40)
+    ]
+    objects = generate(*teams, SECOND)
+    assert [o["kind"] for o in objects] == ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"]
+    longest = max(len(v["expression"]) for v in objects[0]["spec"]["variables"])
+    assert longest < 40_000, longest
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}
+    pod["spec"] = {
+        "containers": [_container("main", {"nvidia.com/gpu": "1"}, [{"name": "SHARED", "value": "0"}], False)]
+    }
+    native = mutated(objects, pod, "team-17")
+    alone, _ = webhook((*teams, SECOND), pod, "team-17")
+    assert native["spec"] == alone["spec"] and record(native) == record(alone)
+    assert "spec.containers[0].env: TEAM_17 (policy team-17)" in record(native)
