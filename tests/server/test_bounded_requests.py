@@ -88,6 +88,16 @@ def metric(port: int, ca: Path, name: str) -> float:
     return metric_of(Client(port, ca), name)
 
 
+def metric_at_least(client: Client, name: str, value: float, within: float = 10.0) -> bool:
+    """Polls the server's own metric until it shows at least `value`."""
+    deadline = time.monotonic() + within
+    while metric_of(client, name) < value:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def metric_reaches(client: Client, name: str, value: float, within: float = 10.0) -> bool:
     """Polls the server's own metric until it shows `value` (there is no event to wait on)."""
     deadline = time.monotonic() + within
@@ -99,7 +109,7 @@ def metric_reaches(client: Client, name: str, value: float, within: float = 10.0
 
 
 def test_slow_senders_are_cut_at_their_deadline_and_probes_go_on_being_answered(serve):
-    port, ca, _ = serve("--threads", "4")
+    port, ca, process = serve("--threads", "4")
     stalled = [stall(port, ca) for _ in range(12)]  # three times the threads
     trickling = tls(port, ca)
     trickling.sendall(
@@ -125,7 +135,12 @@ def test_slow_senders_are_cut_at_their_deadline_and_probes_go_on_being_answered(
             assert closed_by_server(sock)
     finally:
         stop.set()
-    assert metric(port, ca, "gpu_admission_cut_requests_total") >= 13
+    probe = Client(port, ca)
+    if not metric_at_least(probe, "gpu_admission_cut_requests_total", 13):
+        # Seen once in a few full runs (12), never alone: say what the server did.
+        process.terminate()
+        said = [line for line in process.communicate(timeout=30)[1].decode().splitlines() if "Traceback" not in line]
+        raise AssertionError(f"cut {metric_of(probe, 'gpu_admission_cut_requests_total')} of 13; server: {said[-20:]}")
 
 
 def test_a_handshake_that_never_finishes_is_cut_too(serve):
