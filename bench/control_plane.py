@@ -355,6 +355,7 @@ def main() -> None:
     installed = None
     balancer: Balancer | None = None
     webhook_cpu: dict[str, float] = {}
+    replica_plain_cpu = float("nan")
     webhook_metric = "apiserver_admission_webhook_admission_duration_seconds"
     vap_metric = "apiserver_validating_admission_policy_check_duration_seconds"
     with started() as (plane, kubectl, api, workdir):
@@ -412,7 +413,9 @@ def main() -> None:
             figures[ours], webhook_cpu[ours] = measure_cpu(api, "bench-with", args.pods, replica.process.pid)
             hooks_after = histograms(plane, webhook_metric)
             map_before, map_after = measure_runtime_settings(plane, kubectl, api, args.pods, figures)
+            replica_before = tree_cpu(replica.process.pid)
             plain["gpu-admission installed"] = measure_plain(plane, api, "bench-with", args.pods)
+            replica_plain_cpu = (tree_cpu(replica.process.pid) - replica_before) * 1000 / (args.pods + args.pods // 2)
             if args.replicas == 3:
                 balancer = measure_three_replicas(installed, kubectl, api, args.pods, settings, figures)
             # The same cluster (as many pods, as much for the scheduler) without the webhook's
@@ -453,6 +456,7 @@ def main() -> None:
             print("the webhook process's own CPU ms a GPU pod (its two reviews, its watches, TLS):")
             for setup, cpu in webhook_cpu.items():
                 print(f"  {setup:46s} {cpu:8.2f}")
+            print(f"  {'gpu-admission, a pod with no GPU (its watches)':46s} {replica_plain_cpu:8.2f}")
             print("pods with no GPU (the webhooks' matchConditions keep them away); the API server's CPU ms a pod:")
             for setup, (rate, ms, cpu) in plain.items():
                 print(
