@@ -31,6 +31,7 @@ from policies.native.objects import (
     Uncovered,
     admission_policy,
     binding,
+    held,
     nonzero,
     object_name,
     one_line,
@@ -87,29 +88,11 @@ def mig_gates(
     return objects, names, left
 
 
-def _held(container: str, name: str, amount: str = "", value: str = "") -> str:
-    """CEL for each resource `r` the container holds whose name `name` accepts and, where given,
-    whose amount `amount` accepts (`{}` for the amount), as `value` of its amount (`r` itself
-    where none is given): its limits', then those only its requests name (limits win, as the
-    engine reads a container). The name is read first: a container's CPU and memory are never
-    parsed."""
-
-    def listed(section: str, only: str) -> str:
-        where = f"{container}.resources.{section}"
-        kept = " && ".join(part for part in (name, only, amount.format(f"{where}[r]")) if part)
-        mapped = f".map(r, {value.format(f'{where}[r]')})" if value else ""
-        return f"(has({where}) ? {where}.filter(r, {kept}){mapped} : [])"
-
-    limits = f"{container}.resources.limits"
-    only_requested = listed("requests", f"!(has({limits}) && r in {limits})")
-    return f"(!has({container}.resources) ? [] : {listed('limits', '')} + {only_requested})"
-
-
 def _refused_in(field: str) -> tuple[str, str]:
     """The variable: for each container of `field`, in order, the names it holds that are refused."""
     items = f"object.spec.{field}"
-    held = _held("c", f"r in variables.{_REFUSED}", nonzero("{}"))
-    return f"{field}Refused", f"!has({items}) ? [] : {items}.map(c, {held})"
+    names = held("c", f"r in variables.{_REFUSED}", nonzero("{}"))
+    return f"{field}Refused", f"!has({items}) ? [] : {items}.map(c, {names})"
 
 
 def _validation(policy: GPUPolicy, field: str) -> dict[str, object]:
@@ -132,7 +115,7 @@ def _devices_in(field: str) -> tuple[str, str]:
     """The variable: for each container of `field`, in order, how many MIG devices it asks for
     (every `nvidia.com/mig-` name, known or not, limits winning over requests)."""
     items = f"object.spec.{field}"
-    amounts = _held("c", f"r.startsWith({cel_string(MIG_RESOURCE_PREFIX)})", value="quantity({}).asInteger()")
+    amounts = held("c", f"r.startsWith({cel_string(MIG_RESOURCE_PREFIX)})", value="quantity({}).asInteger()")
     return f"{field}Devices", f"!has({items}) ? [] : {items}.map(c, {amounts}).map(l, size(l) == 0 ? 0 : l.sum())"
 
 

@@ -67,6 +67,24 @@ def nonzero(amount: str) -> str:
     return f"quantity({amount}).compareTo(quantity('0')) != 0"
 
 
+def held(container: str, name: str, amount: str = "", value: str = "") -> str:
+    """CEL for each resource `r` the container holds whose name `name` accepts and, where given,
+    whose amount `amount` accepts (`{}` for the amount), as `value` of its amount (`r` itself
+    where none is given): its limits', then those only its requests name (limits win, as the
+    engine reads a container). The name is read first: a container's CPU and memory are never
+    parsed."""
+
+    def listed(section: str, only: str) -> str:
+        where = f"{container}.resources.{section}"
+        kept = " && ".join(part for part in (name, only, amount.format(f"{where}[r]")) if part)
+        mapped = f".map(r, {value.format(f'{where}[r]')})" if value else ""
+        return f"(has({where}) ? {where}.filter(r, {kept}){mapped} : [])"
+
+    limits = f"{container}.resources.limits"
+    only_requested = listed("requests", f"!(has({limits}) && r in {limits})")
+    return f"(!has({container}.resources) ? [] : {listed('limits', '')} + {only_requested})"
+
+
 def one_line(text: str) -> str:
     """`text` with each run of white space one space: the API server refuses a message with line
     breaks."""

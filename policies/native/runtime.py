@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from jsonpointer import escape
+
 from policies.gpu.models import PRODUCT_LABEL
 from policies.model.policy import GPUPolicy, RuntimeSpec, Toleration
 from policies.mutate.mutation import MUTATED_ANNOTATION
@@ -55,7 +57,6 @@ from policies.native.runtime_cel import (
     cel_map,
     holds_gpu,
     joined,
-    json_pointer,
     json_text,
     literal,
     made,
@@ -160,7 +161,7 @@ class _Generator:
         for w in winners(self.owners, lambda r: r.node_selector):
             key, value = str(w.key), str(w.value)
             entry = self.entry(w.owner, f"spec.nodeSelector.{key}", value)
-            item = cel_map({"key": cel_string(json_pointer(key)), "value": cel_string(value), "entry": entry})
+            item = cel_map({"key": cel_string(escape(key)), "value": cel_string(value), "entry": entry})
             items.append(f"({w.condition} && !(has({selector}) && {cel_string(key)} in {selector}) ? [{item}] : [])")
         return "nodeSelector", joined(items)
 
@@ -255,7 +256,7 @@ class _Generator:
                 parts.append(f"(size({listed}) > {slot} && {listed}[{slot}] ? {appended(where, at, mount, 'i')} : [])")
         annotations = "object.metadata.annotations"
         annotated = made(annotations, "/metadata/annotations", "variables.record", "{}")
-        where = cel_string("/metadata/annotations/" + json_pointer(MUTATED_ANNOTATION))
+        where = cel_string("/metadata/annotations/" + escape(MUTATED_ANNOTATION))
         record = add(where, "'[' + variables.record.join(',') + ']'")
         parts.append(f"{annotated} + (size(variables.record) == 0 ? [] : [{record}])")
         return joined(parts)

@@ -12,7 +12,7 @@ import orjson
 from policies.gpu.models import MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
 from policies.model.policy import GPUPolicy, RuntimeSpec, Toleration, TolerationIdentity
 from policies.native.matching import cel_string
-from policies.native.objects import nonzero
+from policies.native.objects import held, nonzero
 
 # A setting's key (a name, or a toleration as the webhook compares it) and value (a string, or a
 # toleration).
@@ -55,11 +55,6 @@ def json_text(text: str) -> str:
     return orjson.dumps(text).decode()[1:-1]
 
 
-def json_pointer(key: str) -> str:
-    """`key` as one JSON pointer segment (RFC 6901)."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 def literal(value: object) -> str:
     """CEL for a JSON value known here (strings, integers and maps of them)."""
     if isinstance(value, dict):
@@ -93,10 +88,7 @@ def holds_gpu(c: str) -> str:
     """CEL: container `c` asks for a whole GPU or a MIG slice, an amount other than zero, limits
     winning over requests (a subset of what the engine counts as holding a GPU)."""
     named = f"(r == {cel_string(WHOLE_GPU_RESOURCE)} || r.startsWith({cel_string(MIG_RESOURCE_PREFIX)}))"
-    limits, requests = f"{c}.resources.limits", f"{c}.resources.requests"
-    in_limits = f"has({limits}) && {limits}.exists(r, {named} && {nonzero(f'{limits}[r]')})"
-    requested = f"{named} && !(has({limits}) && r in {limits}) && {nonzero(f'{requests}[r]')}"
-    return f"(has({c}.resources) && (({in_limits}) || (has({requests}) && {requests}.exists(r, {requested}))))"
+    return f"(size({held(c, named, nonzero('{}'))}) > 0)"
 
 
 def tolerated(toleration: Toleration) -> str:

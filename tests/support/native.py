@@ -27,6 +27,19 @@ def _selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> b
     return selector is None or parse_selector(selector, "selector").matches(labels)
 
 
+def _bound(
+    spec: Mapping[str, Any], binding: Mapping[str, Any], pod: Mapping[str, Any], ns_labels: Mapping[str, str]
+) -> bool:
+    """Whether the API server sends `pod` to the policy `spec` through `binding`: the policy's
+    namespaceSelector, then the binding's matchResources (namespace and object selectors)."""
+    resources = binding.get("matchResources", {})
+    return (
+        _selects(spec["matchConstraints"].get("namespaceSelector"), ns_labels)
+        and _selects(resources.get("namespaceSelector"), ns_labels)
+        and _selects(resources.get("objectSelector"), pod.get("metadata", {}).get("labels", {}))
+    )
+
+
 def _variables(spec: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple((v["name"], compile_expression(v["expression"])) for v in spec.get("variables", ()))
 
@@ -49,13 +62,7 @@ def denials(
         if "Deny" not in binding["validationActions"]:
             continue
         spec = policies[binding["policyName"]]
-        resources = binding.get("matchResources", {})
-        if not _selects(spec["matchConstraints"].get("namespaceSelector"), ns_labels):
-            continue
-        pod_labels = pod.get("metadata", {}).get("labels", {})
-        if not _selects(resources.get("namespaceSelector"), ns_labels):
-            continue
-        if not _selects(resources.get("objectSelector"), pod_labels):
+        if not _bound(spec, binding, pod, ns_labels):
             continue
         variables = _variables(spec)
         kept.append(variables)
@@ -92,12 +99,7 @@ def mutated(
         spec = policies[binding["policyName"]]
         assert spec["failurePolicy"] == "Ignore", "an error here leaves the pod alone"
         assert spec["mutations"] == [{"patchType": "JSONPatch", "jsonPatch": {"expression": MUTATION}}]
-        resources = binding.get("matchResources", {})
-        if not _selects(spec["matchConstraints"].get("namespaceSelector"), ns_labels):
-            continue
-        if not _selects(resources.get("namespaceSelector"), ns_labels):
-            continue
-        if not _selects(resources.get("objectSelector"), current.get("metadata", {}).get("labels", {})):
+        if not _bound(spec, binding, current, ns_labels):
             continue
         data = cel_input(current, namespace, namespace_labels)
         variables = _variables(spec)
