@@ -48,7 +48,7 @@ from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices,
 from policies.gpu.models import CONFIG_STATE_LABEL
 from policies.judge.env_sources import ENV_SOURCE_KINDS
 from policies.judge.ledger import Ledger, PodCounts
-from policies.judge.pod_facts import Charges, Needs, PodFacts, charges_of, facts_of, needs_of
+from policies.judge.pod_facts import Charges, Needs, PodFacts, charges_of, facts_of, moved, needs_of, read_facts
 from policies.judge.quota import Amount, dimensions
 from policies.judge.quota_view import QuotaLine, amount_text, bar, quota_lines, scopes
 from policies.judge.usage import EMPTY, Usage, counts_against_quota, gpus_held
@@ -66,7 +66,7 @@ from policies.native.objects import Uncovered
 from policies.native.validating import NativePolicies, native_policies
 from policies.planning.published import policy_ladders, publishes, why_published
 from policies.review.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
-from policies.review.pod import PodView, parse_pod
+from policies.review.pod import PodView, parse_pod, pod_fingerprint
 from policies.review.request import Operation, RequestInfo
 
 __all__ = [
@@ -81,6 +81,7 @@ __all__ = [
     "RequestInfo",
     "PodView",
     "parse_pod",
+    "pod_fingerprint",
     "NO_CLUSTER",
     "ClusterState",
     "KnownCluster",
@@ -109,7 +110,9 @@ __all__ = [
     "PodFacts",
     "charges_of",
     "facts_of",
+    "moved",
     "needs_of",
+    "read_facts",
     "ENV_SOURCE_KINDS",
     "AuditReport",
     "Finding",

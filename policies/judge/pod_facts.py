@@ -14,7 +14,7 @@ few dozen shapes cost a reference each.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from policies.gpu.catalog import CATALOG
 from policies.judge.claim_usage import SharedClaims, claims_charge, with_claims
@@ -24,7 +24,7 @@ from policies.model.cel import CelEvaluationError, CelInput, CompiledExpression
 from policies.model.policyset import PolicySet
 from policies.review.cluster import NO_CLUSTER, ClusterState
 from policies.review.document import JSON
-from policies.review.pod import parse_pod
+from policies.review.pod import PodView, parse_pod
 from policies.review.request import RequestInfo
 
 Charges = tuple[tuple[str, str], ...]  # (policy, scope) budgets a pod is charged to
@@ -98,7 +98,25 @@ def facts_of(raw: JSON, needs: Needs, cluster: ClusterState = NO_CLUSTER) -> Pod
     `cluster`: its DRA claims (a pod's claims it names are charged as at admission).
 
     A condition that fails to evaluate does not hold (as in matching, where it is no match)."""
+    return read_facts(raw, needs, cluster)[0]
+
+
+def read_facts(raw: JSON, needs: Needs, cluster: ClusterState = NO_CLUSTER) -> tuple[PodFacts | None, bool]:
+    """facts_of, and whether they were read from the pod alone: not from the cluster (its DRA
+    claims, the DeviceClasses serving its extended resources) nor by a CEL condition (which may
+    read any field). Those stand for any version of the pod with the same pod_fingerprint, its
+    node put in (`moved`)."""
     view = parse_pod(raw)
+    alone = not (view.claims or view.extended or needs.conditions)
+    return _facts(view, raw, needs, cluster), alone
+
+
+def moved(facts: PodFacts | None, node: str | None) -> PodFacts | None:
+    """`facts` of a pod now on `node` (read from a version of it before its binding)."""
+    return facts if facts is None or facts.node == node else replace(facts, node=node)
+
+
+def _facts(view: PodView, raw: JSON, needs: Needs, cluster: ClusterState) -> PodFacts | None:
     if not (view.holds_gpu or view.claims or view.extended or view.gpu_share) or not counts_against_quota(view):
         return None
     usage = pod_usage(view, CATALOG)

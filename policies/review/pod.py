@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import NamedTuple
 
+import orjson
+
 from policies.errors import InputError
 from policies.gpu.devices import (
     NVIDIA_RUNTIME_PREFIX,
@@ -187,8 +189,34 @@ def _claims(spec: Mapping[str, object], status: Mapping[str, object]) -> tuple[C
     return tuple(found)
 
 
+# What parse_pod reads of a pod's status (pod_fingerprint leaves the rest out: keep them one).
+STATUS_READ = ("phase", "resourceClaimStatuses")
+# Metadata every write changes and nothing here reads.
+_METADATA_UNREAD = frozenset({"resourceVersion", "managedFields"})
+
+
+def pod_fingerprint(raw: Mapping[str, object]) -> bytes | None:
+    """Bytes equal for two versions of a pod that parse_pod reads alike but for spec.nodeName: all
+    of its metadata and spec but those, of its status only what parse_pod reads. A pod's status
+    changes with each of the kubelet's reports and its binding only names its node, so a pod
+    watch that has read one version need not read the next (webhook.cluster.quota.counting).
+    None where the pod cannot be written back as JSON (read it whole, each time)."""
+    metadata, spec, status = raw.get("metadata"), raw.get("spec"), raw.get("status")
+    if type(metadata) is dict:
+        metadata = {key: value for key, value in metadata.items() if key not in _METADATA_UNREAD}
+    if type(spec) is dict and "nodeName" in spec:
+        spec = {key: value for key, value in spec.items() if key != "nodeName"}
+    if type(status) is dict:
+        status = [status.get(key) for key in STATUS_READ]
+    try:
+        return orjson.dumps([metadata, spec, status])
+    except orjson.JSONEncodeError:
+        return None
+
+
 def parse_pod(raw: object) -> PodView:
-    """A PodView of a Pod's JSON, or of a pod template (metadata + spec)."""
+    """A PodView of a Pod's JSON, or of a pod template (metadata + spec). Of its status, only
+    STATUS_READ."""
     pod = mapping(raw, "")
     metadata = mapping(pod.get("metadata"), "metadata")
     spec = mapping(pod.get("spec"), "spec")

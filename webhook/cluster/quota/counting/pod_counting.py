@@ -7,10 +7,16 @@ Only counters are kept, never pod objects: per pod, a reference to an interned r
 holds and what charging reads of it (policies.judge.pod_facts), so 100,000 pods of a few dozen
 shapes cost little more than their keys, and a new policy set is charged from those records
 (`recharge`) without listing the pods again unless it matches on something they do not keep.
+
+Most of a pod's events change nothing those records read: the kubelet's status reports, the
+scheduler's binding (only the node). Per pod watched, GPU or not, a 16-byte digest of what was
+read (policies.review.pod.pod_fingerprint) is kept too; an event with the same digest takes the
+record it has, its node put in, instead of reading the pod again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -30,7 +36,10 @@ from policies import (
     Quota,
     charges_of,
     facts_of,
+    moved,
     needs_of,
+    pod_fingerprint,
+    read_facts,
 )
 from webhook.cluster.quota.counting.reservations import Reservation, Reservations
 from webhook.cluster.watches.nodes import Held, NodeCapacity
@@ -66,6 +75,8 @@ class PodCounting:
         # uids of pods deleted or finished lately (until when): their shared reservations are spent
         self._gone: dict[str, float] = {}
         self._recharged: list[Callable[[], None]] = []
+        # pod key -> digest of what its facts were read from, where they were read from it alone
+        self._read: dict[str, bytes] = {}
 
     def counted(self) -> Ledger:
         """What the pods the watch has shown hold (no reservations): the quota view's `used`."""
@@ -121,12 +132,17 @@ class PodCounting:
         namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
         uid = str(metadata.get("uid") or "")
         key = _pod_key(metadata)
-        facts = None if kind == "DELETED" else self._facts_of(raw, self._needs)
+        if kind == "DELETED":
+            facts = None
+            self._read.pop(key, None)
+        else:
+            facts = self._event_facts(key, raw)
         with self.lock:
-            old = self._counts.remove(key)
-            if facts is not None:
-                facts = self._counts.add(key, facts)
-            self.nodes.pod_moved(_held(old), _held(facts))
+            if facts is None or self._counts.pods.get(key) is not facts:  # else: counted as it is
+                old = self._counts.remove(key)
+                if facts is not None:
+                    facts = self._counts.add(key, facts)
+                self.nodes.pod_moved(_held(old), _held(facts))
             if (kind == "DELETED" or facts is None) and uid:
                 # Deleted, or finished (Succeeded, Failed: charged nothing now): its shared
                 # reservation is spent at once, not left to count again until it expires.
@@ -141,15 +157,17 @@ class PodCounting:
         policy_set = self.policy_set()
         needs = needs_of(policy_set) if policy_set is not None else Needs()
         counts = PodCounts(self._charge)
+        read: dict[str, bytes] = {}
         spent: list[str] = []  # listed but charged nothing (finished): their reservations are spent
         for raw in pods:
-            facts = self._facts_of(raw, needs)
+            key = _pod_key(raw.get("metadata") or {})
+            facts = self._read_facts(key, raw, needs, read, None if needs.conditions else _digest(raw))
             if facts is not None:
-                counts.add(_pod_key(raw.get("metadata") or {}), facts)
+                counts.add(key, facts)
             elif uid := str((raw.get("metadata") or {}).get("uid") or ""):
                 spent.append(uid)
         with self.lock:
-            self._counts, self._needs = counts, needs
+            self._counts, self._needs, self._read = counts, needs, read
             counts.recharge(self._charge)  # a policy set swapped in meanwhile: charged by it
             self.reservations.recharge(self._reservation_charges)
             self.nodes.replace_pods((facts.node, facts.gpus) for facts in counts.pods.values())
@@ -188,16 +206,32 @@ class PodCounting:
         with self.lock:
             return self._counts.charges(key)
 
-    def _facts_of(self, raw: dict[str, Any], needs: Needs) -> PodFacts | None:
-        """What a watched pod holds. One this engine cannot read is left out and logged: raised,
-        it would end every relist at that pod and keep the pod watch from ever syncing."""
+    def _event_facts(self, key: str, raw: dict[str, Any]) -> PodFacts | None:
+        """What a pod holds after an event: the record kept for it if nothing it was read from
+        changed (the watch thread alone writes `_read` and the pods' records)."""
+        digest = None if self._needs.conditions else _digest(raw)
+        if digest is not None and self._read.get(key) == digest:
+            node = (raw.get("spec") or {}).get("nodeName")
+            return moved(self._counts.pods.get(key), node if isinstance(node, str) and node else None)
+        return self._read_facts(key, raw, self._needs, self._read, digest)
+
+    def _read_facts(
+        self, key: str, raw: dict[str, Any], needs: Needs, read: dict[str, bytes], digest: bytes | None
+    ) -> PodFacts | None:
+        """What a watched pod holds, its `digest` kept in `read` if read from the pod alone. One
+        this engine cannot read is left out and logged: raised, it would end every relist at that
+        pod and keep the pod watch from ever syncing."""
+        read.pop(key, None)
         try:
-            return facts_of(raw, needs, self.cluster)
+            facts, alone = read_facts(raw, needs, self.cluster)
         except InputError as error:
             metadata = raw.get("metadata") or {}
             where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
             log.warning("pod left out of quota counts", extra={"fields": {"pod": where, "error": str(error)}})
             return None
+        if alone and digest is not None:
+            read[key] = digest
+        return facts
 
     def _charge(self, facts: PodFacts) -> Charges:
         """Budgets by the policy set in force and the namespace labels the watch has shown: never
@@ -222,6 +256,12 @@ class PodCounting:
             return ()
         charges = charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
         return tuple(c for c in charges if c not in reservation.strict)
+
+
+def _digest(raw: dict[str, Any]) -> bytes | None:
+    """16 bytes of what a pod's facts are read from (policies.review.pod.pod_fingerprint)."""
+    fingerprint = pod_fingerprint(raw)
+    return None if fingerprint is None else hashlib.blake2b(fingerprint, digest_size=16).digest()
 
 
 def _held(facts: PodFacts | None) -> Held | None:

@@ -1,0 +1,269 @@
+"""The pod watch reads a pod again only when what it holds may have changed.
+
+Most of a pod's events are the kubelet's status reports and the scheduler's binding: the replica
+keeps a digest of what it read of each pod (policies.review.pod.pod_fingerprint) and takes the
+record it has, the node put in, for an event that changed nothing else. The law: whatever the
+events, the counters are those of reading every version whole.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policies import facts_of, needs_of, parse_pod
+from policies.review.pod import STATUS_READ
+from tests.support.builders import engine_from, gpu_container, plain_container, pod, policy
+from webhook.cluster.quota.counting import pod_counting
+from webhook.cluster.quota.counting.pod_counting import PodCounting
+
+BUDGET = engine_from(
+    policy(
+        "budget",
+        "match: {namespaces: [ml], podSelector: {matchExpressions: [{key: tier, operator: Exists}]}}\n"
+        "quota: {limits: {gpuEquivalents: '100'}}",
+    ),
+    policy("everyone", "match: {namespaces: [ml]}\nquota: {limits: {pods: 100}}"),
+).policy_set
+BY_CONDITION = engine_from(
+    policy(
+        "budget",
+        "match: {namespaces: [ml], condition: \"object.status.?podIP.orValue('') != ''\"}\n"
+        "quota: {limits: {gpuEquivalents: '100'}}",
+    )
+).policy_set
+
+
+def gpu_pod(name: str, uid: str, **spec: Any) -> dict[str, Any]:
+    made = pod(gpu_container(), **spec)
+    made["metadata"] |= {"name": name, "uid": uid, "resourceVersion": "1", "labels": {"tier": "a"}}
+    made["status"] = {"phase": "Pending"}
+    return made
+
+
+def counting(policy_set: Any = BUDGET) -> PodCounting:
+    """Counters as a replica's watch starts them: listed first (nothing yet), then fed events."""
+    made = PodCounting(lambda: policy_set)
+    made.replace_all([])
+    return made
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the pods the watch reads whole, in order."""
+    seen: list[str] = []
+    real = pod_counting.read_facts
+
+    def spy(raw: dict[str, Any], *args: Any) -> Any:
+        seen.append(raw["metadata"]["name"])
+        return real(raw, *args)
+
+    monkeypatch.setattr(pod_counting, "read_facts", spy)
+    return seen
+
+
+def later(version: dict[str, Any], **status: Any) -> dict[str, Any]:
+    """The next version of a pod: a new resourceVersion, `status` merged in."""
+    made = copy.deepcopy(version)
+    made["metadata"]["resourceVersion"] = str(int(made["metadata"]["resourceVersion"]) + 1)
+    made["status"] |= status
+    return made
+
+
+def bound(version: dict[str, Any], node: str) -> dict[str, Any]:
+    made = later(version, conditions=[{"type": "PodScheduled", "status": "True"}])
+    made["spec"]["nodeName"] = node
+    return made
+
+
+def test_status_reports_and_the_binding_take_the_record_kept(reads: list[str]) -> None:
+    watched = counting()
+    first = gpu_pod("a", "uid-a")
+    watched.observe("ADDED", first)
+    on_node = bound(first, "gpu-1")
+    watched.observe("MODIFIED", on_node)
+    waiting = later(on_node, containerStatuses=[{"name": "main", "state": {"waiting": {"reason": "Pulling"}}}])
+    watched.observe("MODIFIED", waiting)
+    running = later(waiting, phase="Running", podIP="10.0.0.7")  # its phase is read: finished pods hold nothing
+    watched.observe("MODIFIED", running)
+    ready = later(running, containerStatuses=[{"name": "main", "ready": True}], conditions=[{"type": "Ready"}])
+    watched.observe("MODIFIED", ready)
+    assert reads == ["a", "a"]
+    kept = watched.facts("uid-a")
+    assert kept is not None and kept.node == "gpu-1"
+    assert kept.shape == facts_of(ready, needs_of(BUDGET)).shape
+
+
+def test_a_change_to_what_it_holds_reads_it_again(reads: list[str]) -> None:
+    watched = counting()
+    first = gpu_pod("a", "uid-a")
+    watched.observe("ADDED", first)
+    finished = later(first, phase="Succeeded")
+    watched.observe("MODIFIED", finished)
+    assert watched.facts("uid-a") is None  # finished: it holds nothing now
+    relabelled = later(first)
+    relabelled["metadata"]["labels"] = {}
+    watched.observe("MODIFIED", relabelled)
+    resized = later(first)
+    resized["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 2
+    watched.observe("MODIFIED", resized)
+    assert reads == ["a"] * 4
+
+
+def test_a_pod_with_no_gpu_is_read_once_too(reads: list[str]) -> None:
+    watched = counting()
+    plain = pod(plain_container())
+    plain["metadata"] |= {"uid": "uid-p", "resourceVersion": "1"}
+    plain["status"] = {"phase": "Pending"}
+    watched.observe("ADDED", plain)
+    watched.observe("MODIFIED", bound(plain, "cpu-1"))
+    assert reads == ["p"] and watched.tracked_pods == 0
+
+
+def test_what_the_cluster_or_a_condition_decides_is_read_each_time(reads: list[str]) -> None:
+    claims = gpu_pod("claims", "uid-c", resourceClaims=[{"name": "gpu", "resourceClaimName": "shared"}])
+    watched = counting()
+    watched.observe("ADDED", claims)
+    watched.observe("MODIFIED", later(claims, podIP="10.0.0.8"))  # the claim may have been made since
+    by_condition = counting(BY_CONDITION)
+    first = gpu_pod("condition", "uid-x")
+    by_condition.observe("ADDED", first)
+    by_condition.observe("MODIFIED", later(first, podIP="10.0.0.9"))  # the condition reads the status
+    assert reads == ["claims", "claims", "condition", "condition"]
+    assert by_condition.counted().usage(BY_CONDITION.policies[0], "ml").gpu_equivalents == 1
+
+
+def test_a_deleted_pod_is_forgotten_and_read_whole_if_it_comes_back(reads: list[str]) -> None:
+    watched = counting()
+    first = gpu_pod("a", "uid-a")
+    watched.observe("ADDED", first)
+    watched.observe("DELETED", first)
+    watched.observe("ADDED", first)  # a relist's replay, or a watch from an older version
+    assert reads == ["a", "a"] and watched.facts("uid-a") is not None
+
+
+def test_a_relist_keeps_what_it_read(reads: list[str]) -> None:
+    watched = counting()
+    first = gpu_pod("a", "uid-a")
+    watched.replace_all([first])
+    watched.observe("MODIFIED", bound(first, "gpu-1"))
+    assert reads == ["a"]
+
+
+class ReadKeys(Mapping[str, object]):
+    """A status that notes which of its fields are read."""
+
+    def __init__(self, fields: dict[str, object]) -> None:
+        self.fields, self.read = fields, set[str]()
+
+    def __getitem__(self, key: str) -> object:
+        self.read.add(key)
+        return self.fields[key]
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(str(key))
+        return key in self.fields
+
+    def __iter__(self) -> Iterator[str]:
+        raise AssertionError("the whole status is read")
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+
+def test_of_a_status_the_engine_reads_only_what_the_digest_keeps() -> None:
+    claims = gpu_pod("claims", "uid-c", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one"}])
+    status = ReadKeys(
+        {
+            "phase": "Running",
+            "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "claims-gpu-x"}],
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "main", "allocatedResources": {"nvidia.com/gpu": "1"}}],
+            "podIP": "10.0.0.1",
+        }
+    )
+    claims["status"] = status
+    parse_pod(claims)
+    assert status.read <= set(STATUS_READ)
+
+
+# --- the law ------------------------------------------------------------------------------------
+
+EDITS = st.sampled_from(
+    [
+        "status report",
+        "bound",
+        "rebound",
+        "running",
+        "finished",
+        "relabelled",
+        "label added",
+        "resized",
+        "share annotation",
+        "device env",
+        "deleting",
+        "deleted",
+    ]
+)
+
+
+def edited(version: dict[str, Any], edit: str) -> dict[str, Any]:
+    made = later(version)
+    metadata, spec, status = made["metadata"], made["spec"], made["status"]
+    if edit == "status report":
+        status["conditions"] = [
+            {"type": "Ready", "status": "True", "lastProbeTime": made["metadata"]["resourceVersion"]}
+        ]
+    elif edit in ("bound", "rebound"):
+        spec["nodeName"] = "gpu-1" if edit == "bound" else "gpu-2"
+    elif edit == "running":
+        status |= {"phase": "Running", "podIP": "10.0.0.1"}
+    elif edit == "finished":
+        status["phase"] = "Failed"
+    elif edit == "relabelled":
+        metadata["labels"] = {}
+    elif edit == "label added":
+        metadata["labels"] = {"tier": "b"}
+    elif edit == "resized":
+        spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 3}}
+    elif edit == "share annotation":
+        metadata["annotations"] = {"gpu-fraction": "0.5"}
+        spec["containers"][0]["resources"] = {}
+    elif edit == "device env":
+        spec["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+        spec["containers"][0]["resources"] = {}
+    elif edit == "deleting":
+        metadata["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    return made
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 2), EDITS), max_size=14))
+def test_counters_are_those_of_reading_every_version_whole(history: list[tuple[int, str]]) -> None:
+    watched = counting()
+    current: dict[int, dict[str, Any]] = {}
+    for index in range(3):
+        current[index] = gpu_pod(f"p{index}", f"uid-{index}")
+        watched.observe("ADDED", current[index])
+    for index, edit in history:
+        if index not in current:
+            current[index] = gpu_pod(f"p{index}", f"uid-{index}")
+            watched.observe("ADDED", current[index])
+            continue
+        if edit == "deleted":
+            watched.observe("DELETED", current.pop(index))
+            continue
+        current[index] = edited(current[index], edit)
+        watched.observe("MODIFIED", current[index])
+        expected = facts_of(current[index], needs_of(BUDGET))
+        kept = watched.facts(f"uid-{index}")
+        assert (kept.shape if kept else None) == (expected.shape if expected else None)
+    whole = counting()
+    whole.replace_all(copy.deepcopy(list(current.values())))
+    for found in BUDGET.policies:
+        assert watched.counted().usage(found, "ml") == whole.counted().usage(found, "ml")
