@@ -8,9 +8,10 @@ Starts the e2e control plane (tests/e2e: built from Go modules on the first run)
    (the webhook's scope in its matchConditions), and with gpu-admission installed (MIG rewrite
    and the same rule; and where it writes only its runtime settings, alone and after the
    MutatingAdmissionPolicy `native` makes of them), and with a fixed-answer Go webhook
-   (bench/fixed_webhook: every review allowed, no patch) behind gpu-admission's own
-   configurations in its place; then pods with no GPU, without and with gpu-admission installed
-   (its matchConditions keep them from the webhook: the API server still evaluates them);
+   (bench/fixed_webhook: every review allowed, no patch; then answering the patch gpu-admission
+   answered) behind gpu-admission's own configurations in its place; then pods with no GPU,
+   without and with gpu-admission installed (its matchConditions keep them from the webhook:
+   the API server still evaluates them);
 2. the API server's own admission latency (`apiserver_admission_webhook_admission_duration_seconds`
    from its /metrics: mean, p50 and p99 from the histogram) for our mutating and validating
    webhooks, `apiserver_validating_admission_policy_check_duration_seconds` for the VAPs and
@@ -32,19 +33,18 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
-import hashlib
 import itertools
 import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+import fixed_answer  # bench/fixed_answer.py: the script's own folder is on the path
 from kubernetes import client, config
 
 from policies import load_texts, native_policies
@@ -65,7 +65,7 @@ from tests.e2e.harness import (
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.policies import TEAM_LABEL_VAP
 from tests.support.dra import GPU_CLASS, MIG_CLASS
-from tools.compile_engine import CACHE, ROOT, build
+from tools.compile_engine import ROOT, build
 from webhook.cli.native import render
 from webhook.sources.files import load_policies
 
@@ -87,6 +87,7 @@ NATIVE_ALL = NATIVE_RULE.replace("bench-native", "bench-native-all").replace(
     "  rules:", "  mig: {allowedProfiles: [1g.10gb, 2g.20gb]}\n  rules:"
 )
 NATIVE_LABEL = "gpu-admission.io/native=true"
+WEBHOOK_METRIC = "apiserver_admission_webhook_admission_duration_seconds"
 MAP_METRIC = "apiserver_mutating_admission_policy_check_duration_seconds"
 _ROUNDS = itertools.count()
 SHIPPED = {
@@ -174,35 +175,6 @@ def started() -> Iterator[tuple[ControlPlane, Kubectl, client.CoreV1Api, Path]]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-FIXED_WEBHOOK = Path(__file__).resolve().parent / "fixed_webhook"
-
-
-def fixed_webhook_binary() -> Path:
-    """bench/fixed_webhook built with the machine's Go (standard library only), cached by its source."""
-    source = b"".join((FIXED_WEBHOOK / name).read_bytes() for name in ("go.mod", "main.go"))
-    binary = CACHE.parent / f"fixed-webhook-{hashlib.sha256(source).hexdigest()[:16]}"
-    if not binary.exists():
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        env = os.environ | {"CGO_ENABLED": "0", "GOTOOLCHAIN": "local"}
-        subprocess.run(["go", "build", "-o", str(binary), "."], cwd=FIXED_WEBHOOK, env=env, check=True)
-    return binary
-
-
-@contextlib.contextmanager
-def fixed_webhook(installed: Installation) -> Iterator[int]:
-    """The fixed-answer webhook serving on gpu-admission's port with its replica's certificate
-    (whose CA is the configurations' caBundle): the API server calls it in gpu-admission's place."""
-    certs = installed.workdir / "gpu-admission-0-certs"
-    command = [str(fixed_webhook_binary()), f"-addr=127.0.0.1:{installed.port}"]
-    command += [f"-cert={certs / 'tls.crt'}", f"-key={certs / 'tls.key'}"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield process.pid
-    finally:
-        process.terminate()
-        process.wait(10)
-
-
 def measure(api: client.CoreV1Api, namespace: str, pods: int, gpus: bool = True) -> tuple[float, float]:
     """(pods/s with 16 threads, ms a pod one at a time)."""
     kind = ("g" if gpus else "p") + str(next(_ROUNDS))  # names of their own, however often it runs
@@ -238,6 +210,42 @@ def measure_plain(plane: ControlPlane, api: client.CoreV1Api, namespace: str, po
     before = process_cpu(apiserver)
     rate, ms = measure(api, namespace, pods, gpus=False)
     return rate, ms, (process_cpu(apiserver) - before) * 1000 / (pods + pods // 2)
+
+
+def measure_fixed_answers(
+    plane: ControlPlane,
+    kubectl: Kubectl,
+    api: client.CoreV1Api,
+    installed: Installation,
+    pods: int,
+    patch: Path,
+    figures: dict[str, tuple[float, float]],
+    webhook_cpu: dict[str, float],
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """GPU pods with the fixed-answer Go webhook in gpu-admission's place (its replicas stopped),
+    answering no patch, then the patch gpu-admission answered (`patch`): rates and the Go
+    process's CPU into `figures` and `webhook_cpu`; the API server's latency histograms of its
+    calls before and after, named for the answer."""
+    before: dict[str, dict[str, float]] = {}
+    after: dict[str, dict[str, float]] = {}
+    for namespace, answer, suffix in (("bench-go", None, "fixed Go"), ("bench-go-patch", patch, "fixed Go, our patch")):
+        with fixed_answer.serving(installed, answer) as go_pid:
+            probe = pod("probe", namespace, gpus=1, labels={"team": "a"})
+
+            def answering(probe: str = probe, patched: bool = answer is not None) -> bool:
+                """Admitted, and by this answer (a GPU toleration is what the patch writes)."""
+                got = kubectl.create(probe, "--dry-run=server", "-o", "json", check=False)
+                if got.code != 0:
+                    return False
+                tolerations = json.loads(got.stdout)["spec"].get("tolerations", [])
+                return patched == any(t.get("key") == "nvidia.com/gpu" for t in tolerations)
+
+            wait_for(answering, f"the {suffix} webhook answering")
+            before |= {f"{n} ({suffix})": h for n, h in histograms(plane, WEBHOOK_METRIC).items()}
+            setup = "a fixed-answer Go webhook in its place" + (", answering our patch" if answer else "")
+            figures[setup], webhook_cpu[setup] = measure_cpu(api, namespace, pods, go_pid)
+            after |= {f"{n} ({suffix})": h for n, h in histograms(plane, WEBHOOK_METRIC).items()}
+    return before, after
 
 
 BACKENDS = ("devicePlugin", "draExtendedResource", "draClaim")
@@ -356,7 +364,6 @@ def main() -> None:
     balancer: Balancer | None = None
     webhook_cpu: dict[str, float] = {}
     replica_plain_cpu = float("nan")
-    webhook_metric = "apiserver_admission_webhook_admission_duration_seconds"
     vap_metric = "apiserver_validating_admission_policy_check_duration_seconds"
     with started() as (plane, kubectl, api, workdir):
         try:
@@ -367,10 +374,15 @@ def main() -> None:
                 "bench-native",
                 "bench-native-all",
                 "bench-go",
+                "bench-go-patch",
             ):
                 kubectl.run("create", "namespace", namespace)
                 kubectl.run("label", "namespace", namespace, "gpu-admission.io/mig=default")
             create_pods(api, "bench-without", 100, 16, "warm")  # the plane's caches and connections, once
+            # A GPU pod as the API server hands it to a webhook (defaulted, the built-in plugins'
+            # changes made): what gpu-admission's patch, answered again by the Go webhook, is for.
+            arriving_pod = pod("arriving", "bench-without", gpus=1, labels={"team": "a"})
+            arriving = json.loads(kubectl.create(arriving_pod, "--dry-run=server", "-o", "json").stdout)
             figures = {"no admission webhook or policy": measure(api, "bench-without", args.pods)}
             plain = {"no admission webhook or policy": measure_plain(plane, api, "bench-without", args.pods)}
 
@@ -407,11 +419,11 @@ def main() -> None:
             replica.wait_ready()
             kubectl.apply(policy_configmap("bench-team-label", TEAM_RULE))
             wait_refused(kubectl, pod("probe", "bench-with", gpus=1), "the team rule loaded")
-            hooks_before = histograms(plane, webhook_metric)
+            hooks_before = histograms(plane, WEBHOOK_METRIC)
             assert replica.process is not None
             ours = "gpu-admission (MIG rewrite + the team rule)"
             figures[ours], webhook_cpu[ours] = measure_cpu(api, "bench-with", args.pods, replica.process.pid)
-            hooks_after = histograms(plane, webhook_metric)
+            hooks_after = histograms(plane, WEBHOOK_METRIC)
             map_before, map_after = measure_runtime_settings(plane, kubectl, api, args.pods, figures)
             replica_before = tree_cpu(replica.process.pid)
             plain["gpu-admission installed"] = measure_plain(plane, api, "bench-with", args.pods)
@@ -422,26 +434,16 @@ def main() -> None:
             # process, then without its configurations: what each costs a plain pod.
             go_before: dict[str, dict[str, float]] = {}
             go_after: dict[str, dict[str, float]] = {}
+            patch = workdir / "answered-patch.json"
+            patch.write_bytes(fixed_answer.answered_patch(installed, arriving, "bench-go-patch"))
             if not args.backends:  # the back-ends are measured through the webhook, at the end
                 for replica in installed.replicas:
                     replica.stop()
                 if balancer is not None:
                     balancer.stop()
-                with fixed_webhook(installed) as go_pid:
-                    probe = pod("probe", "bench-go", gpus=1, labels={"team": "a"})
-
-                    def unchanged(probe: str = probe) -> bool:  # admitted, and by the fixed answer
-                        answer = kubectl.create(probe, "--dry-run=server", "-o", "json", check=False)
-                        if answer.code != 0:
-                            return False
-                        tolerations = json.loads(answer.stdout)["spec"].get("tolerations", [])
-                        return all(t.get("key") != "nvidia.com/gpu" for t in tolerations)
-
-                    wait_for(unchanged, "the fixed-answer webhook answering")
-                    go_before = {f"{n} (fixed Go)": h for n, h in histograms(plane, webhook_metric).items()}
-                    go = "a fixed-answer Go webhook in its place"
-                    figures[go], webhook_cpu[go] = measure_cpu(api, "bench-go", args.pods, go_pid)
-                    go_after = {f"{n} (fixed Go)": h for n, h in histograms(plane, webhook_metric).items()}
+                go_before, go_after = measure_fixed_answers(
+                    plane, kubectl, api, installed, args.pods, patch, figures, webhook_cpu
+                )
                 plain["its configurations only (replicas stopped)"] = measure_plain(plane, api, "bench-with", args.pods)
                 kubectl.run("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "gpu-admission")
                 again = measure_plain(plane, api, "bench-with", args.pods)
