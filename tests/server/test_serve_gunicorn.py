@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import os
@@ -13,7 +12,6 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ from cryptography import x509
 
 from certs.files import CA_FILE, generate
 from tests.support.builders import child_pythonpath
-from tests.support.processes import free_port, wait_ready
+from tests.support.processes import free_port, serving, wait_ready
 from tests.support.reviews import gpu_pod, review, send_chunked
 from tests.support.server_harness import Client
 
@@ -40,30 +38,6 @@ def wait_for_line(process: subprocess.Popen, text: str, deadline: float = 20.0) 
                 break  # the stream ended
             seen += chunk
     assert text.encode() in seen, f"the server never logged {text!r}: {seen.decode()[-2000:]}"
-
-
-@contextlib.contextmanager
-def serving(tmp_path: Path, *flags: str) -> Iterator[tuple[int, Path, subprocess.Popen]]:
-    """`gpu-admission serve` with `flags`, ready on a free port; killed on the way out."""
-    port = free_port()
-    cert_dir = tmp_path / "certs"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir)]
-        + list(flags),
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_ready(port, cert_dir / CA_FILE, process)
-        yield port, cert_dir, process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
 
 
 @pytest.fixture

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import ssl
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from certs.files import CA_FILE
 from tests.support.server_harness import Client
 
 
@@ -34,3 +39,27 @@ def wait_ready(
 
 
 SERVICE_NAME = "gpu-admission.gpu-admission.svc"  # the Service a serving certificate names
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path, *flags: str) -> Iterator[tuple[int, Path, subprocess.Popen]]:
+    """`gpu-admission serve` with `flags`, ready on a free port; killed on the way out."""
+    port = free_port()
+    cert_dir = tmp_path / "certs"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir)]
+        + list(flags),
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_ready(port, cert_dir / CA_FILE, process)
+        yield port, cert_dir, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)

@@ -47,6 +47,7 @@ from gunicorn.workers.gthread import ThreadWorker
 
 from webhook.environment import current
 from webhook.metrics import connection_metrics
+from webhook.serving import lean_http
 from webhook.serving.deadlines import Deadlines
 
 
@@ -98,6 +99,7 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
     _connections = 0
     max_connections = 0
     deadlines: Deadlines | None = None
+    alive: bool  # gunicorn's: False once the worker stops
 
     def init_process(self) -> None:
         self._stop_read, self._stop_write = os.pipe()
@@ -175,17 +177,47 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
                 return True  # quiet: back to gthread's poller, holding no thread
             if not arrived:
                 return False  # gthread's finish_request closes it
-            result = self._handle_one(conn)
+            result = self._handle_one(conn, lean=True)
         return result
 
-    def _handle_one(self, conn: Any) -> Any:
+    def _handle_one(self, conn: Any, lean: bool = False) -> Any:
+        """One request, under its deadline. `lean`: the connection is set up and blocking (it
+        answered a request on this thread): a review is answered by lean_http if it can be."""
         fd = conn.sock.fileno()  # the TLS wrapper made in handle() keeps the same descriptor
         assert self.deadlines is not None
         self.deadlines.arm(fd)
         try:
+            if lean and self.alive and len(self.keepalived_conns) < self.max_keepalived:
+                kept = self._answer_lean(conn)
+                if kept is not None:
+                    return kept
             return super().handle(conn)
         finally:
             self.deadlines.disarm(fd)
+
+    def _answer_lean(self, conn: Any) -> bool | None:
+        """Whether the connection is kept after the review lean_http answered; None where the
+        request is gunicorn's to read (put back unread)."""
+        try:
+            read = lean_http.read_request(conn.parser.unreader)
+            if read is None or read is False:
+                return read
+            request, body = read
+            self.nr += 1  # as gthread counts requests, for max_requests
+            close = self.nr >= self.max_requests
+            if close and self.alive:
+                log.info("restarting the worker after this request (max_requests)")
+                self.alive = False
+            environ = lean_http.environ_of(request, body, conn.server, conn.client)
+            try:
+                response = lean_http.answered(self.wsgi, environ, close)
+            except Exception:  # the review app answers its own failures; this is a bug
+                log.exception("review answered no response")
+                response, close = lean_http.FAILED, True
+            conn.sock.sendall(response)
+            return not close
+        except OSError:  # the client went away, or was cut past its deadline
+            return False
 
     def _next_request_arrives(self, conn: Any) -> bool | None:
         """True when the connection's next request arrives within ON_THREAD_WAIT, None when it
