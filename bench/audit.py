@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,7 +40,7 @@ POLICY = (ROOT / "examples/policies/training-quota.yaml").read_text().replace("t
 PROFILES = ("nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb", "nvidia.com/gpu")
 
 
-def pods(count: int) -> list[dict]:
+def pods(count: int) -> list[dict[str, Any]]:
     made = []
     for i in range(count):
         resource = PROFILES[i % len(PROFILES)]
@@ -59,7 +60,7 @@ def pods(count: int) -> list[dict]:
     return made
 
 
-def nodes() -> list[dict]:
+def nodes() -> list[dict[str, Any]]:
     allocatable = {"nvidia.com/mig-1g.10gb": "3", "nvidia.com/mig-2g.20gb": "1", "nvidia.com/mig-3g.40gb": "1"}
     return [
         {

@@ -14,6 +14,7 @@ import copy
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import callgrind
 import yaml
@@ -38,7 +39,7 @@ collections.deque(map(call, range(int(sys.argv[2]))), maxlen=0)
 def pods_file(folder: Path, count: int) -> Path:
     docs = []
     for i in range(count):
-        pod = copy.deepcopy(POD)
+        pod: dict[str, Any] = copy.deepcopy(POD)
         pod["metadata"]["name"] = f"infer-{i}"
         docs.append(pod)
     path = folder / f"pods-{count}.yaml"

@@ -167,7 +167,7 @@ def started() -> Iterator[tuple[ControlPlane, Kubectl, client.CoreV1Api, Path]]:
         kubectl = Kubectl(plane.bin_dir / "kubectl", plane.kubeconfig)
         register_nodes(kubectl)
         configuration = client.Configuration()
-        config.load_kube_config(str(plane.kubeconfig), client_configuration=configuration)
+        config.load_kube_config(str(plane.kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
         configuration.connection_pool_maxsize = 32
         yield plane, kubectl, client.CoreV1Api(client.ApiClient(configuration)), workdir
     finally:
@@ -415,7 +415,7 @@ def main() -> None:
             # The e2e suite's replica audits every 5 s and logs every review at DEBUG: measured as
             # shipped instead (the chart's and deploy/base's settings).
             settings = SHIPPED | ({"PYTHONPATH": os.pathsep.join([str(build()), str(ROOT)])} if args.compiled else {})
-            replica = installed.replica("gpu-admission-0", **settings)
+            replica = installed.replica("gpu-admission-0", None, **settings)
             replica.wait_ready()
             kubectl.apply(policy_configmap("bench-team-label", TEAM_RULE))
             wait_refused(kubectl, pod("probe", "bench-with", gpus=1), "the team rule loaded")

@@ -58,7 +58,7 @@ def answered_patch(installed: Installation, arriving: dict[str, object], namespa
     server sends it to the webhook: defaulted, the built-in plugins' changes made), in `namespace`."""
     pod = json.loads(json.dumps(arriving))
     pod["metadata"]["namespace"] = namespace
-    body = json.dumps(review(pod, namespace=namespace)).encode()
+    body = json.dumps(review(pod, namespace=namespace)).encode()  # type: ignore[no-untyped-call]
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # loopback, our own replica
     request = urllib.request.Request(

@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.wire import KeepAliveClient, serve_floor  # noqa: E402
+from wire import KeepAliveClient, serve_floor  # noqa: E402  (the script's own folder is on the path)
+
 from certs.files import generate  # noqa: E402
 from tools.compile_engine import build  # noqa: E402
 

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from control_plane import histograms, metric_lines  # the script's own folder is on the path
 
-from bench.control_plane import histograms, metric_lines
 from policies.native.reach import pod_condition
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
@@ -144,7 +144,7 @@ def corpus_objects() -> dict[str, dict[str, Any]]:
             if document and document.get("kind") in KINDS:
                 size = len(json.dumps(document))
                 if size > len(json.dumps(found.get(document["kind"], {}))):
-                    found[document["kind"]] = strip_gpus(document)
+                    found[document["kind"]] = strip_gpus(document)  # type: ignore[no-untyped-call]
     return found
 
 

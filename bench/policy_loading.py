@@ -17,6 +17,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
 
@@ -55,7 +56,7 @@ def configmap_review(count: int) -> dict[str, object]:
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
-def seconds(run) -> float:
+def seconds(run: Callable[[], object]) -> float:
     start = time.perf_counter()
     run()
     return time.perf_counter() - start

@@ -84,7 +84,7 @@ def main() -> None:
                 kubectl.apply(policy_configmap(f"bench-{name}", BUDGET.format(name=name, consistency=consistency)))
             for replica in installation.replicas:
                 replica.stop()
-            setups = (
+            setups: tuple[tuple[str, str, dict[str, str]], ...] = (
                 ("local", "local", {}),
                 ("strict, shares (as shipped)", "strict", {}),
                 ("strict, a Lease write a pod", "perpod", {"GPU_ADMISSION_STRICT_SHARES": "0"}),
@@ -98,7 +98,7 @@ def main() -> None:
                         balancer.stop()
                     # As shipped (audit every 600 s, INFO, certificates every 30 s), not as the
                     # e2e suite runs a replica (every 5 s, DEBUG, 2 s).
-                    running, balancer = replicas_behind_balancer(installation, **{**SHIPPED, **env})
+                    running, balancer = replicas_behind_balancer(installation, None, **{**SHIPPED, **env})
                 # The budgets were applied before the replicas started: ready, they hold them.
                 wait_rewritten(kubectl, pod(f"probe-{name}", f"q-{name}", gpus=1), "the replicas answering")
                 latency, writes = histograms(plane, LATENCY), lease_writes(plane)
@@ -107,24 +107,24 @@ def main() -> None:
                 hook = (latency.get(HOOK, {}), after.get(HOOK, {}))
                 rows.append((label, rate, refused, (lease_writes(plane) - writes) / args.pods, hook))
             print(f"{args.pods} GPU pods by 16 threads through the API server, 3 replicas, one budget of a million:")
-            for label, rate, refused, writes, (before, after) in rows:
-                p50, p99 = (quantile(before, after, q) * 1000 for q in (0.5, 0.99))
+            for label, rate, refused, writes, (hook_before, hook_after) in rows:
+                p50, p99 = (quantile(hook_before, hook_after, q) * 1000 for q in (0.5, 0.99))
                 print(
-                    f"  {label:30s} {rate:7.1f} pods/s   {HOOK} mean {mean(before, after) * 1000:6.2f} ms"
+                    f"  {label:30s} {rate:7.1f} pods/s   {HOOK} mean {mean(hook_before, hook_after) * 1000:6.2f} ms"
                     f"  p50 {p50:6.2f}  p99 {p99:7.2f}   Lease writes/pod {writes:4.2f}   refused {refused}"
                 )
             if args.json:
-                setups = {
+                figures = {
                     label: {
                         "pods_per_s": rate,
-                        "p50": quantile(before, after, 0.5) * 1000,
-                        "p99": quantile(before, after, 0.99) * 1000,
+                        "p50": quantile(hook_before, hook_after, 0.5) * 1000,
+                        "p99": quantile(hook_before, hook_after, 0.99) * 1000,
                         "lease_writes_a_pod": writes,
                         "refused": refused,
                     }
-                    for label, rate, refused, writes, (before, after) in rows
+                    for label, rate, refused, writes, (hook_before, hook_after) in rows
                 }
-                written = {"bench": "bench/quota_control_plane.py", "pods": args.pods, "setups": setups}
+                written = {"bench": "bench/quota_control_plane.py", "pods": args.pods, "setups": figures}
                 Path(args.json).write_text(json.dumps(written, indent=2) + "\n")
         finally:
             for replica in running:

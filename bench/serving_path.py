@@ -89,7 +89,8 @@ def mutated_pod(texts: list[tuple[str, str]]) -> dict[str, object]:
     from policies.model.loader import load_texts
     from policies.model.policyset import PolicySet
 
-    return Engine(PolicySet(load_texts(texts).policies)).mutate(POD).object
+    mutated: dict[str, object] = Engine(PolicySet(load_texts(texts).policies)).mutate(POD).object
+    return mutated
 
 
 def main() -> None:
@@ -104,7 +105,7 @@ def main() -> None:
     print(f"instructions a review (callgrind), side by side: {args.baseline} | this tree | this tree compiled")
     for endpoint, obj in (("mutate", POD), ("validate", mutated_pod(texts))):
         for layer, label in LAYERS:
-            spec = {"endpoint": endpoint, "layer": layer, "texts": texts, "review": review(obj)}
+            spec = {"endpoint": endpoint, "layer": layer, "texts": texts, "review": review(obj)}  # type: ignore[no-untyped-call]
             counts = [callgrind.counted(source, CHILD, spec, args.calls, str(callgrind.ROOT)) for source in trees]
             print(
                 f"  /{endpoint:<9} {label:<34} {counts[0] / 1e6:7.3f} M | {counts[1] / 1e6:7.3f} M"

@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.load import free_port, pod, review  # noqa: E402
-from bench.wire import KeepAliveClient  # noqa: E402
+from load import free_port, pod, review  # noqa: E402  (the script's own folder is on the path)
+from wire import KeepAliveClient  # noqa: E402
 
 SLOW_ANSWER = 2.0
 HEADERS = b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9999\r\n\r\n"
