@@ -229,3 +229,15 @@ def test_a_head_over_the_limit_is_left_to_gunicorn(server) -> None:
 
 def test_dates_are_rfc_9110s_in_any_locale() -> None:
     assert lean_http.http_date(784111777) == "Sun, 06 Nov 1994 08:49:37 GMT"  # RFC 9110's example
+
+
+def test_a_failure_of_the_app_itself_is_the_logged_json_500_and_the_connection_ends() -> None:
+    try:
+        raise RuntimeError("a bug, with a secret in its message")
+    except RuntimeError:
+        answer = lean_http.failure()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"HTTP/1.1 500 Internal Server Error"
+    assert b"Connection: close" in lines and f"Content-Length: {len(body)}".encode() in lines
+    assert json.loads(body) == {"error": "internal error", "code": 500}

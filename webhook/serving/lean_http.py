@@ -20,8 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
-import orjson
-
+from webhook.serving.errors import failed, status_line
 from webhook.serving.review_endpoints import ENDPOINTS, MAX_BODY
 
 HEAD_LIMIT = 8192  # request line and fields; gunicorn's own limits are of this order
@@ -157,19 +156,20 @@ def answered(app: App, environ: dict[str, Any], close: bool) -> bytes:
         if hasattr(result, "close"):
             result.close()
     status, headers = started
+    return _response(status, headers, body, close)
+
+
+def failure() -> bytes:
+    """The answer to a failure of the app itself (it answers its own errors; called where one is
+    caught): errors.failed's logged 500, the connection closed after it."""
+    return _response(status_line(500), [("Content-Type", "application/json")], failed(), close=True)
+
+
+def _response(status: str, headers: list[tuple[str, str]], body: bytes, close: bool) -> bytes:
     lines = [f"HTTP/1.1 {status}", f"Date: {http_date()}", f"Connection: {'close' if close else 'keep-alive'}"]
     lines += [f"{name}: {value}" for name, value in headers if name.lower() not in ("content-length", "connection")]
     lines.append(f"Content-Length: {len(body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
-# A failure of the app itself (it answers its own errors): the 500 errors.failed answers with.
-_FAILED_BODY = orjson.dumps({"error": "internal error", "code": 500})
-FAILED = (
-    b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nContent-Type: application/json\r\n"
-    + f"Content-Length: {len(_FAILED_BODY)}\r\n\r\n".encode()
-    + _FAILED_BODY
-)
 
 
 def _no_write(data: bytes) -> None:

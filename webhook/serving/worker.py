@@ -212,8 +212,7 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
             try:
                 response = lean_http.answered(self.wsgi, environ, close)
             except Exception:  # the review app answers its own failures; this is a bug
-                log.exception("review answered no response")
-                response, close = lean_http.FAILED, True
+                response, close = lean_http.failure(), True
             conn.sock.sendall(response)
             return not close
         except OSError:  # the client went away, or was cut past its deadline
