@@ -161,7 +161,7 @@ class PodCounting:
         spent: list[str] = []  # listed but charged nothing (finished): their reservations are spent
         for raw in pods:
             key = _pod_key(raw.get("metadata") or {})
-            facts = self._read_facts(key, raw, needs, read, None if needs.conditions else _digest(raw))
+            facts = self._read_facts(key, raw, needs, read, _digest(raw, needs))
             if facts is not None:
                 counts.add(key, facts)
             elif uid := str((raw.get("metadata") or {}).get("uid") or ""):
@@ -209,7 +209,7 @@ class PodCounting:
     def _event_facts(self, key: str, raw: dict[str, Any]) -> PodFacts | None:
         """What a pod holds after an event: the record kept for it if nothing it was read from
         changed (the watch thread alone writes `_read` and the pods' records)."""
-        digest = None if self._needs.conditions else _digest(raw)
+        digest = _digest(raw, self._needs)
         if digest is not None and self._read.get(key) == digest:
             node = (raw.get("spec") or {}).get("nodeName")
             return moved(self._counts.pods.get(key), node if isinstance(node, str) and node else None)
@@ -258,8 +258,11 @@ class PodCounting:
         return tuple(c for c in charges if c not in reservation.strict)
 
 
-def _digest(raw: dict[str, Any]) -> bytes | None:
-    """16 bytes of what a pod's facts are read from (policies.review.pod.pod_fingerprint)."""
+def _digest(raw: dict[str, Any], needs: Needs) -> bytes | None:
+    """16 bytes of what a pod's facts are read from (policies.review.pod.pod_fingerprint); None
+    while a quota policy's CEL condition is needed (it may read any field: nothing is kept)."""
+    if needs.conditions:
+        return None
     fingerprint = pod_fingerprint(raw)
     return None if fingerprint is None else hashlib.blake2b(fingerprint, digest_size=16).digest()
 
