@@ -63,7 +63,7 @@ from policies.model.workloads import WorkloadKind
 from policies.model.yamldoc import FAST_LOADER, read_data
 from policies.mutate.mutation import MutationResult
 from policies.native.objects import Uncovered
-from policies.native.validating import NativePolicies, native_policies
+from policies.native.validating import NameClash, NativePolicies, native_policies
 from policies.planning.published import policy_ladders, publishes, why_published
 from policies.review.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
 from policies.review.pod import PodView, parse_pod, pod_fingerprint
@@ -87,6 +87,7 @@ __all__ = [
     "KnownCluster",
     "limits_whole_gpus",
     "MutationResult",
+    "NameClash",
     "NativePolicies",
     "Uncovered",
     "native_policies",

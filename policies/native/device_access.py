@@ -43,6 +43,7 @@ from policies.judge.security import CDI, DEVICE_LIST, FROM_VALUE, GRANTS, HOST_D
 from policies.model.policy import DEFAULT_SECURITY, DeviceCheck, GPUPolicy, SecuritySpec
 from policies.native.matching import cel_string, matches, reachable
 from policies.native.objects import (
+    SECURITY,
     TOO_LONG,
     Uncovered,
     admission_policy,
@@ -55,7 +56,6 @@ from policies.native.objects import (
     too_long,
 )
 
-SUFFIX = ".security"
 # Not under `gpu-admission.`, where every policy's own objects are: no policy name can take it.
 DEFAULT_NAME = "gpu-admission-default-security"
 CONTAINERS = ("containers", "initContainers")
@@ -106,7 +106,7 @@ def device_access(
         validations = _validations(spec, cel_string(one_line(policy.name)))
         if not validations:
             continue
-        name = object_name(policy.name) + SUFFIX
+        name = object_name(policy.name, SECURITY)
         unless = [match[before.name] for before in deciders[:index]]
         checks = admission_policy(policy, name, validations, left_alone, breaches, unless)
         if too_long(checks):

@@ -27,6 +27,7 @@ from policies.gpu.models import MIG_RESOURCE_PREFIX, SHARED_RESOURCE_SUFFIX
 from policies.model.policy import Action, GPUPolicy, MigSpec
 from policies.native.matching import cel_string, matches
 from policies.native.objects import (
+    MIG,
     TOO_LONG,
     Uncovered,
     admission_policy,
@@ -39,7 +40,6 @@ from policies.native.objects import (
 )
 from policies.planning.gate import ONE_DEVICE, refusal
 
-SUFFIX = ".mig"
 CONTAINERS = ("containers", "initContainers")
 _REFUSED = "refused"  # the variable: resource name -> why it is refused
 
@@ -75,7 +75,7 @@ def mig_gates(
             table = "{\n" + ",\n".join(f"  {cel_string(r)}: {cel_string(why)}" for r, why in refused.items()) + "\n}"
             variables += [(_REFUSED, table), *(_refused_in(field) for field in CONTAINERS)]
             validations = [_validation(policy, field) for field in CONTAINERS] + validations
-        name = object_name(policy.name) + SUFFIX
+        name = object_name(policy.name, MIG)
         gate = admission_policy(policy, name, validations, left_alone, variables, owners_before)
         if too_long(gate):
             left.append(Uncovered(policy.name, "mig gate", f"{len(owners_before)} policies before it: {TOO_LONG}"))

@@ -21,6 +21,12 @@ POLICY_ANNOTATION = "gpu-admission.io/policy"
 BINDING_ACTIONS = {Action.DENY: "Deny", Action.WARN: "Warn", Action.AUDIT: "Audit"}
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_ROOM = 200  # of 253: room for the prefix and a suffix
+# What a policy's objects add to `gpu-admission.<policy>`: its warn and audit rules, its MIG gate,
+# its device checks. None is the end of another (so no two parts of one policy share a name), and a
+# policy whose own name ends in one is named by its hash: else policy `x.mig`'s rules and policy
+# `x`'s gate would be one object, and applying both would leave one policy's checks unmade.
+WARN, AUDIT, MIG, SECURITY = ".warn", ".audit", ".mig", ".security"
+PARTS = (WARN, AUDIT, MIG, SECURITY)
 _WHITESPACE = re.compile(r"\s+")
 # The API server refuses a CEL expression of more than 100,000 code points (CEL's parser limit,
 # which it sets) or 256 KiB (the field's): a policy whose condition says which policies come
@@ -91,14 +97,31 @@ def one_line(text: str) -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
-def object_name(policy: str) -> str:
-    """`gpu-admission.<policy>`, or, where the policy's name is no DNS subdomain, a form of it
-    that is, made unique by a hash of the name."""
-    if len(policy) <= _NAME_ROOM and _DNS_SUBDOMAIN.match(policy):
-        return f"gpu-admission.{policy}"
+def object_name(policy: str, part: str = "") -> str:
+    """`gpu-admission.<policy><part>` (`part`: "" for its deny rules, or one of PARTS), or, where
+    the policy's name is no DNS subdomain, too long or ends in a part, a form of it that is none
+    of these, made unique by a hash of the name (which ends in a hex digit, no part's last)."""
+    assert part == "" or part in PARTS, part
+    if len(policy) <= _NAME_ROOM and _DNS_SUBDOMAIN.match(policy) and not policy.endswith(PARTS):
+        return f"gpu-admission.{policy}{part}"
     slug = re.sub(r"[^a-z0-9]+", "-", policy.lower()).strip("-")[:_NAME_ROOM] or "policy"
     digest = hashlib.sha256(policy.encode()).hexdigest()[:8]
-    return f"gpu-admission.{slug}-{digest}"
+    return f"gpu-admission.{slug}-{digest}{part}"
+
+
+def repeated_names(objects: Sequence[dict[str, object]]) -> list[str]:
+    """Names two objects of one kind share (none, unless two policies' names hash alike or one is
+    named as another's hash): the API server would keep one of them."""
+    seen: set[tuple[object, object]] = set()
+    repeated: list[str] = []
+    for obj in objects:
+        metadata = obj["metadata"]
+        assert isinstance(metadata, dict)  # objects are built here: narrows the type for mypy
+        key = (obj["kind"], metadata["name"])
+        if key in seen:
+            repeated.append(str(key[1]))
+        seen.add(key)
+    return repeated
 
 
 def admission_policy(

@@ -35,11 +35,26 @@ from policies.model.policyset import precedence
 from policies.native.device_access import device_access
 from policies.native.matching import cel_string
 from policies.native.mig_gate import mig_gates
-from policies.native.objects import POLICY_ANNOTATION, Uncovered, admission_policy, binding, object_name, one_line
+from policies.native.objects import (
+    AUDIT,
+    POLICY_ANNOTATION,
+    WARN,
+    Uncovered,
+    admission_policy,
+    binding,
+    object_name,
+    one_line,
+    repeated_names,
+)
 from policies.native.reach import EXCLUDED, NAMESPACE
 from policies.native.runtime import runtime_settings
 
-_SUFFIX = {Action.DENY: "", Action.WARN: ".warn", Action.AUDIT: ".audit"}
+_PART = {Action.DENY: "", Action.WARN: WARN, Action.AUDIT: AUDIT}
+
+
+class NameClash(ValueError):
+    """Two policies' objects would have one name, so the API server would keep only one: said
+    rather than generated (policies.native.objects.object_name makes this need a hash collision)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +113,7 @@ def native_policies(
         for action in (Action.DENY, Action.WARN, Action.AUDIT):
             validations = _validations(policy, action)
             if validations:
-                name = object_name(policy.name) + _SUFFIX[action]
+                name = object_name(policy.name, _PART[action])
                 objects.append(admission_policy(policy, name, validations, left_alone, variables))
                 objects.append(binding(policy, name, action))
     gates, gated, too_long = mig_gates(ordered, catalog, left_alone)
@@ -107,6 +122,9 @@ def native_policies(
     objects += [*gates, *checks, *written]
     uncovered += [*too_long, *too_long_checks, *runtime_left]
     made = tuple(dict.fromkeys([*names, *gated, *checked, *runtime_owners]))
+    repeated = repeated_names(objects)
+    if repeated:
+        raise NameClash(f"two policies' objects would both be named {', '.join(repeated)}: rename one of them")
     return NativePolicies(tuple(objects), made, tuple(uncovered), defaults, bool(written))
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from policies.native.objects import object_name
+from tests.support.builders import policy
 from webhook.cli.main import main
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "policies"
@@ -55,6 +57,14 @@ def test_the_webhook_namespace_is_left_alone(capsys):
 def test_a_policy_name_that_is_not_there_is_bad_input(capsys):
     assert main(["native", "--policies", str(EXAMPLES), "--policy", "nope"]) == 2
     assert capsys.readouterr().err == "error: no policy named nope\n"
+
+
+def test_two_policies_whose_objects_would_share_a_name_are_bad_input(capsys, tmp_path):
+    rules = "rules: [{name: r, expression: 'true', message: m}]"
+    (tmp_path / "p.yaml").write_text(policy("Team A", rules) + "---\n" + policy(object_name("Team A")[14:], rules))
+    assert main(["native", "--policies", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: two policies' objects would both be named gpu-admission.team-a-")
 
 
 def test_the_bundled_default_makes_its_mig_gates_the_default_checks_and_its_runtime_settings(capsys):

@@ -7,14 +7,16 @@ import re
 from fnmatch import fnmatchcase
 
 import kubernetes_validate
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policies import native_policies
+from policies import NameClash, native_policies
 from policies.model.cel import CelEvaluationError, CelInput, compile_expression
 from policies.model.loader import load_texts
 from policies.native.device_access import DEFAULT_NAME
 from policies.native.matching import glob_regex
+from policies.native.objects import PARTS, object_name
 from tests.support.builders import pod, policy
 
 K8S = kubernetes_validate.latest_version()
@@ -173,6 +175,42 @@ def test_names_that_are_no_dns_subdomain_get_one_made_unique():
     names = [o["metadata"]["name"] for o in found if o["kind"] == "ValidatingAdmissionPolicy"]
     assert len(set(names)) == 2 and all(re.fullmatch(r"gpu-admission\.team-a-[0-9a-f]{8}", n) for n in names)
     assert {o["metadata"]["annotations"]["gpu-admission.io/policy"] for o in found} == {"Team A", "team_a"}
+
+
+def test_a_policy_named_as_another_policy_part_is_named_by_its_hash():
+    # Policy `x`'s gate and device checks and policy `x.mig`'s rules would otherwise be one object.
+    deny = "rules: [{name: r, expression: 'true', message: m}]"
+    warn = "rules: [{name: r, expression: 'true', message: m, action: warn}]"
+    mig = "mig: {allowedProfiles: [1g.10gb]}\nsecurity: {action: warn}\n" + deny
+    found = objects(policy("x", mig), policy("x.mig", deny), policy("x.security", deny), policy("x.warn", warn))
+    policies = [o for o in found if o["kind"] == "ValidatingAdmissionPolicy"]
+    owner = {o["metadata"]["name"]: o["metadata"]["annotations"]["gpu-admission.io/policy"] for o in policies}
+    assert len(owner) == len(policies)
+    assert {n for n, p in owner.items() if p == "x"} == {
+        "gpu-admission.x",
+        "gpu-admission.x.mig",
+        "gpu-admission.x.security",
+    }
+    for other in ("x.mig", "x.security", "x.warn"):
+        names = [n for n, p in owner.items() if p == other]
+        assert names and all(re.fullmatch(rf"gpu-admission\.x-{other[2:]}-[0-9a-f]{{8}}(\.warn)?", n) for n in names)
+
+
+NAME = st.text(alphabet="ab.-", min_size=1, max_size=6) | st.sampled_from(["a", *(f"a{p}" for p in PARTS)])
+
+
+@given(first=NAME, second=NAME, parts=st.tuples(st.sampled_from(["", *PARTS]), st.sampled_from(["", *PARTS])))
+def test_two_policies_objects_never_share_a_name(first: str, second: str, parts: tuple[str, str]):
+    if (first, parts[0]) != (second, parts[1]):
+        assert object_name(first, parts[0]) != object_name(second, parts[1])
+
+
+def test_objects_that_would_share_a_name_are_refused_not_made():
+    rules = "rules: [{name: r, expression: 'true', message: m}]"
+    hashed = object_name("Team A").removeprefix("gpu-admission.")
+    result = load_texts([("p.yaml", policy("Team A", rules)), ("q.yaml", policy(hashed, rules))])
+    with pytest.raises(NameClash, match=f"would both be named gpu-admission.{hashed}"):
+        native_policies(result.policies)
 
 
 def test_what_stays_with_the_webhook_is_listed_and_a_policy_without_rules_makes_only_the_defaults():

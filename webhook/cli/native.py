@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from policies import native_policies
+from policies import NameClash, native_policies
 from webhook.cli.offline import EXIT_BAD_INPUT, EXIT_OK, load_engine
 from webhook.cli.parsing import command
 
@@ -62,7 +62,7 @@ def register(commands: Any, root: argparse.ArgumentParser) -> None:
         "left out). They hold while the webhook is away (failurePolicy Ignore, an outage). What stays with "
         "the webhook (the MIG rewrite, Triton, quotas, what needs more than the pod, rules on UPDATE) is "
         "listed on stderr.",
-        "0 done; 2 policies that cannot be read, or --policy naming none of them",
+        "0 done; 2 policies that cannot be read, --policy naming none of them, or two objects that would share a name",
     )
     native.add_argument(
         "--policies", type=Path, action="append", help="a policy file or directory; repeatable (default: bundled)"
@@ -90,9 +90,16 @@ def run(args: argparse.Namespace) -> int:
     policy_set = load_engine(args.policies).policy_set
     # Made from the whole set, then chosen: a MIG gate holds where no policy before it decides MIG,
     # and which those are is the whole set's to say.
-    result = native_policies(
-        policy_set.policies, own_namespace=args.webhook_namespace, catalog=policy_set.catalog, mutating=args.mutating
-    )
+    try:
+        result = native_policies(
+            policy_set.policies,
+            own_namespace=args.webhook_namespace,
+            catalog=policy_set.catalog,
+            mutating=args.mutating,
+        )
+    except NameClash as clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.policy:
         unknown = sorted(set(args.policy) - {p.name for p in policy_set.policies})
         if unknown:
