@@ -51,7 +51,7 @@ from policies.judge.ledger import Ledger, PodCounts
 from policies.judge.pod_facts import Charges, Needs, PodFacts, charges_of, facts_of, moved, needs_of, read_facts
 from policies.judge.quota import Amount, dimensions
 from policies.judge.quota_view import QuotaLine, amount_text, bar, quota_lines, scopes
-from policies.judge.usage import EMPTY, Usage, counts_against_quota, gpus_held
+from policies.judge.usage import EMPTY, FINISHED_PHASES, Usage, counts_against_quota, gpus_held
 from policies.judge.validation import Decision
 from policies.judge.verdict import Verdict
 from policies.model.advice import overlapping_profiles
@@ -96,6 +96,7 @@ __all__ = [
     "EMPTY",
     "Usage",
     "counts_against_quota",
+    "FINISHED_PHASES",
     "gpus_held",
     "Amount",
     "dimensions",

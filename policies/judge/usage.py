@@ -239,6 +239,9 @@ def charged(
     return Usage(owned_total, slices, gpus, pods, Fraction(shared[0], shared[1]) if shared[0] else _ZERO)
 
 
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
 def counts_against_quota(pod: PodView) -> bool:
     """Succeeded and Failed pods free their share; pods being deleted still hold theirs."""
-    return pod.phase not in ("Succeeded", "Failed")
+    return pod.phase not in FINISHED_PHASES

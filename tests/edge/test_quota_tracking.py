@@ -9,9 +9,10 @@ import threading
 import pytest
 
 from policies.engine import COMPILED, Engine
-from tests.support.builders import engine_from, pod, policy
+from tests.support.builders import engine_from, plain_container, pod, policy
 from tests.support.cluster import NS, start
 from tests.support.reviews import review
+from webhook.cluster.quota.counting.pod_counting import PodCounting
 from webhook.serving import admission
 from webhook.serving.review import parse_review
 from webhook.state import EngineHolder
@@ -120,6 +121,31 @@ def test_deleted_and_finished_pods_free_their_share():
     assert admit(held, slice_pod("new"))
 
 
+def test_only_finished_and_deleted_pods_are_gone_each_for_its_own_time():
+    # A running pod that holds nothing is not gone (a gone pod's UPDATE reservation counts nothing),
+    # and a pod whose time starts again keeps no other from running out.
+    now = [0.0]
+    counting = PodCounting(lambda: None, clock=lambda: now[0], ttl=30.0)
+    plain = pod(plain_container(), namespace="team-a")
+    plain["metadata"] |= {"name": "plain", "uid": "uid-plain"}
+    plain["status"] = {"phase": "Running"}
+    counting.observe("ADDED", plain)
+    counting.replace_all([plain])
+    done = slice_pod("done", phase="Succeeded")
+    counting.observe("ADDED", done)
+    now[0] = 10.0
+    deleted = slice_pod("deleted")
+    counting.observe("ADDED", deleted)
+    counting.observe("DELETED", deleted)
+    assert counting.seen("uid-plain") is counting.gone("uid-plain") is False
+    assert counting.gone("uid-done") and counting.gone("uid-deleted")
+    now[0] = 20.0
+    counting.observe("MODIFIED", done)  # a finished pod's status again: gone until 50 now
+    now[0] = 41.0
+    counting.expire()
+    assert counting.gone("uid-done") and not counting.gone("uid-deleted")
+
+
 def test_a_relist_rebuilds_the_counters():
     held = holder()
     for i in range(3):
@@ -132,7 +158,11 @@ def test_a_pod_the_engine_cannot_read_is_left_out_and_the_relist_goes_on():
     held = holder()
     odd = slice_pod("odd")
     odd["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.10gb"] = "lots"
-    held.view.counting.replace_all([slice_pod("p0"), odd, slice_pod("p1")])
+    odd_status = slice_pod("odd-status")
+    odd_status["status"] = ["Running"]
+    held.view.counting.replace_all([slice_pod("p0"), odd, odd_status, slice_pod("p1")])
+    assert pods_held(held) == 2
+    held.view.counting.observe("MODIFIED", odd_status)
     assert pods_held(held) == 2
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from policies import (
+    FINISHED_PHASES,
     NO_CLUSTER,
     Charges,
     ClusterState,
@@ -143,13 +144,21 @@ class PodCounting:
                 if facts is not None:
                     facts = self._counts.add(key, facts)
                 self.nodes.pod_moved(_held(old), _held(facts))
-            if (kind == "DELETED" or facts is None) and uid:
-                # Deleted, or finished (Succeeded, Failed: charged nothing now): its shared
-                # reservation is spent at once, not left to count again until it expires.
-                self._gone[uid] = self.clock() + self.ttl
+            if uid and (kind == "DELETED" or _finished(raw)):
+                # Deleted, or finished (charged nothing now): its shared reservation is spent at
+                # once, not left to count again until it expires. Not a running pod that holds
+                # nothing: it is not gone (its UPDATEs' reservations count), and each of its
+                # events would set it again for as long as it runs.
+                self._spend(uid, self.clock() + self.ttl)
             if kind != "DELETED":
                 self.reservations.claim(namespace, name, uid)
         TRACKED_PODS.set(len(self._counts.pods))
+
+    def _spend(self, uid: str, until: float) -> None:
+        """`uid` gone until `until`, put last: `_gone` stays in the order its times run out,
+        which expire() reads from the front (a dict keeps a key's place when it is set again)."""
+        self._gone.pop(uid, None)
+        self._gone[uid] = until
 
     def replace_all(self, pods: Iterable[dict[str, Any]]) -> None:
         """A full relist: counters rebuilt from the pods as they are now (off the lock, so
@@ -158,13 +167,13 @@ class PodCounting:
         needs = needs_of(policy_set) if policy_set is not None else Needs()
         counts = PodCounts(self._charge)
         read: dict[str, bytes] = {}
-        spent: list[str] = []  # listed but charged nothing (finished): their reservations are spent
+        spent: list[str] = []  # listed finished: their reservations are spent
         for raw in pods:
             key = _pod_key(raw.get("metadata") or {})
             facts = self._read_facts(key, raw, needs, read, _digest(raw, needs))
             if facts is not None:
                 counts.add(key, facts)
-            elif uid := str((raw.get("metadata") or {}).get("uid") or ""):
+            elif _finished(raw) and (uid := str((raw.get("metadata") or {}).get("uid") or "")):
                 spent.append(uid)
         with self.lock:
             self._counts, self._needs, self._read = counts, needs, read
@@ -173,7 +182,8 @@ class PodCounting:
             self.nodes.replace_pods((facts.node, facts.gpus) for facts in counts.pods.values())
             self.reservations.release_seen(counts.pods)
             until = self.clock() + self.ttl
-            self._gone.update(dict.fromkeys(spent, until))
+            for uid in spent:
+                self._spend(uid, until)
         TRACKED_PODS.set(len(counts.pods))
 
     def recharge(self) -> bool:
@@ -269,6 +279,13 @@ def _digest(raw: dict[str, Any], needs: Needs) -> bytes | None:
 
 def _held(facts: PodFacts | None) -> Held | None:
     return None if facts is None or facts.node is None else (facts.node, facts.gpus)
+
+
+def _finished(raw: dict[str, Any]) -> bool:
+    """Succeeded or Failed: the pod holds nothing now and never will again. (A status of another
+    shape is not finished: one odd pod must never end a relist.)"""
+    status = raw.get("status")
+    return type(status) is dict and status.get("phase") in FINISHED_PHASES
 
 
 def _pod_key(metadata: dict[str, Any]) -> str:
