@@ -83,11 +83,11 @@ class Usage:
         for name, count in other.slices.items():
             slices[name] = slices.get(name, 0) + count
         return Usage(
-            self.gpu_equivalents + other.gpu_equivalents,
+            _sum(self.gpu_equivalents, self.owned_ratio, other.gpu_equivalents, other.owned_ratio),
             slices,
             self.gpus + other.gpus,
             self.pods + other.pods,
-            self.shared_equivalents + other.shared_equivalents,
+            _sum(self.shared_equivalents, self.shared_ratio, other.shared_equivalents, other.shared_ratio),
         )
 
     def __sub__(self, other: Usage) -> Usage:
@@ -95,11 +95,11 @@ class Usage:
             return self
         slices = {name: count - other.slices.get(name, 0) for name, count in self.slices.items()}
         return Usage(
-            self.gpu_equivalents - other.gpu_equivalents,
+            _difference(self.gpu_equivalents, self.owned_ratio, other.gpu_equivalents, other.owned_ratio),
             {k: v for k, v in slices.items() if v},
             self.gpus - other.gpus,
             self.pods - other.pods,
-            self.shared_equivalents - other.shared_equivalents,
+            _difference(self.shared_equivalents, self.shared_ratio, other.shared_equivalents, other.shared_ratio),
         )
 
     def more_than(self, before: Usage) -> Usage:
@@ -157,6 +157,25 @@ class Usage:
 
 
 EMPTY = Usage()
+
+
+# Reservations are added to and taken from their budgets' totals on every admission, one budget
+# at a time, and most amounts are zero (no shares) or cancel (a budget's one reservation going):
+# Fraction's own arithmetic costs microseconds a step, so those are answered from the ratios.
+def _sum(a: Fraction, a_ratio: tuple[int, int], b: Fraction, b_ratio: tuple[int, int]) -> Fraction:
+    if not b_ratio[0]:
+        return a
+    if not a_ratio[0]:
+        return b
+    return a + b
+
+
+def _difference(a: Fraction, a_ratio: tuple[int, int], b: Fraction, b_ratio: tuple[int, int]) -> Fraction:
+    if not b_ratio[0]:
+        return a
+    if a_ratio == b_ratio:
+        return _ZERO
+    return a - b
 
 
 def effective_gpu_requests(pod: PodView) -> dict[str, Decimal]:

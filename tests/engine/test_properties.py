@@ -207,6 +207,24 @@ def _normalised(value):
 amounts = st.fractions(min_value=0, max_value=50, max_denominator=60)
 
 
+ZEROS = st.sampled_from([Fraction(0), Usage().gpu_equivalents])  # another zero, and the shared one
+
+
+@given(a=st.tuples(amounts, amounts), b=st.tuples(amounts, amounts), zero=ZEROS)
+def test_usage_sums_and_differences_are_the_amounts_own(a, b, zero):
+    """Usage answers zeros and cancelling amounts from their ratios: it must say what Fractions say,
+    whichever zero it is given (the shared one, or another)."""
+    first, second = Usage(a[0] or zero, {}, 0, 1, a[1] or zero), Usage(b[0] or zero, {}, 0, 1, b[1])
+    for made, owned, shared in (
+        (first + second, a[0] + b[0], a[1] + b[1]),
+        (first - second, a[0] - b[0], a[1] - b[1]),
+        (first - first, Fraction(0), Fraction(0)),
+        ((first + second) - second, a[0], a[1]),
+    ):
+        assert (made.gpu_equivalents, made.shared_equivalents) == (owned, shared)
+        assert made.owned_ratio == owned.as_integer_ratio() and made.shared_ratio == shared.as_integer_ratio()
+
+
 @given(used=amounts, asked=amounts, limit=amounts, pods_used=st.integers(0, 40), pods_limit=st.integers(0, 40))
 def test_a_quota_denies_exactly_what_fraction_arithmetic_puts_over_the_limit_and_warns_from_four_fifths(
     used, asked, limit, pods_used, pods_limit
