@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +304,54 @@ def test_a_condition_that_fails_on_other_pods_never_reaches_them(installation: I
         assert sides.create(in_namespace(labelled, "native-hook"), "--dry-run=server", check=False).code == 0
     finally:
         sides.run("delete", "-f", "-", stdin=generated)
+
+
+POLICIES_DOC = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
+PRUNED = """\
+apiVersion: gpu-admission.io/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: e2e-native-{name}
+spec:
+  match: {{namespaces: [native-pruned]}}
+  rules:
+    - {{name: anything, expression: "true", message: never}}
+"""
+
+
+def documented_apply() -> list[str]:
+    """The `kubectl apply` arguments docs/policies.md gives for applying a whole set with prune."""
+    text = POLICIES_DOC.read_text()
+    start = text.index("kubectl gpu-admission native --policies policies/ | kubectl apply")
+    command = text[start : text.index("```", start)].replace("\\\n", " ")
+    apply = shlex.split(command.split("|")[1])
+    assert apply[:4] == ["kubectl", "apply", "-f", "-"], apply
+    return apply[4:]
+
+
+def test_applied_with_prune_as_documented_a_policy_taken_out_takes_its_objects(
+    installation: Installation, sides: Kubectl
+):
+    fixture_file = installation.workdir / "native-vap.yaml"  # the whole set: the fixture's too
+    extra = installation.workdir / "native-pruned.yaml"
+
+    def apply_whole_set(*names: str) -> set[str]:
+        extra.write_text("---\n".join(PRUNED.format(name=name) for name in names))
+        files = ["--policies", str(fixture_file), *(["--policies", str(extra)] if names else [])]
+        sides.apply(sides.run("gpu-admission", "native", *files).stdout, *documented_apply())
+        kinds = "validatingadmissionpolicies,validatingadmissionpolicybindings"
+        found = sides.get(kinds, "-l", "gpu-admission.io/native=true")["items"]
+        return {f"{o['kind']}/{o['metadata']['name']}" for o in found}
+
+    try:
+        both = apply_whole_set("kept", "dropped")
+        after = apply_whole_set("kept")
+    finally:
+        restored = apply_whole_set()
+    kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+    dropped = {f"{kind}/gpu-admission.e2e-native-dropped" for kind in kinds}
+    kept = {f"{kind}/gpu-admission.e2e-native-kept" for kind in kinds}
+    assert kept | dropped <= both
+    assert kept <= after and not dropped & after
+    assert not (kept | dropped) & restored
+    assert after - kept == restored == both - kept - dropped  # the fixture's objects stay throughout
