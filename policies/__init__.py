@@ -48,7 +48,17 @@ from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices,
 from policies.gpu.models import CONFIG_STATE_LABEL
 from policies.judge.env_sources import ENV_SOURCE_KINDS
 from policies.judge.ledger import Ledger, PodCounts
-from policies.judge.pod_facts import Charges, Needs, PodFacts, charges_of, facts_of, moved, needs_of, read_facts
+from policies.judge.pod_facts import (
+    Charges,
+    Needs,
+    PodFacts,
+    charges_of,
+    facts_of,
+    may_hold,
+    moved,
+    needs_of,
+    read_facts,
+)
 from policies.judge.quota import Amount, dimensions
 from policies.judge.quota_view import QuotaLine, amount_text, bar, quota_lines, scopes
 from policies.judge.usage import EMPTY, FINISHED_PHASES, Usage, counts_against_quota, gpus_held
@@ -115,6 +125,7 @@ __all__ = [
     "moved",
     "needs_of",
     "read_facts",
+    "may_hold",
     "ENV_SOURCE_KINDS",
     "AuditReport",
     "Finding",

@@ -24,7 +24,7 @@ from policies.model.cel import CelEvaluationError, CelInput, CompiledExpression
 from policies.model.policyset import PolicySet
 from policies.review.cluster import NO_CLUSTER, ClusterState
 from policies.review.document import JSON
-from policies.review.pod import PodView, parse_pod
+from policies.review.pod import FRACTION_ANNOTATION, SHARED_MEMORY_ANNOTATION, PodView, parse_pod
 from policies.review.request import RequestInfo
 
 Charges = tuple[tuple[str, str], ...]  # (policy, scope) budgets a pod is charged to
@@ -109,6 +109,41 @@ def read_facts(raw: JSON, needs: Needs, cluster: ClusterState = NO_CLUSTER) -> t
     view = parse_pod(raw)
     alone = not (view.claims or view.extended or needs.conditions)
     return _facts(view, raw, needs, cluster), alone
+
+
+def may_hold(raw: JSON) -> bool:
+    """False only for a pod facts_of reads as holding nothing, told from a glance at its JSON: no
+    container or init container names a resource with a domain (every GPU, slice, share and
+    extended resource has one), no `resourceClaims`, no KAI or Run:ai share annotation. Most
+    pods in a cluster hold no GPU, and the pod watch sees each of them several times; anything
+    unexpected in the shape (left to parse_pod to judge) is a maybe."""
+    spec, metadata = raw.get("spec"), raw.get("metadata")
+    if type(spec) is not dict or "resourceClaims" in spec or type(metadata) is not dict:
+        return True
+    annotations = metadata.get("annotations")
+    if annotations and (
+        type(annotations) is not dict or FRACTION_ANNOTATION in annotations or SHARED_MEMORY_ANNOTATION in annotations
+    ):
+        return True
+    for kind in ("containers", "initContainers"):
+        containers = spec.get(kind)
+        if containers is None:
+            continue
+        if type(containers) is not list:
+            return True
+        for container in containers:
+            if type(container) is not dict:
+                return True
+            resources = container.get("resources")
+            if resources is None:
+                continue
+            if type(resources) is not dict:
+                return True
+            for section in ("limits", "requests"):
+                amounts = resources.get(section)
+                if amounts and (type(amounts) is not dict or any("/" in name for name in amounts)):
+                    return True
+    return False
 
 
 def moved(facts: PodFacts | None, node: str | None) -> PodFacts | None:

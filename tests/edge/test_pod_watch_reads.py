@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies import facts_of, needs_of, parse_pod
+from policies import facts_of, may_hold, needs_of, parse_pod
 from policies.review.pod import STATUS_READ
+from tests.support import dra
 from tests.support.builders import engine_from, gpu_container, plain_container, pod, policy
 from webhook.cluster.quota.counting import pod_counting
 from webhook.cluster.quota.counting.pod_counting import PodCounting
@@ -115,14 +116,66 @@ def test_a_change_to_what_it_holds_reads_it_again(reads: list[str]) -> None:
     assert reads == ["a"] * 4
 
 
-def test_a_pod_with_no_gpu_is_read_once_too(reads: list[str]) -> None:
+def test_a_pod_with_no_way_to_hold_anything_is_never_read_whole(reads: list[str]) -> None:
     watched = counting()
     plain = pod(plain_container())
     plain["metadata"] |= {"uid": "uid-p", "resourceVersion": "1"}
     plain["status"] = {"phase": "Pending"}
     watched.observe("ADDED", plain)
     watched.observe("MODIFIED", bound(plain, "cpu-1"))
-    assert reads == ["p"] and watched.tracked_pods == 0
+    watched.replace_all([plain])
+    reaching = later(plain)  # reaches a GPU by its env: judged at admission, but holds nothing to count
+    reaching["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    watched.observe("MODIFIED", reaching)
+    assert reads == [] and watched.tracked_pods == 0
+    shared = later(plain)
+    shared["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    watched.observe("MODIFIED", shared)
+    assert reads == ["p"] and watched.tracked_pods == 1
+
+
+RESOURCE_NAMES = st.sampled_from(
+    ["cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb",
+     "nvidia.com/gpumem", "example.com/h100", "deviceclass.resource.kubernetes.io/gpu.nvidia.com"]
+)  # fmt: skip
+DRA_CLUSTER = dra.cluster()  # example.com/h100 served by a DeviceClass, and the classes' own names
+AMOUNTS = st.sampled_from(["0", "1", "2", "100m", "1Gi", 1])
+RESOURCES = st.dictionaries(st.sampled_from(["limits", "requests"]), st.dictionaries(RESOURCE_NAMES, AMOUNTS))
+CONTAINERS = st.lists(
+    st.builds(
+        lambda resources: {"name": "c", "image": "x", **({"resources": resources} if resources else {})}, RESOURCES
+    ),
+    max_size=2,
+)
+ANNOTATIONS = st.sampled_from(
+    [{}, {"team": "a"}, {"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}, {"gpu-fraction": "0.5"}, {"gpu-memory": "2000"},
+     {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    containers=CONTAINERS,
+    init=st.none() | CONTAINERS,
+    annotations=ANNOTATIONS,
+    claims=st.booleans(),
+    phase=st.sampled_from(["Pending", "Running", "Succeeded"]),
+)
+def test_a_pod_passed_over_unread_holds_nothing_read_whole(
+    containers: list[dict[str, Any]], init: list[dict[str, Any]] | None, annotations: dict[str, str], claims: bool,
+    phase: str,
+) -> None:  # fmt: skip
+    raw: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ml", "uid": "u", "annotations": annotations},
+        "spec": {"containers": containers},
+        "status": {"phase": phase},
+    }
+    if init is not None:
+        raw["spec"]["initContainers"] = init
+    if claims:
+        raw["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+    if not may_hold(raw):  # read whole in a cluster whose DeviceClasses serve extended resources
+        assert facts_of(raw, needs_of(BUDGET), DRA_CLUSTER) is None
 
 
 def test_what_the_cluster_or_a_condition_decides_is_read_each_time(reads: list[str]) -> None:

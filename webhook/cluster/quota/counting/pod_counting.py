@@ -8,10 +8,12 @@ holds and what charging reads of it (policies.judge.pod_facts), so 100,000 pods 
 shapes cost little more than their keys, and a new policy set is charged from those records
 (`recharge`) without listing the pods again unless it matches on something they do not keep.
 
-Most of a pod's events change nothing those records read: the kubelet's status reports, the
-scheduler's binding (only the node). Per pod watched, GPU or not, a 16-byte digest of what was
-read (policies.review.pod.pod_fingerprint) is kept too; an event with the same digest takes the
-record it has, its node put in, instead of reading the pod again.
+Most pods hold no GPU: one whose JSON shows no way to hold anything (policies.judge.pod_facts
+`may_hold`: no resource with a domain, no DRA claims, no share annotation) is not read at all.
+Most of the other pods' events change nothing those records read: the kubelet's status reports,
+the scheduler's binding (only the node). Per such pod, a 16-byte digest of what was read
+(policies.review.pod.pod_fingerprint) is kept too; an event with the same digest takes the record
+it has, its node put in, instead of reading the pod again.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from policies import (
     Quota,
     charges_of,
     facts_of,
+    may_hold,
     moved,
     needs_of,
     pod_fingerprint,
@@ -170,7 +173,7 @@ class PodCounting:
         spent: list[str] = []  # listed finished: their reservations are spent
         for raw in pods:
             key = _pod_key(raw.get("metadata") or {})
-            facts = self._read_facts(key, raw, needs, read, _digest(raw, needs))
+            facts = self._read_facts(key, raw, needs, read, _digest(raw, needs)) if may_hold(raw) else None
             if facts is not None:
                 counts.add(key, facts)
             elif _finished(raw) and (uid := str((raw.get("metadata") or {}).get("uid") or "")):
@@ -219,8 +222,11 @@ class PodCounting:
     def _event_facts(self, key: str, raw: dict[str, Any]) -> PodFacts | None:
         """What a pod holds after an event: the record kept for it if nothing it was read from
         changed (the watch thread alone writes `_read` and the pods' records)."""
+        known = self._read.get(key)
+        if known is None and not may_hold(raw):  # most pods: nothing to read, nor a digest to keep
+            return None
         digest = _digest(raw, self._needs)
-        if digest is not None and self._read.get(key) == digest:
+        if digest is not None and known == digest:
             node = (raw.get("spec") or {}).get("nodeName")
             return moved(self._counts.pods.get(key), node if isinstance(node, str) and node else None)
         return self._read_facts(key, raw, self._needs, self._read, digest)
