@@ -61,7 +61,9 @@ def register(commands: Any, root: argparse.ArgumentParser) -> None:
         "--policy picks from it after (the default checks and the runtime settings belong to no one policy: "
         "left out). They hold while the webhook is away (failurePolicy Ignore, an outage). What stays with "
         "the webhook (the MIG rewrite, Triton, quotas, what needs more than the pod, rules on UPDATE) is "
-        "listed on stderr.",
+        "listed on stderr. Every object is labelled gpu-admission.io/native=true: apply the whole set's "
+        "output with --prune on that label, so a policy taken out of the set takes its objects with it "
+        "(the command: docs/policies.md).",
         "0 done; 2 policies that cannot be read, --policy naming none of them, or two objects that would share a name",
     )
     native.add_argument(
