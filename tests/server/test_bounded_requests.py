@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,6 +99,13 @@ def metric_at_least(client: Client, name: str, value: float, within: float = 10.
     return True
 
 
+def plain_metric(port: int, name: str) -> float:
+    """A metric as the separate metrics port (--metrics-bind, plain HTTP) serves it."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " "))
+
+
 def metric_reaches(client: Client, name: str, value: float, within: float = 10.0) -> bool:
     """Polls the server's own metric until it shows `value` (there is no event to wait on)."""
     deadline = time.monotonic() + within
@@ -154,7 +162,7 @@ def test_a_handshake_that_never_finishes_is_cut_too(serve):
         assert closed_by_server(sock)
 
 
-def test_at_the_cap_an_idle_connection_makes_room_and_without_one_the_newcomer_is_refused_at_once(serve):
+def test_at_the_cap_an_idle_connection_makes_room(serve):
     port, ca, _ = serve("--threads", "2", GPU_ADMISSION_CONNECTIONS="6")
     probe = Client(port, ca)
     assert probe.request("GET", "/healthz")[0] == 200
@@ -165,10 +173,28 @@ def test_at_the_cap_an_idle_connection_makes_room_and_without_one_the_newcomer_i
     assert metric_of(probe, "gpu_admission_evicted_connections_total") >= 1
     for sock in idle:
         sock.close()
-    busy = [stall(port, ca) for _ in range(6)]  # six at the cap, none idle
-    refused = socket.create_connection(("127.0.0.1", port), timeout=10)
-    refused.settimeout(2)
-    assert closed_by_server(refused)  # reset at once, not left in the backlog
+
+
+def test_at_the_cap_with_none_idle_the_newcomer_is_refused_at_once(serve):
+    # Six requests whose bodies never come, each on a thread of its own and with time to spare
+    # (a read deadline of 10 s): the cap, none idle, for as long as the test looks. The count is
+    # read on the metrics port, so reading it opens no connection under the cap.
+    metrics = free_port()
+    port, ca, _ = serve(
+        "--threads", "8", "--read-timeout", "10", "--metrics-bind", f"127.0.0.1:{metrics}",
+        GPU_ADMISSION_CONNECTIONS="6",
+    )  # fmt: skip
+    busy = [stall(port, ca) for _ in range(6)]
+    assert plain_metric(metrics, "gpu_admission_open_connections") == 6
+    # Reset at once (as soon as connect() returns, or before), not left in the backlog nor taken in
+    # (taken in, it would wait 10 s for its first bytes).
+    try:
+        refused = socket.create_connection(("127.0.0.1", port), timeout=10)
+        refused.settimeout(2)
+        assert closed_by_server(refused)
+    except ConnectionResetError:
+        pass
+    assert plain_metric(metrics, "gpu_admission_refused_connections_total") == 1
     for sock in busy:
         sock.close()
 
