@@ -31,6 +31,7 @@ from control_plane import SHIPPED, create_pods, process_cpu, started, tree_cpu  
 
 from tests.e2e.controlplane.cluster import ControlPlane
 from tests.e2e.harness import install
+from tests.e2e.install import Replica
 from tests.e2e.kubectl import Kubectl
 from tools.compile_engine import ROOT, build
 
@@ -78,39 +79,47 @@ def main() -> None:
         installed = install(kubectl, plane, workdir / "gpu-admission")
         settings = SHIPPED | ({"PYTHONPATH": os.pathsep.join([str(build()), str(ROOT)])} if args.compiled else {})
         replica = installed.replica("gpu-admission-0", None, **settings)
-        replica.wait_ready()
-        assert replica.process is not None
-        applied = configurations(kubectl)
-        create_pods(api, "bench-plain", 200, 16, "warm", gpus=False)  # caches and connections, once
-        rows: dict[str, list[dict[str, float]]] = {"with": [], "without": []}
-        print(f"{'round':<10} {'pods/s':>8} {'plane ms':>9} {'API server ms':>14} {'replica ms':>11}")
-        for index in range(args.rounds * 2):
-            # with, without, without, with, ...: neither kind always comes first after a switch
-            kind = ("with", "without")[(index + index // 2) % 2]
-            if kind == "with":
-                kubectl.apply(applied)
-            else:
-                kubectl.run("delete", *(f"{k}/gpu-admission" for k in CONFIGURATIONS), "--ignore-not-found")
-            create_pods(api, "bench-plain", 50, 16, f"settle{index}-", gpus=False)  # the switch taken up
-            row = round_of(plane, api, args.pods, replica.process.pid, f"r{index}")
-            rows[kind].append(row)
-            print(f"{kind:<10} {row['rate']:8.1f} {row['plane']:9.2f} {row['apiserver']:14.2f} {row['replica']:11.2f}")
-        median = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in rows.items()}
-        with_, without = median["with"], median["without"]
-        print("medians:")
-        for kind, row in median.items():
-            print(f"{kind:<10} {row['rate']:8.1f} {row['plane']:9.2f} {row['apiserver']:14.2f} {row['replica']:11.2f}")
-        conditions = with_["plane"] - without["plane"]
-        apiserver = with_["apiserver"] - without["apiserver"]
-        replica_cost = statistics.median(r["replica"] for v in rows.values() for r in v)
-        print(
-            f"the configurations cost the plane {conditions:.2f} ms a pod (the API server {apiserver:.2f});"
-            f" the replica {replica_cost:.2f} ms a pod"
-        )
-        print(
-            f"by CPU, pods with no GPU run at {without['plane'] / (with_['plane'] + replica_cost):.2f}x of no admission"
-            f" (pods/s, replica running in both: {with_['rate'] / without['rate']:.2f}x)"
-        )
+        try:
+            measure_rounds(plane, kubectl, api, replica, args.rounds, args.pods)
+        finally:
+            replica.stop()  # the plane's own processes stop with it; the replica is this script's
+
+
+def measure_rounds(plane: ControlPlane, kubectl: Kubectl, api: Any, replica: Replica, rounds: int, pods: int) -> None:
+    """The rounds, taken in turn, and what they come to."""
+    replica.wait_ready()
+    assert replica.process is not None
+    applied = configurations(kubectl)
+    create_pods(api, "bench-plain", 200, 16, "warm", gpus=False)  # caches and connections, once
+    rows: dict[str, list[dict[str, float]]] = {"with": [], "without": []}
+    print(f"{'round':<10} {'pods/s':>8} {'plane ms':>9} {'API server ms':>14} {'replica ms':>11}")
+    for index in range(rounds * 2):
+        # with, without, without, with, ...: neither kind always comes first after a switch
+        kind = ("with", "without")[(index + index // 2) % 2]
+        if kind == "with":
+            kubectl.apply(applied)
+        else:
+            kubectl.run("delete", *(f"{k}/gpu-admission" for k in CONFIGURATIONS), "--ignore-not-found")
+        create_pods(api, "bench-plain", 50, 16, f"settle{index}-", gpus=False)  # the switch taken up
+        row = round_of(plane, api, pods, replica.process.pid, f"r{index}")
+        rows[kind].append(row)
+        print(f"{kind:<10} {row['rate']:8.1f} {row['plane']:9.2f} {row['apiserver']:14.2f} {row['replica']:11.2f}")
+    median = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in rows.items()}
+    with_, without = median["with"], median["without"]
+    print("medians:")
+    for kind, row in median.items():
+        print(f"{kind:<10} {row['rate']:8.1f} {row['plane']:9.2f} {row['apiserver']:14.2f} {row['replica']:11.2f}")
+    conditions = with_["plane"] - without["plane"]
+    apiserver = with_["apiserver"] - without["apiserver"]
+    replica_cost = statistics.median(r["replica"] for v in rows.values() for r in v)
+    print(
+        f"the configurations cost the plane {conditions:.2f} ms a pod (the API server {apiserver:.2f});"
+        f" the replica {replica_cost:.2f} ms a pod"
+    )
+    print(
+        f"by CPU, pods with no GPU run at {without['plane'] / (with_['plane'] + replica_cost):.2f}x of no admission"
+        f" (pods/s, replica running in both: {with_['rate'] / without['rate']:.2f}x)"
+    )
 
 
 if __name__ == "__main__":
