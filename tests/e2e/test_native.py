@@ -21,6 +21,7 @@ import pytest
 
 from tests.e2e.harness import Installation, failure_policy, policy_configmap, restore, wait_for, wait_refused
 from tests.e2e.kubectl import Kubectl, Result
+from tests.support.builders import policy
 from tests.support.corpus import corpus_pods
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
@@ -307,16 +308,7 @@ def test_a_condition_that_fails_on_other_pods_never_reaches_them(installation: I
 
 
 POLICIES_DOC = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
-PRUNED = """\
-apiVersion: gpu-admission.io/v1alpha1
-kind: GPUPolicy
-metadata:
-  name: e2e-native-{name}
-spec:
-  match: {{namespaces: [native-pruned]}}
-  rules:
-    - {{name: anything, expression: "true", message: never}}
-"""
+PRUNED = "match: {namespaces: [native-pruned]}\nrules: [{name: anything, expression: 'true', message: never}]"
 
 
 def documented_apply() -> list[str]:
@@ -336,7 +328,7 @@ def test_applied_with_prune_as_documented_a_policy_taken_out_takes_its_objects(
     extra = installation.workdir / "native-pruned.yaml"
 
     def apply_whole_set(*names: str) -> set[str]:
-        extra.write_text("---\n".join(PRUNED.format(name=name) for name in names))
+        extra.write_text("---\n".join(policy(f"e2e-native-{name}", PRUNED) for name in names))
         files = ["--policies", str(fixture_file), *(["--policies", str(extra)] if names else [])]
         sides.apply(sides.run("gpu-admission", "native", *files).stdout, *documented_apply())
         kinds = "validatingadmissionpolicies,validatingadmissionpolicybindings"
