@@ -85,6 +85,11 @@ def main() -> None:
             replica.stop()  # the plane's own processes stop with it; the replica is this script's
 
 
+def row_text(kind: str, row: dict[str, float]) -> str:
+    """A round's (or the medians') line under the table's header."""
+    return f"{kind:<10} {row['rate']:8.1f} {row['plane']:9.2f} {row['apiserver']:14.2f} {row['replica']:11.2f}"
+
+
 def measure_rounds(plane: ControlPlane, kubectl: Kubectl, api: Any, replica: Replica, rounds: int, pods: int) -> None:
     """The rounds, taken in turn, and what they come to."""
     replica.wait_ready()
@@ -103,12 +108,12 @@ def measure_rounds(plane: ControlPlane, kubectl: Kubectl, api: Any, replica: Rep
         create_pods(api, "bench-plain", 50, 16, f"settle{index}-", gpus=False)  # the switch taken up
         row = round_of(plane, api, pods, replica.process.pid, f"r{index}")
         rows[kind].append(row)
-        print(f"{kind:<10} {row['rate']:8.1f} {row['plane']:9.2f} {row['apiserver']:14.2f} {row['replica']:11.2f}")
+        print(row_text(kind, row))
     median = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in rows.items()}
     with_, without = median["with"], median["without"]
     print("medians:")
     for kind, row in median.items():
-        print(f"{kind:<10} {row['rate']:8.1f} {row['plane']:9.2f} {row['apiserver']:14.2f} {row['replica']:11.2f}")
+        print(row_text(kind, row))
     conditions = with_["plane"] - without["plane"]
     apiserver = with_["apiserver"] - without["apiserver"]
     replica_cost = statistics.median(r["replica"] for v in rows.values() for r in v)
