@@ -172,11 +172,12 @@ class PodCounting:
         read: dict[str, bytes] = {}
         spent: list[str] = []  # listed finished: their reservations are spent
         for raw in pods:
-            key = _pod_key(raw.get("metadata") or {})
+            metadata = raw.get("metadata") or {}
+            key = _pod_key(metadata)
             facts = self._read_facts(key, raw, needs, read, _digest(raw, needs)) if may_hold(raw) else None
             if facts is not None:
                 counts.add(key, facts)
-            elif _finished(raw) and (uid := str((raw.get("metadata") or {}).get("uid") or "")):
+            elif _finished(raw) and (uid := str(metadata.get("uid") or "")):
                 spent.append(uid)
         with self.lock:
             self._counts, self._needs, self._read = counts, needs, read
