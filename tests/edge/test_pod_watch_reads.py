@@ -134,6 +134,22 @@ def test_a_pod_with_no_way_to_hold_anything_is_never_read_whole(reads: list[str]
     assert reads == ["p"] and watched.tracked_pods == 1
 
 
+def test_the_counted_pods_gauge_is_written_only_when_the_count_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    written: list[float] = []
+    monkeypatch.setattr(pod_counting.TRACKED_PODS, "set", written.append)
+    watched = counting()
+    first = gpu_pod("a", "uid-a")
+    watched.observe("ADDED", first)
+    watched.observe("MODIFIED", bound(first, "gpu-1"))
+    plain = pod(plain_container())
+    plain["metadata"] |= {"name": "p", "uid": "uid-p", "resourceVersion": "1"}
+    plain["status"] = {"phase": "Pending"}
+    watched.observe("ADDED", plain)
+    watched.replace_all([first, gpu_pod("b", "uid-b"), plain])
+    watched.observe("DELETED", first)
+    assert written == [0, 1, 2, 1]
+
+
 RESOURCE_NAMES = st.sampled_from(
     ["cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb",
      "nvidia.com/gpumem", "example.com/h100", "deviceclass.resource.kubernetes.io/gpu.nvidia.com"]

@@ -81,6 +81,7 @@ class PodCounting:
         self._recharged: list[Callable[[], None]] = []
         # pod key -> digest of what its facts were read from, where they were read from it alone
         self._read: dict[str, bytes] = {}
+        self._tracked = -1  # the count TRACKED_PODS was last set to (a set writes the metrics file)
 
     def counted(self) -> Ledger:
         """What the pods the watch has shown hold (no reservations): the quota view's `used`."""
@@ -155,7 +156,14 @@ class PodCounting:
                 self._spend(uid, self.clock() + self.ttl)
             if kind != "DELETED":
                 self.reservations.claim(namespace, name, uid)
-        TRACKED_PODS.set(len(self._counts.pods))
+            self._track(len(self._counts.pods))
+
+    def _track(self, count: int) -> None:
+        """The gauge of counted pods, written only when it changes: most events (status reports,
+        pods with no GPU) change no count, and under several workers a set writes a file."""
+        if count != self._tracked:
+            self._tracked = count
+            TRACKED_PODS.set(count)
 
     def _spend(self, uid: str, until: float) -> None:
         """`uid` gone until `until`, put last: `_gone` stays in the order its times run out,
@@ -188,7 +196,7 @@ class PodCounting:
             until = self.clock() + self.ttl
             for uid in spent:
                 self._spend(uid, until)
-        TRACKED_PODS.set(len(counts.pods))
+            self._track(len(counts.pods))
 
     def recharge(self) -> bool:
         """Charge the counted pods by the policy set now in force, from what is kept of them.
