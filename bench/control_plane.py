@@ -106,6 +106,20 @@ def metric_lines(plane: ControlPlane, metric: str) -> Iterator[tuple[str, dict[s
             yield match["name"], dict(re.findall(r'(\w+)="([^"]*)"', match["labels"] or "")), float(match["value"])
 
 
+def admission_seconds(plane: ControlPlane) -> dict[str, float]:
+    """The API server's own account so far, in seconds: its admission steps of every CREATE
+    (mutating and validating, built-in plugins, policies and webhooks included) and its
+    matchCondition evaluations. Read one pod at a time, steady to a few µs a pod where the CPU a
+    pod of a loaded plane moves by tenths of a ms."""
+    found = {"admission": 0.0, "conditions": 0.0}
+    for name, labels, value in metric_lines(plane, "apiserver_admission_"):
+        if name == "apiserver_admission_step_admission_duration_seconds_sum" and labels.get("operation") == "CREATE":
+            found["admission"] += value
+        elif name == "apiserver_admission_match_condition_evaluation_seconds_sum":
+            found["conditions"] += value
+    return found
+
+
 def histograms(plane: ControlPlane, metric: str) -> dict[str, dict[str, float]]:
     """Per webhook or policy: cumulative buckets ('le' bounds as text), 'sum' and 'count', CREATE only."""
     found: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))

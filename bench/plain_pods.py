@@ -34,7 +34,14 @@ import os
 import statistics
 from typing import Any
 
-from control_plane import SHIPPED, create_pods, metric_lines, process_cpu, started, tree_cpu  # the script's own folder
+from control_plane import (  # the script's own folder
+    SHIPPED,
+    admission_seconds,
+    create_pods,
+    process_cpu,
+    started,
+    tree_cpu,
+)
 
 from tests.e2e.controlplane.cluster import ControlPlane
 from tests.e2e.harness import install
@@ -74,18 +81,6 @@ def arm_configurations(installed: list[dict[str, Any]]) -> dict[str, str | None]
         return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
 
     return {"none": None, "floor": listed(floor), "mutating": listed(mutating), "both": listed(installed)}
-
-
-def admission_seconds(plane: ControlPlane) -> dict[str, float]:
-    """The API server's own account so far, in seconds: its admission steps of every CREATE
-    (mutating and validating, built-in plugins included) and its matchCondition evaluations."""
-    found = {"admission": 0.0, "conditions": 0.0}
-    for name, labels, value in metric_lines(plane, "apiserver_admission_"):
-        if name == "apiserver_admission_step_admission_duration_seconds_sum" and labels.get("operation") == "CREATE":
-            found["admission"] += value
-        elif name == "apiserver_admission_match_condition_evaluation_seconds_sum":
-            found["conditions"] += value
-    return found
 
 
 def round_of(plane: ControlPlane, api: Any, pods: int, replica: int, name: str) -> dict[str, float]:
