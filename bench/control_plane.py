@@ -38,6 +38,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -118,6 +119,18 @@ def admission_seconds(plane: ControlPlane) -> dict[str, float]:
         elif name == "apiserver_admission_match_condition_evaluation_seconds_sum":
             found["conditions"] += value
     return found
+
+
+def in_turn(arms: list[str], rounds: int) -> Iterator[tuple[int, str]]:
+    """(round index, arm) for `rounds` passes over `arms`, each pass starting one arm later, so no
+    arm always follows the same one (what a switch leaves behind is spread over all of them)."""
+    for index in range(rounds * len(arms)):
+        yield index, arms[(index + index // len(arms)) % len(arms)]
+
+
+def medians(rows: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Per arm, the median of each figure over its rounds."""
+    return {arm: {f: statistics.median(r[f] for r in taken) for f in taken[0]} for arm, taken in rows.items()}
 
 
 def histograms(plane: ControlPlane, metric: str) -> dict[str, dict[str, float]]:

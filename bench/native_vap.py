@@ -22,11 +22,17 @@ last lines put `generated` beside `hand`.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from typing import Any
 
-from control_plane import NATIVE_RULE, admission_seconds, create_pods, started  # the script's own folder
+from control_plane import (  # the script's own folder
+    NATIVE_RULE,
+    admission_seconds,
+    create_pods,
+    in_turn,
+    medians,
+    started,
+)
 
 from policies import load_texts, native_policies
 from tests.e2e.controlplane.cluster import ControlPlane
@@ -65,10 +71,8 @@ def measure_rounds(plane: ControlPlane, kubectl: Kubectl, api: Any, rounds: int,
     applied = arms()
     create_pods(api, NAMESPACE, 100, 16, "warm")  # caches and connections, once
     rows: dict[str, list[dict[str, float]]] = {arm: [] for arm in applied}
-    names = list(applied)
     print(f"{'arm':<10} {'pods/s':>8} {'ms a pod':>10} {'admission µs':>13}")
-    for index in range(rounds * len(names)):
-        arm = names[(index + index // len(names)) % len(names)]  # no arm always follows the same one
+    for index, arm in in_turn(list(applied), rounds):
         kubectl.run("delete", POLICY_KINDS, "--all")
         if (objects := applied[arm]) is not None:
             kubectl.apply(objects)
@@ -76,7 +80,7 @@ def measure_rounds(plane: ControlPlane, kubectl: Kubectl, api: Any, rounds: int,
         create_pods(api, NAMESPACE, 30, 16, f"settle{index}-")  # the switch taken up
         rows[arm].append(round_of(plane, api, pods, f"r{index}"))
         print(row_text(arm, rows[arm][-1]))
-    median = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in rows.items()}
+    median = medians(rows)
     print("medians:")
     for arm, row in median.items():
         print(row_text(arm, row))

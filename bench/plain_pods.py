@@ -31,13 +31,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 from typing import Any
 
 from control_plane import (  # the script's own folder
     SHIPPED,
     admission_seconds,
     create_pods,
+    in_turn,
+    medians,
     process_cpu,
     started,
     tree_cpu,
@@ -147,9 +148,7 @@ def measure_rounds(
     create_pods(api, "bench-plain", 200, 16, "warm", gpus=False)  # caches and connections, once
     rows: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
     print(HEADER)
-    for index in range(rounds * len(arms)):
-        # each pass over the arms starts one later: no arm always follows the same one
-        arm = arms[(index + index // len(arms)) % len(arms)]
+    for index, arm in in_turn(arms, rounds):
         kubectl.run("delete", *(f"{k}/gpu-admission" for k in CONFIGURATIONS), "--ignore-not-found")
         if (configured := applied[arm]) is not None:
             kubectl.apply(configured)
@@ -157,7 +156,7 @@ def measure_rounds(
         row = round_of(plane, api, pods, replica.process.pid, f"r{index}")
         rows[arm].append(row)
         print(row_text(arm, row))
-    median = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in rows.items()}
+    median = medians(rows)
     print("medians:")
     for arm, row in median.items():
         print(row_text(arm, row))
