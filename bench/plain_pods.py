@@ -69,6 +69,9 @@ def configurations(kubectl: Kubectl) -> list[dict[str, Any]]:
     return items
 
 
+ARMS = ("none", "floor", "mutating", "both")  # arm_configurations' keys
+
+
 def arm_configurations(installed: list[dict[str, Any]]) -> dict[str, str | None]:
     """Each arm's configurations, as a List to apply (none: nothing)."""
     floor = json.loads(json.dumps(installed))
@@ -109,10 +112,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=4, help="rounds of each arm, taken in turn")
-    parser.add_argument("--arms", default="none,both", help="of none, floor, mutating, both; none always")
+    parser.add_argument("--arms", default="none,both", help=f"of {', '.join(ARMS)}; none always")
     parser.add_argument("--compiled", action="store_true", help="the replica runs the compiled engine, as the image")
     args = parser.parse_args()
     arms = ["none", *(a for a in args.arms.split(",") if a != "none")]
+    if unknown := [a for a in arms if a not in ARMS]:
+        parser.error(f"no arm {', '.join(unknown)}: the arms are {', '.join(ARMS)}")  # before a plane starts
     with started() as (plane, kubectl, api, workdir):
         kubectl.run("create", "namespace", "bench-plain")
         installed = install(kubectl, plane, workdir / "gpu-admission")
