@@ -80,9 +80,14 @@ def closed_by_server(sock: socket.socket) -> bool:
         return True
 
 
+def metric_in(text: str, name: str) -> float:
+    """An unlabelled metric's value in Prometheus' text, summed over the processes that report it."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " "))
+
+
 def metric_of(client: Client, name: str) -> float:
     _, text = client.request("GET", "/metrics")
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " "))
+    return metric_in(text, name)
 
 
 def metric(port: int, ca: Path, name: str) -> float:
@@ -102,8 +107,7 @@ def metric_at_least(client: Client, name: str, value: float, within: float = 10.
 def plain_metric(port: int, name: str) -> float:
     """A metric as the separate metrics port (--metrics-bind, plain HTTP) serves it."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " "))
+        return metric_in(answer.read().decode(), name)
 
 
 def metric_reaches(client: Client, name: str, value: float, within: float = 10.0) -> bool:
