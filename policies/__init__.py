@@ -42,9 +42,11 @@ from policies.errors import InputError, PolicyProblem
 from policies.gpu.capacity import Capacity, CapacityLedger, NodeGpus, node_gpus, node_uses
 from policies.gpu.catalog import CATALOG
 from policies.gpu.claims import ClaimDemand, claim_demand, unreadable_claim, with_allocation
-from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClass, DeviceClasses, Selection, read_device_class
-from policies.gpu.device_shares import CapacityAsk
-from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice
+from policies.gpu.device_cel import DeviceSelector
+from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClass, DeviceClasses, read_device_class
+from policies.gpu.device_reach import Reach
+from policies.gpu.dra_devices import DraDevice
+from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice, read_taint_rule
 from policies.gpu.models import CONFIG_STATE_LABEL
 from policies.judge.env_sources import ENV_SOURCE_KINDS
 from policies.judge.ledger import Ledger, PodCounts
@@ -162,11 +164,13 @@ __all__ = [
     "DEFAULT_CLASSES",
     "DeviceClass",
     "DeviceClasses",
-    "Selection",
-    "CapacityAsk",
+    "DeviceSelector",
+    "Reach",
+    "DraDevice",
     "read_device_class",
     "DraInventory",
     "WithDra",
     "allocated_devices",
     "read_slice",
+    "read_taint_rule",
 ]

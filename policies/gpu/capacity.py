@@ -78,6 +78,10 @@ class Capacity(Protocol):
         """Whether NVIDIA's DRA driver publishes slices of `profile` (whole GPUs for None), free or not."""
         ...
 
+    def advertising_nodes(self) -> frozenset[str]:
+        """Nodes whose device plugin advertises GPUs (allocatable `nvidia.com/gpu` or `nvidia.com/mig-*`)."""
+        ...
+
 
 class NoCapacity:
     known = False
@@ -94,6 +98,9 @@ class NoCapacity:
 
     def dra_offers(self, profile: str | None) -> bool:
         return False
+
+    def advertising_nodes(self) -> frozenset[str]:
+        return frozenset()
 
     def free(self, model: str, profile: str | None, resource: str) -> int:
         return 0
@@ -143,6 +150,7 @@ class CapacityLedger:
         self._unsettled: set[str] = set()  # nodes being split anew (mig.config.state not success)
         self._model_of: dict[str, str] = {}  # node -> GPU model key
         self._model_nodes: dict[str, int] = {}  # GPU model key -> nodes
+        self._advertising: set[str] = set()  # nodes whose device plugin advertises GPUs, any product
 
     def free(self, model: str, profile: str | None, resource: str) -> int:
         slot = (model, profile, resource)
@@ -169,6 +177,9 @@ class CapacityLedger:
     def dra_offers(self, profile: str | None) -> bool:
         return False
 
+    def advertising_nodes(self) -> frozenset[str]:
+        return frozenset(self._advertising)
+
     @property
     def unsettled(self) -> int:
         """Nodes being split anew, offering nothing until mig-manager reports success."""
@@ -190,6 +201,8 @@ class CapacityLedger:
         """What a Node says of its GPUs, as the cluster view reads it (node_gpus)."""
         name, product, allocatable, labels = node.name, node.product, node.allocatable, node.labels
         self.remove_node(name)
+        if any(allocatable.values()):
+            self._advertising.add(name)
         found = self.catalog.from_product_label(product) if product else None
         if found is None:
             found = gke_partition(labels, self.catalog)  # GKE's own split pools carry no GFD label
@@ -239,6 +252,7 @@ class CapacityLedger:
             self._memory_on[name] = found
 
     def remove_node(self, name: str) -> None:
+        self._advertising.discard(name)
         for key, mib in self._memory_on.pop(name, {}).items():
             counts = self._memory[key]
             counts[mib] -= 1

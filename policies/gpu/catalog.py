@@ -80,6 +80,27 @@ _PASSTHROUGH = re.compile(r"^nvidia\.com/[A-Z0-9]+_[A-Za-z0-9_]+$")
 PASSTHROUGH_ALIAS = "nvidia.com/pgpu"
 
 
+# nvidia.com/ names of network devices, not GPUs: NVIDIA's Network Operator's own samples
+# (Mellanox/network-operator `example/`: its SR-IOV pools `hostdev`, `mlnxnics`, `sriovlegacy`,
+# `sriovswitchdev`, `sriov_rdma`, and the RDMA shared device plugin's `rdma_shared_device_a`/`_b`
+# under `resourcePrefix: nvidia.com`), and any name a token of which names a NIC the way those
+# pools are named (an admin names SR-IOV pools freely: `nvidia.com/ib_vf`, `nvidia.com/sriov_nic1`).
+NETWORK_RESOURCES = frozenset(
+    "nvidia.com/" + name
+    for name in ("hostdev", "mlnxnics", "sriovlegacy", "sriovswitchdev", "sriov_rdma", "sriov")
+    + ("rdma_shared_device_a", "rdma_shared_device_b", "sriov_network_device_plugin")
+)
+_NIC_TOKEN = re.compile(r"^(rdma|sriov|hostdev|mlnx|nic|netdev|roce|ib|vf|vfs|eth|ipoib)\d*")
+
+
+def is_network_resource(name: str) -> bool:
+    """Whether an nvidia.com/ name the catalog does not know is a network device's, not a GPU's."""
+    if name in NETWORK_RESOURCES:
+        return True
+    local = name.partition("/")[2].lower()
+    return any(_NIC_TOKEN.match(token) for token in re.split(r"[^a-z0-9]+", local) if token)
+
+
 def resource_kind(name: str) -> ResourceKind:
     """What an extended resource is, from its name alone: the device plugin's (renamed ones
     included), the sandbox device plugin's passthrough and vGPU devices, HAMi's shares, or

@@ -1,16 +1,20 @@
 """What a DRA ResourceClaim asks for, read from its spec (resource.k8s.io v1, v1beta2 and v1beta1;
 a ResourceClaimTemplate's `spec.spec` is the claim it makes), and what that can allocate of
-NVIDIA's GPUs once the cluster's DeviceClasses say what each class selects.
+NVIDIA's GPUs once the cluster's DeviceClasses and devices say what each request reaches.
 
 A claim is read once, as asked (`ClaimDemand`): per request, its alternatives (one, or the
-`firstAvailable` list), each a device class, a count (None: `allocationMode: All`) and what the
-request's own selectors pin; and what the guardrails look at: `adminAccess`, tolerations of
-device taints, opaque driver configuration. What each alternative can allocate is resolved
-against the classes when judged (`resolve`), since classes come and go independently:
-- a class whose selectors (and the request's) rule NVIDIA's GPUs out: nothing;
-- a MIG profile pinned by either: one `nvidia.com/mig-<profile>` slice a device;
-- anything else that may reach a GPU: a whole GPU a device (the most a MIG device is);
-- `allocationMode: All`: every device the selectors admit, which nothing here bounds.
+`firstAvailable` list), each a device class, a count (None: `allocationMode: All`) and its own
+selectors, compiled; and what the guardrails look at: `adminAccess`, tolerations of device
+taints, driver configuration (NVIDIA's own, policies.gpu.driver_config, or opaque to us). Once the
+scheduler allocated it, the devices its status records, with the capacity each consumed. What
+each alternative can allocate is resolved when judged (`resolve`), since classes and devices come
+and go independently of claims:
+- the devices its class's and its own selectors admit, of those ResourceSlices show
+  (policies.gpu.device_reach): the worst of them, a device;
+- where none shown is admitted, what the selectors prove: nothing for another driver's devices,
+  a slice for a pinned MIG profile, else a whole GPU a device (the most a MIG device is);
+- `allocationMode: All`: every device its selectors admit, bounded by the most any one node
+  holds of those shown; unbounded where none is shown.
 """
 
 from __future__ import annotations
@@ -19,15 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policies.errors import InputError
-from policies.gpu.device_classes import ANY_DEVICE, NVIDIA_DRIVER, DeviceClasses, Selection, read_selectors
+from policies.gpu.device_cel import ANY_DEVICE, NVIDIA_DRIVER, Selection
+from policies.gpu.device_classes import DeviceClasses, Selectors, read_selectors
+from policies.gpu.device_reach import DeviceReach, NodeHolding, Reach
 from policies.gpu.device_shares import CapacityAsk, capacity_name, quantity
-from policies.gpu.devices import DRA_EXTENDED_PREFIX
-from policies.gpu.models import MIG_RESOURCE_PREFIX
+from policies.gpu.dra_devices import ANY_MIG, WHOLE_GPU, DeviceKey, DeviceKind
+from policies.gpu.driver_config import DriverConfig, read_config
 from policies.json_fields import json_list
-
-# What a whole device is charged under: a DRA name, which no node's MIG labels turn into a slice.
-DRA_WHOLE_GPU = DRA_EXTENDED_PREFIX + "gpu.nvidia.com"
-Ask = tuple[tuple[str, int], ...]  # (resource name, count): one way a request can be met
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +38,11 @@ class DeviceAsk:
 
     device_class: str
     amount: int | None
-    selection: Selection  # what the request's own selectors pin
+    selection: Selection  # what the request's own selectors prove
     path: str  # of the request (or its firstAvailable entry) in the claim's spec
     name: str = ""  # a firstAvailable entry's own name
     capacity: CapacityAsk = ()  # consumable capacity asked of each device (policies.gpu.device_shares)
+    selectors: Selectors = ()  # the request's own, compiled
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +55,35 @@ class ClaimRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldDevice:
+    """One device an allocation holds: the request (`<request>` or `<request>/<entry>`) it met,
+    the device, and what the allocation records it consumed of its capacities."""
+
+    request: str
+    key: DeviceKey
+    consumed: CapacityAsk = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimDemand:
-    """A claim's requests as asked, and the paths of its opaque driver configurations;
-    `allocated`: for a `firstAvailable` request the scheduler has allocated, the entries it took
-    (request name, entry name), from the claim's status: what it holds, not the worst it could."""
+    """A claim's requests as asked, and its driver configurations; `allocated`: for a
+    `firstAvailable` request the scheduler has allocated, the entries it took (request name, entry
+    name); `held`: every device the allocation holds (None: not allocated), from the claim's
+    status: what it holds, not the worst it could."""
 
     requests: tuple[ClaimRequest, ...] = ()
-    opaque_config: tuple[str, ...] = ()
+    configs: tuple[DriverConfig, ...] = ()
     allocated: tuple[tuple[str, str], ...] = ()
+    held: tuple[HeldDevice, ...] | None = None
 
     @property
     def asks_devices(self) -> bool:
         return bool(self.requests)
+
+    @property
+    def opaque_config(self) -> tuple[str, ...]:
+        """The paths of the configurations no one here understands."""
+        return tuple(c.path for c in self.configs if c.sharing is None)
 
     def alternatives(self, request: ClaimRequest) -> tuple[DeviceAsk, ...]:
         """What the request may hold: the entries allocated, where the status says."""
@@ -72,6 +92,14 @@ class ClaimDemand:
         taken = {entry for name, entry in self.allocated if name == request.name}
         chosen = tuple(a for a in request.alternatives if a.name in taken)
         return chosen or request.alternatives
+
+    def sharing(self, request: str) -> str | None:
+        """How NVIDIA's driver shares the devices of `request` by the claim's configuration
+        (TimeSlicing, MPS, Passthrough), if it does."""
+        for config in reversed(self.configs):  # the driver applies the last that names it
+            if config.sharing and (not config.requests or request in config.requests):
+                return config.sharing
+        return None
 
 
 NO_DEMAND = ClaimDemand()
@@ -86,35 +114,66 @@ def unreadable_claim() -> ClaimDemand:
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
-    """What one alternative can allocate: `ask` in resource names (() for no GPU), or `unbounded`."""
+    """What one alternative can allocate: `amount` devices (None: all its selectors admit), each
+    any of `kinds` (() for no GPU); `shown`: the kinds are devices ResourceSlices show (else what
+    its selectors prove of a device no slice shows); `nodes`: for all its selectors admit, what
+    each node holds of them."""
 
-    ask: Ask
-    unbounded: bool = False
-    profile: str | None = None  # the MIG profile it is pinned to
-    amount: int = 0
-    any_mig: bool = False  # may be met by a MIG device of any profile
+    kinds: tuple[DeviceKind, ...]
+    amount: int | None
+    shown: bool = False
+    nodes: tuple[NodeHolding, ...] = ()
 
     @property
     def reaches_gpu(self) -> bool:
-        return bool(self.ask) or self.unbounded
+        return bool(self.kinds)
+
+    @property
+    def unbounded(self) -> bool:
+        """All the devices its selectors admit, and no shown device bounds that."""
+        return self.amount is None and bool(self.kinds) and not self.nodes
+
+    @property
+    def profiles(self) -> tuple[str | None, ...]:
+        """The MIG profiles a device it gets may be of (None: any profile), in order."""
+        return tuple(dict.fromkeys(k.profile for k in self.kinds if k.mig))
+
+    @property
+    def profile(self) -> str | None:
+        """The one MIG profile every device it gets is of, if so."""
+        profiles = self.profiles
+        return profiles[0] if len(profiles) == 1 and all(k.mig for k in self.kinds) else None
+
+    @property
+    def any_mig(self) -> bool:
+        return None in self.profiles
 
 
-def resolve(ask: DeviceAsk, classes: DeviceClasses) -> Resolved:
-    """What one alternative can allocate under `classes` (kept by them: they never change)."""
-    return classes.memo.get(ask, lambda: _resolve(ask, classes))
-
-
-def _resolve(ask: DeviceAsk, classes: DeviceClasses) -> Resolved:
+def resolve(ask: DeviceAsk, classes: DeviceClasses, devices: DeviceReach) -> Resolved:
+    """What one alternative can allocate under `classes` and the shown `devices` (kept by the
+    classes per reach: neither changes under them)."""
     selection = classes.selection(ask.device_class).also(ask.selection)
+    class_selectors = classes.selectors(ask.device_class)
+    reach = None
+    if selection.reaches_gpu and class_selectors is not None:
+        reach = devices.reach(class_selectors + ask.selectors)
+    return classes.memo.get((ask, reach), lambda: _resolved(ask, selection, reach))
+
+
+def proven(ask: DeviceAsk, classes: DeviceClasses) -> tuple[DeviceKind, ...]:
+    """What a device that met `ask` can be, by what its selectors prove alone (whatever the
+    slices show now): nothing of NVIDIA's, a slice of a pinned profile, else a whole GPU."""
+    return _resolved(ask, classes.selection(ask.device_class).also(ask.selection), None).kinds
+
+
+def _resolved(ask: DeviceAsk, selection: Selection, reach: Reach | None) -> Resolved:
     if not selection.reaches_gpu:
-        return Resolved(())
-    profile = selection.profile
-    any_mig = profile is None and selection.type in (None, "mig")
-    if ask.amount is None:
-        return Resolved((), True, profile, 0, any_mig)
-    if profile is not None:
-        return Resolved(((MIG_RESOURCE_PREFIX + profile, ask.amount),), False, profile, ask.amount)
-    return Resolved(((DRA_WHOLE_GPU, ask.amount),), False, None, ask.amount, any_mig)
+        return Resolved((), ask.amount)
+    if reach is not None:
+        return Resolved(reach.kinds, ask.amount, True, reach.nodes if ask.amount is None else ())
+    if selection.profile is not None:
+        return Resolved((DeviceKind("mig", None, selection.profile),), ask.amount)
+    return Resolved((ANY_MIG if selection.type == "mig" else WHOLE_GPU,), ask.amount)
 
 
 def _mapping(raw: object, path: str) -> Mapping[str, object]:
@@ -127,13 +186,14 @@ def _ask(exact: Mapping[str, object], path: str, name: str = "") -> DeviceAsk:
     device_class = exact.get("deviceClassName")
     if not isinstance(device_class, str) or not device_class:
         raise InputError(f"{path}.deviceClassName", "must be a non-empty string")
-    selection = read_selectors(exact.get("selectors"), f"{path}.selectors")
+    selectors, selection = read_selectors(exact.get("selectors"), f"{path}.selectors")
     if exact.get("allocationMode", "ExactCount") == "All":
-        return DeviceAsk(device_class, None, selection, path, name)
+        return DeviceAsk(device_class, None, selection, path, name, (), selectors)
     count = exact.get("count", 1)
     if type(count) is not int or count < 1:
         raise InputError(f"{path}.count", "must be a whole number, 1 or more")
-    return DeviceAsk(device_class, count, selection, path, name, _capacity(exact.get("capacity"), path))
+    capacity = _capacity(exact.get("capacity"), path)
+    return DeviceAsk(device_class, count, selection, path, name, capacity, selectors)
 
 
 def _capacity(raw: object, path: str) -> CapacityAsk:
@@ -186,28 +246,43 @@ def claim_demand(spec: object, path: str = "spec") -> ClaimDemand:
         _request(_mapping(raw, f"{where}[{i}]"), i, where)
         for i, raw in enumerate(json_list(devices.get("requests"), where))
     )
-    opaque = tuple(
-        f"{path}.devices.config[{i}].opaque"
-        for i, config in enumerate(json_list(devices.get("config"), f"{path}.devices.config"))
-        if isinstance(config, Mapping) and config.get("opaque") is not None
+    where = f"{path}.devices.config"
+    configs = tuple(
+        found
+        for i, config in enumerate(json_list(devices.get("config"), where))
+        if (found := read_config(config, f"{where}[{i}]")) is not None
     )
-    return ClaimDemand(requests, opaque)
+    return ClaimDemand(requests, configs)
+
+
+def _consumed(raw: object) -> CapacityAsk:
+    if not isinstance(raw, Mapping):
+        return ()
+    found = ((capacity_name(str(k), NVIDIA_DRIVER), quantity(v)) for k, v in raw.items())
+    return tuple(sorted((k, v) for k, v in found if v is not None))
 
 
 def with_allocation(demand: ClaimDemand, status: object) -> ClaimDemand:
-    """The demand trued down to what a claim's `status.allocation` records for its
-    `firstAvailable` requests (results name `<request>/<entry>`); other requests are unchanged."""
-    if not isinstance(status, Mapping) or not any(len(r.alternatives) > 1 for r in demand.requests):
-        return demand
-    allocation = status.get("allocation")
+    """The demand with what a claim's `status.allocation` records: the devices it holds (and what
+    each consumed of a shared device), and for its `firstAvailable` requests the entries taken
+    (results name `<request>/<entry>`)."""
+    allocation = status.get("allocation") if isinstance(status, Mapping) else None
     devices = allocation.get("devices") if isinstance(allocation, Mapping) else None
     results = devices.get("results") if isinstance(devices, Mapping) else None
+    if not isinstance(results, list):
+        return demand
+    held: list[HeldDevice] = []
     taken = set()
-    for result in results if isinstance(results, list) else ():
-        request = result.get("request") if isinstance(result, Mapping) else None
-        if isinstance(request, str) and "/" in request:
+    for result in results:
+        if not isinstance(result, Mapping) or not all(
+            isinstance(result.get(k), str) for k in ("request", "driver", "pool", "device")
+        ):
+            continue
+        request = str(result["request"])
+        key = (str(result["driver"]), str(result["pool"]), str(result["device"]))
+        held.append(HeldDevice(request, key, _consumed(result.get("consumedCapacity"))))
+        if "/" in request:
             name, entry = request.split("/", 1)
             taken.add((name, entry))
-    if not taken:
-        return demand
-    return ClaimDemand(demand.requests, demand.opaque_config, tuple(sorted(taken)))
+    entries = tuple(sorted(taken)) if any(len(r.alternatives) > 1 for r in demand.requests) else ()
+    return ClaimDemand(demand.requests, demand.configs, entries, tuple(held))

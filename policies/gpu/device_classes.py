@@ -1,15 +1,11 @@
-"""What a DRA DeviceClass (resource.k8s.io) can select of NVIDIA's GPUs, read from its CEL
-selectors, and which extended resources it serves (KEP-5004).
+"""What a DRA DeviceClass (resource.k8s.io) selects, and which extended resources it serves
+(KEP-5004).
 
-A device must satisfy every selector of its class and of the request naming it, so each
-selector is read as a conjunction (`a && b && c`) of terms; the terms understood are NVIDIA's
-DRA driver's own spellings (kubernetes-sigs/dra-driver-nvidia-gpu):
-- `device.driver == '<driver>'`: a driver other than NVIDIA's GPU driver rules GPUs out;
-- `device.attributes['gpu.nvidia.com'].type == 'gpu' | 'mig' | 'vfio'`;
-- `device.attributes['gpu.nvidia.com'].profile == '<profile>'`: one MIG profile.
-Any other term may hold for any device, so it narrows nothing: what a class cannot be shown to
-rule out, it is charged for (a whole GPU a device, the most a MIG device is). A selector with
-`||` or `!` is read as narrowing nothing for the same reason.
+A device must satisfy every selector of its class and of the request naming it. Each selector
+is compiled once (policies.gpu.device_cel): evaluated over the devices the cluster's
+ResourceSlices show, and where none shows a device, read for the terms its checked tree proves
+(NVIDIA's driver, its `type`, its `profile`). What a class cannot be shown to rule out, it is
+charged for.
 
 Before the cluster has said which classes exist (offline, or a class not seen yet), NVIDIA's
 classes are read as its driver's chart publishes them, and any other name as a class that may
@@ -18,89 +14,34 @@ select any GPU.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from policies.errors import InputError
+from policies.gpu.device_cel import (
+    ANY_DEVICE,
+    NVIDIA_DRIVER,
+    DeviceSelector,
+    Selection,
+    SelectorError,
+    compile_selector,
+)
 from policies.gpu.devices import DRA_EXTENDED_PREFIX
 from policies.json_fields import json_list
 from policies.memo import Memo
 
-NVIDIA_DRIVER = "gpu.nvidia.com"
-_ATTRIBUTE = r"""device\.attributes\[\s*['"]gpu\.nvidia\.com['"]\s*\]\.(type|profile)"""
-_DRIVER = r"device\.driver"
-# A literal with a control character in it is not read (so narrows nothing): none reaches a message.
-_LITERAL = r"""['"]([^'"\x00-\x1f\x7f]*)['"]"""
-_TERM = re.compile(rf"^\(?\s*({_ATTRIBUTE}|{_DRIVER})\s*==\s*{_LITERAL}\s*\)?$")
-_SPLIT = re.compile(r"&&")
-
-
-@dataclass(frozen=True, slots=True)
-class Selection:
-    """What selectors pin of a device; None where they leave it open."""
-
-    driver: str | None = None
-    type: str | None = None  # the driver's `type` attribute: gpu, mig, vfio
-    profile: str | None = None
-    contradicts: bool = False  # two terms pin one field to different values: nothing matches
-
-    def also(self, other: Selection) -> Selection:
-        """Both selections at once (a device must pass the class's selectors and the request's)."""
-        if other is ANY_DEVICE:
-            return self
-        if self is ANY_DEVICE:
-            return other
-        driver, kind, profile = self.driver, self.type, self.profile
-        contradicts = (
-            self.contradicts
-            or other.contradicts
-            or (driver is not None and other.driver is not None and driver != other.driver)
-            or (kind is not None and other.type is not None and kind != other.type)
-            or (profile is not None and other.profile is not None and profile != other.profile)
-        )
-        return Selection(
-            driver if driver is not None else other.driver,
-            kind if kind is not None else other.type,
-            profile if profile is not None else other.profile,
-            contradicts,
-        )
-
-    @property
-    def reaches_gpu(self) -> bool:
-        """Whether a device so selected may be one of NVIDIA's GPUs or MIG devices."""
-        if self.contradicts or self.driver not in (None, NVIDIA_DRIVER):
-            return False
-        return self.type in (None, "gpu", "mig", "vfio")
-
-
-ANY_DEVICE = Selection()
-
-
-def _term(text: str) -> Selection:
-    found = _TERM.match(text.strip())
-    if found is None:
-        return ANY_DEVICE
-    field, value = found.group(2), found.group(3)
-    if field == "type":
-        return Selection(type=value)
-    if field == "profile":
-        return Selection(profile=value)
-    return Selection(driver=value)
+Selectors = tuple[DeviceSelector, ...]
 
 
 def read_expression(expression: str) -> Selection:
-    """What one CEL selector pins, read as a conjunction of terms."""
-    if "||" in expression or "!" in expression.replace("!=", ""):
-        return ANY_DEVICE
-    selection = ANY_DEVICE
-    for term in _SPLIT.split(expression):
-        selection = selection.also(_term(term))
-    return selection
+    """What one CEL selector is proven to pin (SelectorError where it cannot compile)."""
+    return compile_selector(expression).selection
 
 
-def read_selectors(raw: object, path: str) -> Selection:
-    """What a list of DeviceSelectors (a class's `spec.selectors`, a request's `selectors`) pins."""
+def read_selectors(raw: object, path: str) -> tuple[Selectors, Selection]:
+    """A list of DeviceSelectors (a class's `spec.selectors`, a request's `selectors`), compiled,
+    and what they pin together; InputError names a selector that does not compile."""
+    compiled: list[DeviceSelector] = []
     selection = ANY_DEVICE
     for i, selector in enumerate(json_list(raw, path)):
         if not isinstance(selector, Mapping):
@@ -108,18 +49,25 @@ def read_selectors(raw: object, path: str) -> Selection:
         cel = selector.get("cel")
         if cel is None:
             continue
+        where = f"{path}[{i}].cel.expression"
         if not isinstance(cel, Mapping) or not isinstance(cel.get("expression"), str):
-            raise InputError(f"{path}[{i}].cel.expression", "must be a string")
-        selection = selection.also(read_expression(str(cel["expression"])))
-    return selection
+            raise InputError(where, "must be a string")
+        try:
+            found = compile_selector(str(cel["expression"]))
+        except SelectorError as error:
+            raise InputError(where, f"Invalid value: {error}") from None
+        compiled.append(found)
+        selection = selection.also(found.selection)
+    return tuple(compiled), selection
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceClass:
     name: str
-    selection: Selection = ANY_DEVICE
+    selection: Selection = ANY_DEVICE  # what its selectors are proven to pin
     extended_resource: str | None = None  # spec.extendedResourceName
     created: str = ""  # metadata.creationTimestamp (RFC 3339, so ordered as text): the later wins a name
+    selectors: Selectors = ()  # compiled, for the devices ResourceSlices show
 
 
 def read_device_class(raw: Mapping[str, object]) -> DeviceClass:
@@ -133,22 +81,34 @@ def read_device_class(raw: Mapping[str, object]) -> DeviceClass:
     spec = spec if isinstance(spec, Mapping) else {}
     extended = spec.get("extendedResourceName")
     created = metadata.get("creationTimestamp")
+    selectors, selection = read_selectors(spec.get("selectors"), "spec.selectors")
     return DeviceClass(
         name,
-        read_selectors(spec.get("selectors"), "spec.selectors"),
+        selection,
         extended if isinstance(extended, str) and extended else None,
         created if isinstance(created, str) else "",
+        selectors,
     )
+
+
+def _published(name: str, expression: str, extended: str | None = None) -> DeviceClass:
+    selectors = (compile_selector(expression),)
+    return DeviceClass(name, selectors[0].selection, extended, "", selectors)
+
+
+def _nvidia(kind: str) -> str:
+    return f"device.driver == '{NVIDIA_DRIVER}' && device.attributes['{NVIDIA_DRIVER}'].type == '{kind}'"
 
 
 # NVIDIA's classes as its DRA driver's chart publishes them (gpu.nvidia.com maps nvidia.com/gpu
 # from resource.k8s.io/v1 on), and its compute-domain classes, which hand out IMEX channels.
+_DOMAIN = "compute-domain.nvidia.com"
 NVIDIA_CLASSES = (
-    DeviceClass("gpu.nvidia.com", Selection(NVIDIA_DRIVER, "gpu"), "nvidia.com/gpu"),
-    DeviceClass("mig.nvidia.com", Selection(NVIDIA_DRIVER, "mig")),
-    DeviceClass("vfio.gpu.nvidia.com", Selection(NVIDIA_DRIVER, "vfio")),
-    DeviceClass("compute-domain-daemon.nvidia.com", Selection("compute-domain.nvidia.com")),
-    DeviceClass("compute-domain-default-channel.nvidia.com", Selection("compute-domain.nvidia.com")),
+    _published("gpu.nvidia.com", _nvidia("gpu"), "nvidia.com/gpu"),
+    _published("mig.nvidia.com", _nvidia("mig")),
+    _published("vfio.gpu.nvidia.com", _nvidia("vfio")),
+    _published("compute-domain-daemon.nvidia.com", f"device.driver == '{_DOMAIN}'"),
+    _published("compute-domain-default-channel.nvidia.com", f"device.driver == '{_DOMAIN}'"),
 )
 
 
@@ -168,10 +128,23 @@ class DeviceClasses:
         return cls({c.name: c for c in classes}, known)
 
     def selection(self, name: str) -> Selection:
-        """What a class can select: a class not (yet) in the cluster may be made to select any
-        GPU, so it narrows nothing."""
+        """What a class is proven to select: a class not (yet) in the cluster may be made to
+        select any GPU, so it narrows nothing."""
         found = self.classes.get(name)
         return found.selection if found is not None else ANY_DEVICE
+
+    def selectors(self, name: str) -> Selectors | None:
+        """A class's compiled selectors; None for a class not (yet) in the cluster."""
+        found = self.classes.get(name)
+        return found.selectors if found is not None else None
+
+    @property
+    def serves_nvidia(self) -> bool:
+        """Whether a class serves one of NVIDIA's own names (`nvidia.com/...`)."""
+        return self.memo.get(
+            "serves_nvidia",
+            lambda: any((c.extended_resource or "").startswith("nvidia.com/") for c in self.classes.values()),
+        )
 
     def serving(self, resource: str) -> DeviceClass | None:
         """The class that serves an extended resource, as the scheduler picks it: by the implicit

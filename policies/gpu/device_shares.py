@@ -9,9 +9,10 @@ minimum and then up to a whole step above it (`validRange`); where the request a
 that capacity, the policy's `default`, or with no policy at all, the whole capacity.
 
 A request is charged the share it takes of its device: the most of any of the device's
-capacities, over every device its selectors may get. A request that asks no capacity, a device
-that does not allow multiple allocations, or one the cluster does not show, is a whole device:
-a default of 0 (NVIDIA's driver with unlimited shares) bounds nothing a container can reach.
+capacities, over every device its selectors may get. A request that asks no capacity, or takes
+nothing of any capacity (an amount of 0, or one a default of 0 answers: NVIDIA's driver with
+unlimited shares), a device that does not allow multiple allocations, or one the cluster does not
+show, is a whole device: a share of nothing bounds nothing a container can reach.
 """
 
 from __future__ import annotations
@@ -19,9 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Protocol
 
-from policies.gpu.device_classes import Selection
 from policies.quantity import parse_quantity
 
 CapacityAsk = tuple[tuple[str, Fraction], ...]  # (capacity name, amount asked), as a request asks
@@ -102,26 +101,23 @@ def read_capacities(raw: object, driver: str) -> tuple[SharedCapacity, ...]:
 
 
 def share_of(capacities: tuple[SharedCapacity, ...], asked: CapacityAsk) -> Fraction:
-    """The share of one device an allocation asking `asked` takes: the most of any capacity."""
+    """The share of one device an allocation asking `asked` takes: the most of any capacity; the
+    whole device where that is nothing at all."""
     if not capacities or not asked:
         return Fraction(1)
     wanted = dict(asked)
     if not wanted.keys() <= {c.name for c in capacities}:
         return Fraction(1)  # a capacity the device does not have: it cannot be met there, take no risk
-    return max(c.consumed(wanted.get(c.name)) / c.total for c in capacities)
+    share = max(c.consumed(wanted.get(c.name)) / c.total for c in capacities)
+    return share if share > 0 else Fraction(1)
 
 
-class DeviceShares(Protocol):
-    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
-        """The most one device `selection` may get takes when asked `asked`; None: a whole device."""
-        ...
-
-
-class NoShares:
-    """No devices known: every request is charged whole devices."""
-
-    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
-        return None
-
-
-NO_SHARES = NoShares()
+def consumed_share(capacities: tuple[SharedCapacity, ...], consumed: CapacityAsk) -> Fraction:
+    """The share of a device an allocation holds by what it records it consumed
+    (`consumedCapacity`); the whole device where it records nothing or nothing at all."""
+    if not capacities or not consumed:
+        return Fraction(1)
+    totals = {c.name: c.total for c in capacities}
+    shares = [amount / totals[name] for name, amount in consumed if name in totals]
+    share = min(max(shares, default=Fraction(1)), Fraction(1))
+    return share if share > 0 else Fraction(1)

@@ -1,134 +1,36 @@
-"""Free GPU capacity from DRA: the devices NVIDIA's driver publishes in ResourceSlices, minus what
-claims' allocations hold. On a DRA-only cluster (no GPU Feature Discovery label anywhere) this is
-all the capacity there is; on a mixed one it adds to what node labels say (`WithDra`).
+"""Free GPU capacity from DRA, and what a claim's requests can reach: the devices NVIDIA's driver
+publishes in ResourceSlices (policies.gpu.dra_devices), minus what claims' allocations hold. On a
+DRA-only cluster (no GPU Feature Discovery label anywhere) this is all the capacity there is; on a
+mixed one it adds to what node labels say (`WithDra`), counting a node whose GPUs both the device
+plugin and the DRA driver advertise once (by the device plugin's count).
 
-A device counts as its attributes say: `productName` names the model (GFD's product label is the
-same name with dashes for spaces), `type` is `gpu` or `mig`, `profile` the MIG profile. In a
-partitionable pool (Kubernetes 1.36 on: `sharedCounters`, devices that `consumesCounters`), a
-device is free only while what it consumes still fits beside what the allocated devices consume:
-a whole GPU with one slice carved from it is not offered, nor is a placement that overlaps one in
-use. Only slices of a pool's newest generation count (a driver replaces a pool by publishing a
-newer one). The count of a profile is how many of it fit at once beside what is allocated (each
-placement counted takes its counters before the next is tried; dynamic MIG advertises every
-placement, and overlapping ones are not offered twice).
+A device is free only while no claim's allocation holds it, no taint with effect NoSchedule or
+NoExecute (its own, or a DeviceTaintRule's) keeps the scheduler off it, and, in a partitionable
+pool (Kubernetes 1.36 on: `sharedCounters`, devices that `consumesCounters`), what it consumes
+still fits beside what the allocated devices consume: a whole GPU with one slice carved from it is
+not offered, nor is a placement that overlaps one in use. Only slices of a pool's newest
+generation count (a driver replaces a pool by publishing a newer one). The count of a profile is
+how many of it fit at once beside what is allocated (each placement counted takes its counters
+before the next is tried; dynamic MIG advertises every placement, and overlapping ones are not
+offered twice).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Protocol
 
 from policies.gpu.capacity import Capacity
-from policies.gpu.catalog import Catalog
-from policies.gpu.device_classes import NVIDIA_DRIVER, DeviceClasses, Selection
-from policies.gpu.device_shares import CapacityAsk, SharedCapacity, read_capacities, share_of
+from policies.gpu.device_cel import DeviceSelector, admits
+from policies.gpu.device_classes import DeviceClasses
+from policies.gpu.device_reach import Reach, reach_of
+from policies.gpu.dra_devices import Counter, DeviceKey, DraDevice, SliceContent, Taint, read_slice, taints_of
 from policies.gpu.models import MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
-from policies.quantity import parse_quantity
+from policies.memo import Memo
 
-DeviceKey = tuple[str, str, str]  # (driver, pool, device), as an allocation result names it
-Counter = tuple[str, str]  # (counter set, counter)
+__all__ = ["DraInventory", "WithDra", "allocated_devices", "read_slice", "read_taint_rule"]
 
-
-@dataclass(frozen=True, slots=True)
-class DraDevice:
-    """One NVIDIA device a ResourceSlice offers: made once per device as the cluster view loads it."""
-
-    key: DeviceKey
-    model: str  # the catalog's model key
-    profile: str | None  # None: a whole GPU
-    consumes: tuple[tuple[Counter, int], ...]
-    memory_mib: int | None
-    shares: tuple[SharedCapacity, ...] | None = None  # None: it does not allow multiple allocations
-
-
-@dataclass(frozen=True, slots=True)
-class SliceContent:
-    """What one ResourceSlice holds of NVIDIA's GPUs: its pool, generation, devices and counters."""
-
-    pool: tuple[str, str]  # (driver, pool name)
-    generation: int
-    devices: tuple[DraDevice, ...]
-    counters: tuple[tuple[Counter, int], ...]
-
-
-def _amount(raw: object) -> int | None:
-    value = raw.get("value") if isinstance(raw, Mapping) else None
-    if not isinstance(value, (str, int)):
-        return None
-    try:
-        return int(parse_quantity(value))
-    except (ValueError, TypeError, ArithmeticError):
-        return None
-
-
-def _counters(raw: object, set_key: str) -> list[tuple[Counter, int]]:
-    """A list of counter sets ({name | counterSet, counters: {name: {value}}}) as (set, counter) amounts."""
-    found: list[tuple[Counter, int]] = []
-    for entry in raw if isinstance(raw, list) else ():
-        if not isinstance(entry, Mapping) or not isinstance(entry.get(set_key), str):
-            continue
-        counters = entry.get("counters")
-        for name, amount in counters.items() if isinstance(counters, Mapping) else ():
-            value = _amount(amount)
-            if value is not None:
-                found.append(((str(entry[set_key]), str(name)), value))
-    return found
-
-
-def _string(attributes: Mapping[str, Any], name: str) -> str | None:
-    for key in (name, f"{NVIDIA_DRIVER}/{name}"):
-        found = attributes.get(key)
-        if isinstance(found, Mapping) and isinstance(found.get("string"), str):
-            return str(found["string"])
-    return None
-
-
-def _device(raw: object, driver: str, pool: str, catalog: Catalog) -> DraDevice | None:
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
-        return None
-    attributes = raw.get("attributes")
-    attributes = attributes if isinstance(attributes, Mapping) else {}
-    kind, product = _string(attributes, "type"), _string(attributes, "productName")
-    if kind not in ("gpu", "mig") or product is None:
-        return None
-    found = catalog.from_product_label(product.replace(" ", "-"))
-    if found is None:
-        return None
-    model = found[0]
-    profile = _string(attributes, "profile") if kind == "mig" else None
-    if kind == "mig" and (profile is None or model.profile(profile) is None):
-        return None  # a slice this catalog cannot weigh is not offered
-    capacity = raw.get("capacity")
-    memory = _amount(capacity.get("memory")) if isinstance(capacity, Mapping) else None
-    return DraDevice(
-        (driver, pool, str(raw["name"])),
-        model.key,
-        profile,
-        tuple(_counters(raw.get("consumesCounters"), "counterSet")),
-        memory // 2**20 if memory is not None else None,
-        read_capacities(capacity, driver) if raw.get("allowMultipleAllocations") is True else None,
-    )
-
-
-def read_slice(raw: Mapping[str, Any], catalog: Catalog) -> SliceContent | None:
-    """A ResourceSlice (resource.k8s.io/v1) of NVIDIA's GPU driver; None for any other driver's."""
-    spec = raw.get("spec")
-    if not isinstance(spec, Mapping) or spec.get("driver") != NVIDIA_DRIVER:
-        return None
-    pool = spec.get("pool")
-    pool = pool if isinstance(pool, Mapping) else {}
-    name = str(pool.get("name", ""))
-    generation = pool.get("generation")
-    devices = spec.get("devices")
-    found = [_device(d, NVIDIA_DRIVER, name, catalog) for d in (devices if isinstance(devices, list) else ())]
-    return SliceContent(
-        (NVIDIA_DRIVER, name),
-        generation if type(generation) is int else 0,
-        tuple(d for d in found if d is not None),
-        tuple(_counters(spec.get("sharedCounters"), "name")),
-    )
+TaintRule = tuple[tuple[str | None, str | None, str | None], tuple[Taint, ...]]  # ((driver, pool, device), taints)
 
 
 def allocated_devices(claim: Mapping[str, Any]) -> tuple[DeviceKey, ...]:
@@ -144,15 +46,41 @@ def allocated_devices(claim: Mapping[str, Any]) -> tuple[DeviceKey, ...]:
     return tuple(keys)
 
 
+def read_taint_rule(raw: Mapping[str, Any]) -> TaintRule | None:
+    """A DeviceTaintRule (resource.k8s.io): the devices it selects by driver, pool and device name,
+    and its taint where that keeps the scheduler off them; None where it keeps nothing off."""
+    spec = raw.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    selector = spec.get("deviceSelector")
+    selector = selector if isinstance(selector, Mapping) else {}
+    taints = taints_of([spec.get("taint")])
+    if not taints:
+        return None
+    fields = tuple(selector.get(k) if isinstance(selector.get(k), str) else None for k in ("driver", "pool", "device"))
+    return (fields[0], fields[1], fields[2]), taints
+
+
+def _rule_holds(rule: TaintRule, key: DeviceKey) -> bool:
+    return all(want is None or want == have for want, have in zip(rule[0], key, strict=True))
+
+
 class DraInventory:
-    """NVIDIA's devices by slice, and the devices claims hold: free placements per (model, profile)."""
+    """NVIDIA's devices by slice, the devices claims hold and the taints rules add: free
+    placements per (model, profile), and what a request's selectors reach."""
 
     def __init__(self) -> None:
         self._slices: dict[str, SliceContent] = {}
         self._allocated: dict[object, tuple[DeviceKey, ...]] = {}  # claim -> devices
-        self._free: dict[tuple[str, str | None], int] | None = None  # derived, dropped on change
+        self._rules: dict[str, TaintRule] = {}
+        # Derived, dropped on change: what is free (slices, allocations or taints changed) ...
+        self._free: dict[tuple[str, str | None], list[DeviceKey]] | None = None
         self._memory: dict[tuple[str, str], int] = {}
         self._offered: frozenset[str | None] = frozenset()  # profiles devices are of (None: whole GPUs)
+        # ... and what selectors reach (slices changed)
+        self._current: list[SliceContent] | None = None
+        self._devices: list[DraDevice] = []
+        self._by_key: dict[DeviceKey, DraDevice] = {}
+        self._reach = Memo()
 
     # -- changes ---------------------------------------------------------------------------
     def set_slice(self, name: str, content: SliceContent | None) -> None:
@@ -160,11 +88,11 @@ class DraInventory:
             self._slices.pop(name, None)
         else:
             self._slices[name] = content
-        self._free = None
+        self._slices_changed()
 
     def replace_slices(self, slices: Mapping[str, SliceContent]) -> None:
         self._slices = dict(slices)
-        self._free = None
+        self._slices_changed()
 
     def set_allocation(self, claim: object, devices: tuple[DeviceKey, ...]) -> None:
         if devices:
@@ -177,13 +105,58 @@ class DraInventory:
         self._allocated = {claim: devices for claim, devices in allocations if devices}
         self._free = None
 
+    def set_taint_rule(self, name: str, rule: TaintRule | None) -> None:
+        if rule is None:
+            self._rules.pop(name, None)
+        else:
+            self._rules[name] = rule
+        self._free = None
+
+    def replace_taint_rules(self, rules: Mapping[str, TaintRule]) -> None:
+        self._rules = dict(rules)
+        self._free = None
+
+    def _slices_changed(self) -> None:
+        self._free = None
+        self._current = None
+        self._reach = Memo()
+
+    # -- what requests reach -----------------------------------------------------------------
+    def _current_slices(self) -> list[SliceContent]:
+        """The slices of each pool's newest generation (a driver replaces a pool by publishing a newer one)."""
+        if self._current is None:
+            newest: dict[tuple[str, str], int] = {}
+            for content in self._slices.values():
+                newest[content.pool] = max(newest.get(content.pool, 0), content.generation)
+            self._current = [s for s in self._slices.values() if s.generation == newest[s.pool]]
+            self._devices = [d for s in self._current for d in s.devices]
+            self._by_key = {d.key: d for d in self._devices}
+        return self._current
+
+    def devices(self) -> list[DraDevice]:
+        """Every device the current slices show."""
+        self._current_slices()
+        return self._devices
+
+    def reach(self, selectors: tuple[DeviceSelector, ...]) -> Reach | None:
+        """The shown devices every one of `selectors` admits (None: none), once per slice change."""
+        return self._reach.get(tuple(s.source for s in selectors), lambda: reach_of(selectors, self.devices()))
+
+    def device(self, key: DeviceKey) -> DraDevice | None:
+        self.devices()
+        return self._by_key.get(key)
+
+    def nodes(self) -> frozenset[str]:
+        """The nodes whose devices the slices show."""
+        return frozenset(d.node for d in self.devices() if d.node is not None)
+
     # -- what is free --------------------------------------------------------------------------
     @property
     def known(self) -> bool:
-        return any(s.devices for s in self._slices.values())
+        return bool(self.devices())
 
     def has_model(self, model: str) -> bool:
-        return any(d.model == model for s in self._slices.values() for d in s.devices)
+        return any(d.model == model for d in self.devices())
 
     def offers(self, profile: str | None) -> bool:
         """Whether some device is a slice of `profile` (a whole GPU for None), free or not."""
@@ -191,71 +164,72 @@ class DraInventory:
         return profile in self._offered
 
     def free(self, model: str, profile: str | None) -> int:
-        return self._counted().get((model, profile), 0)
+        return len(self._counted().get((model, profile), ()))
+
+    def free_for(
+        self, selectors: tuple[DeviceSelector, ...], model: str, profile: str | None, skipped: frozenset[str]
+    ) -> int:
+        """Free devices of `model` and `profile` that `selectors` (a class serving a name) admit,
+        on no node of `skipped` (nodes the device plugin counts already)."""
+        keys = self._counted().get((model, profile), ())
+        admitted = self._admitted(selectors)
+        return sum(1 for key in keys if key in admitted and self._by_key[key].node not in skipped)
+
+    def offers_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> bool:
+        """Whether `selectors` admit some device of `profile` (a whole GPU for None), free or not."""
+        admitted = self._admitted(selectors)
+        return any(d.key in admitted and d.model is not None and d.profile == profile for d in self.devices())
+
+    def _admitted(self, selectors: tuple[DeviceSelector, ...]) -> frozenset[DeviceKey]:
+        key = ("admitted", tuple(s.source for s in selectors))
+        return self._reach.get(
+            key, lambda: frozenset(d.key for d in self.devices() if all(admits(s, d.cel) for s in selectors))
+        )
 
     def memory_mib(self, model: str, profile: str) -> int | None:
         self._counted()
         return self._memory.get((model, profile))
 
-    def _counted(self) -> dict[tuple[str, str | None], int]:
-        """What the slices and allocations say, worked out once per change (read on every review)."""
+    def tainted(self, device: DraDevice) -> bool:
+        return bool(device.taints) or any(_rule_holds(rule, device.key) for rule in self._rules.values())
+
+    def _counted(self) -> dict[tuple[str, str | None], list[DeviceKey]]:
+        """What the slices, allocations and taints say, worked out once per change (read on every review)."""
         if self._free is None:
             self._free, self._memory, self._offered = self._count()
         return self._free
 
-    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
-        """The most one device of NVIDIA's that `selection` may get takes of it when asked `asked`
-        (policies.gpu.device_shares); None (a whole device) where one may not be shared, or none
-        is known."""
-        if selection.driver != NVIDIA_DRIVER or selection.contradicts:
-            return None
-        most: Fraction | None = None
-        for content in self._current():
-            for device in content.devices:
-                kind = "gpu" if device.profile is None else "mig"
-                if selection.type not in (None, kind) or selection.profile not in (None, device.profile):
-                    continue
-                if device.shares is None:
-                    return None
-                share = share_of(device.shares, asked)
-                most = share if most is None else max(most, share)
-        return most
-
-    def _current(self) -> list[SliceContent]:
-        """The slices of each pool's newest generation (a driver replaces a pool by publishing a newer one)."""
-        newest: dict[tuple[str, str], int] = {}
-        for content in self._slices.values():
-            newest[content.pool] = max(newest.get(content.pool, 0), content.generation)
-        return [s for s in self._slices.values() if s.generation == newest[s.pool]]
-
     def _count(
         self,
-    ) -> tuple[dict[tuple[str, str | None], int], dict[tuple[str, str], int], frozenset[str | None]]:
-        current = self._current()
+    ) -> tuple[dict[tuple[str, str | None], list[DeviceKey]], dict[tuple[str, str], int], frozenset[str | None]]:
+        devices = self.devices()
         totals: dict[tuple[tuple[str, str], Counter], int] = {}
-        for content in current:
+        for content in self._current_slices():
             for counter, amount in content.counters:
                 totals[(content.pool, counter)] = amount
-        taken = {key for devices in self._allocated.values() for key in devices}
+        taken = {key for held in self._allocated.values() for key in held}
         used: dict[tuple[tuple[str, str], Counter], int] = {}
-        devices = [(s.pool, d) for s in current for d in s.devices]
-        for pool, device in devices:
+        for device in devices:
             if device.key in taken:
                 for counter, amount in device.consumes:
+                    pool = (device.key[0], device.key[1])
                     used[(pool, counter)] = used.get((pool, counter), 0) + amount
-        free: dict[tuple[str, str | None], int] = {}
+        free: dict[tuple[str, str | None], list[DeviceKey]] = {}
         memory: dict[tuple[str, str], int] = {}
         placed: dict[tuple[str, str | None], dict[tuple[tuple[str, str], Counter], int]] = {}
-        for pool, device in devices:
+        for device in devices:
+            if device.model is None or device.kind.type not in ("gpu", "mig"):
+                continue  # what the catalog cannot weigh is no target of the MIG rewrite
             key = (device.model, device.profile)
             if device.profile is not None and device.memory_mib is not None:
                 profiled = (device.model, device.profile)  # typed as a profile's, not None
                 memory[profiled] = min(memory.get(profiled, device.memory_mib), device.memory_mib)
-            if device.key in taken:
+            if device.key in taken or self.tainted(device):
                 continue
             # How many of this profile fit at once: each placement counted consumes its counters
             # (in this profile's own tally) before the next is tried, so placements that overlap
             # one counted, or a whole GPU beside a slice, are not offered twice.
+            pool = (device.key[0], device.key[1])
             tally = placed.setdefault(key, dict(used))
             fits = all(
                 (pool, counter) not in totals or tally.get((pool, counter), 0) + amount <= totals[(pool, counter)]
@@ -264,8 +238,9 @@ class DraInventory:
             if fits:
                 for counter, amount in device.consumes:
                     tally[(pool, counter)] = tally.get((pool, counter), 0) + amount
-                free[key] = free.get(key, 0) + 1
-        return free, memory, frozenset(device.profile for _, device in devices)
+                free.setdefault(key, []).append(device.key)
+        offered = frozenset(d.profile for d in devices if d.model is not None and d.kind.type in ("gpu", "mig"))
+        return free, memory, offered
 
 
 def _slice_of(resource: str) -> tuple[str, str | None] | None:
@@ -289,14 +264,23 @@ class Inventory(Protocol):
 
     def free(self, model: str, profile: str | None) -> int: ...
 
+    def free_for(
+        self, selectors: tuple[DeviceSelector, ...], model: str, profile: str | None, skipped: frozenset[str]
+    ) -> int: ...
+
+    def offers_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> bool: ...
+
     def memory_mib(self, model: str, profile: str) -> int | None: ...
+
+    def nodes(self) -> frozenset[str]: ...
 
 
 class WithDra:
     """Capacity from node labels and the device plugin (`labels`), plus what DRA devices offer to
     a resource name a DeviceClass serves (`nvidia.com/gpu` served by NVIDIA's `gpu.nvidia.com`,
-    a profile's `nvidia.com/mig-<profile>` by a class of that profile): a node with slices and no
-    GFD label is a GPU node like any other."""
+    a profile's `nvidia.com/mig-<profile>` by a class of that profile): the devices the serving
+    class admits. A node with slices and no GFD label is a GPU node like any other; a node whose
+    GPUs the device plugin advertises too (`dual_advertised`) is counted once, by the plugin."""
 
     def __init__(self, labels: Capacity, inventory: Inventory, classes: Callable[[], DeviceClasses]) -> None:
         self._labels = labels
@@ -307,15 +291,29 @@ class WithDra:
     def known(self) -> bool:
         return self._labels.known or self._inventory.known
 
-    def free(self, model: str, profile: str | None, resource: str) -> int:
-        by_labels = self._labels.free(model, profile, resource)
+    def dual_advertised(self) -> frozenset[str]:
+        """Nodes whose GPUs both the device plugin (allocatable `nvidia.com/gpu` or
+        `nvidia.com/mig-*`) and NVIDIA's DRA driver (slices of the node) advertise."""
+        if not self._inventory.known:
+            return frozenset()
+        return self._labels.advertising_nodes() & self._inventory.nodes()
+
+    def advertising_nodes(self) -> frozenset[str]:
+        return self._labels.advertising_nodes()
+
+    def _served(self, resource: str, profile: str | None) -> tuple[DeviceSelector, ...] | None:
         wanted = _slice_of(resource)
         if wanted is None or wanted[1] != profile or not self._inventory.known:
-            return by_labels
+            return None
         served = self._classes().serving(resource)
-        if served is None or served.selection.also(Selection(NVIDIA_DRIVER, wanted[0], wanted[1])).contradicts:
+        return served.selectors if served is not None else None
+
+    def free(self, model: str, profile: str | None, resource: str) -> int:
+        by_labels = self._labels.free(model, profile, resource)
+        selectors = self._served(resource, profile)
+        if selectors is None:
             return by_labels
-        return by_labels + self._inventory.free(model, profile)
+        return by_labels + self._inventory.free_for(selectors, model, profile, self.dual_advertised())
 
     def memory_mib(self, model: str, profile: str) -> int | None:
         found = self._labels.memory_mib(model, profile)
@@ -329,12 +327,8 @@ class WithDra:
 
     def dra_serves(self, resource: str) -> bool:
         wanted = _slice_of(resource)
-        if wanted is None or not self._inventory.known:
-            return False
-        served = self._classes().serving(resource)
-        if served is None or served.selection.also(Selection(NVIDIA_DRIVER, wanted[0], wanted[1])).contradicts:
-            return False
-        return self._inventory.offers(wanted[1])
+        selectors = self._served(resource, wanted[1]) if wanted is not None else None
+        return selectors is not None and self._inventory.offers_for(selectors, wanted[1] if wanted else None)
 
     @property
     def dra_known(self) -> bool:

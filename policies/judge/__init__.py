@@ -4,9 +4,9 @@ usage held per budget (ledger.py) and what is kept of each counted pod to charge
 again under new policies (pod_facts.py), CEL rules (rules.py), device access (security.py),
 verdicts (verdict.py), pod controllers judged by their template (controllers.py) and what their
 replicas earn at apply time (apply_time.py), ConfigMaps and
-Secrets that envFrom could take devices from (env_sources.py), DRA claims charged
-(claim_usage.py), held to the policy (claim_checks.py) and judged at their own creation
-(claim_objects.py), and the whole decision (validation.py).
+Secrets that envFrom could take devices from (env_sources.py), DRA devices charged in quota units
+(device_charge.py), DRA claims charged (claim_usage.py), held to the policy (claim_checks.py)
+and judged at their own creation (claim_objects.py), and the whole decision (validation.py).
 
 May import: planning (the same plan the mutation made), the review, the policy model, gpu. Never
 mutate: the engine hands a workload's pods to the mutation before judging them.

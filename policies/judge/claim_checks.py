@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from policies.gpu.catalog import Catalog
 from policies.gpu.claims import ClaimDemand, ClaimRequest, DeviceAsk, Resolved, resolve
 from policies.gpu.device_classes import DeviceClasses
+from policies.gpu.device_reach import DeviceReach
 from policies.gpu.models import MIG_RESOURCE_PREFIX
 from policies.judge.claim_usage import ClaimsCharge, kind_of
 from policies.judge.security import settings
@@ -33,29 +34,48 @@ def _mig_problems(
     for ask, resolved in alternatives:
         if not resolved.reaches_gpu:
             continue  # no GPU: nothing of the mig section applies
-        what = f"request {request.name} ({ask.device_class})"
-        profile = resolved.profile
-        if profile is not None and not spec.allows(profile):
-            allowed = ", ".join(sorted(spec.allowed_profiles))
-            yield ask.path, f"{what}: profile {profile} is not allowed (allowed: {allowed})"
+        problem = _alternative_problem(ask, resolved, spec, catalog)
+        if problem:
+            yield ask.path, f"request {request.name} ({ask.device_class}){problem}"
+
+
+def _alternative_problem(ask: DeviceAsk, resolved: Resolved, spec: MigSpec, catalog: Catalog) -> str:
+    """What of the policy's mig section one alternative breaks ("" for nothing): each MIG profile
+    a device it may get is of (what the shown devices are, or what its selectors pin)."""
+    allowed = ", ".join(sorted(spec.allowed_profiles))
+    for profile in resolved.profiles:
+        if profile is None:
+            if spec.allowed_profiles:
+                return (
+                    " may be met by a MIG device of any profile: pin one with a selector on "
+                    f"device.attributes['gpu.nvidia.com'].profile (allowed: {allowed})"
+                )
             continue
-        if profile is not None and spec.gpu_models:
+        if not spec.allows(profile):
+            return f": profile {profile} is not allowed (allowed: {allowed})"
+        if spec.gpu_models:
             known = catalog.resource(MIG_RESOURCE_PREFIX + profile).profile or profile
+            models = ", ".join(m.key for m in spec.gpu_models)
             if not any(model.profile(known) is not None for model in spec.gpu_models):
-                models = ", ".join(m.key for m in spec.gpu_models)
-                yield ask.path, f"{what}: profile {profile} is not a profile of {models}"
-                continue
-        if resolved.any_mig and spec.allowed_profiles:
-            allowed = ", ".join(sorted(spec.allowed_profiles))
-            yield (
-                ask.path,
-                f"{what} may be met by a MIG device of any profile: pin one with a selector on "
-                f"device.attributes['gpu.nvidia.com'].profile (allowed: {allowed})",
+                return f": profile {profile} is not a profile of {models}"
+            keys = {m.key for m in spec.gpu_models}
+            other = next(
+                (
+                    k.model
+                    for k in resolved.kinds
+                    if k.mig and k.profile == profile and k.model is not None and k.model not in keys
+                ),
+                None,
             )
-            continue
-        if spec.multi_gpu is MultiGpu.DENY and (resolved.unbounded or resolved.amount > 1):
-            many = "every device its selectors admit" if resolved.unbounded else f"{resolved.amount} devices"
-            yield ask.path, f"{what} asks for {many}; the policy allows one GPU device a request (multiGpu: deny)"
+            if other is not None:
+                return (
+                    f" may get a {profile} of {other}, not a model the policy allows ({models}): pin the "
+                    "model with a selector on device.attributes['gpu.nvidia.com'].productName"
+                )
+    if spec.multi_gpu is MultiGpu.DENY and (resolved.amount is None or resolved.amount > 1):
+        many = "every device its selectors admit" if resolved.amount is None else f"{resolved.amount} devices"
+        return f" asks for {many}; the policy allows one GPU device a request (multiGpu: deny)"
+    return ""
 
 
 def _guard_problems(
@@ -84,13 +104,13 @@ def _guard_problems(
 
 
 def claim_checks(
-    demand: ClaimDemand, policies: tuple[GPUPolicy, ...], classes: DeviceClasses, catalog: Catalog
+    demand: ClaimDemand, policies: tuple[GPUPolicy, ...], classes: DeviceClasses, devices: DeviceReach, catalog: Catalog
 ) -> list[Verdict]:
     """What `policies` say of a claim's requests, at field paths inside the claim's spec."""
     if not policies or not demand.requests:
         return []
     verdicts: list[Verdict] = []
-    resolved = [(r, tuple((a, resolve(a, classes)) for a in r.alternatives)) for r in demand.requests]
+    resolved = [(r, tuple((a, resolve(a, classes, devices)) for a in r.alternatives)) for r in demand.requests]
     reaching = [(r, found) for r, found in resolved if any(done.reaches_gpu for _, done in found)]
     decider = next((p for p in policies if p.mig is not None), None)
     if decider is not None and decider.mig is not None:
@@ -108,8 +128,9 @@ def claim_checks(
             verdicts.append(Verdict(policy, rule, path, f"{message} (policy {owner})", spec.action))
     if reaching and DeviceCheck.DRA_OPAQUE_CONFIG not in spec.allow:
         message = (
-            "opaque driver configuration can change how the driver shares or hands out devices "
-            f"(time-slicing, MPS), past what the claim is charged (policy {owner})"
+            "opaque driver configuration can change how the driver shares or hands out devices, "
+            "past what the claim is charged; NVIDIA's own (GpuConfig, MigDeviceConfig, "
+            f"VfioDeviceConfig of resource.nvidia.com/v1beta1) is charged as it shares (policy {owner})"
         )
         rule = f"security.{DeviceCheck.DRA_OPAQUE_CONFIG.value}"
         verdicts += [Verdict(policy, rule, path, message, spec.action) for path in demand.opaque_config]
@@ -117,12 +138,16 @@ def claim_checks(
 
 
 def pod_claim_checks(
-    charge: ClaimsCharge, policies: tuple[GPUPolicy, ...], classes: DeviceClasses, catalog: Catalog
+    charge: ClaimsCharge,
+    policies: tuple[GPUPolicy, ...],
+    classes: DeviceClasses,
+    devices: DeviceReach,
+    catalog: Catalog,
 ) -> list[Verdict]:
     """The same checks on the claims a pod names (made before a policy, or judged by none): each
     at the pod's reference, saying which claim and which field of it."""
     verdicts: list[Verdict] = []
     for ref, demand in charge.demands:
-        for v in claim_checks(demand, policies, classes, catalog):
+        for v in claim_checks(demand, policies, classes, devices, catalog):
             verdicts.append(Verdict(v.policy, v.rule, ref.path, f"{kind_of(ref)} {v.path}: {v.message}", v.action))
     return verdicts

@@ -21,7 +21,8 @@ from policies.errors import InputError
 from policies.gpu.claims import claim_demand
 from policies.gpu.placement import ANYWHERE
 from policies.judge.claim_checks import claim_checks
-from policies.judge.claim_usage import claim_key, demand_charge, unbounded_verdict
+from policies.judge.claim_usage import claim_key, unbounded_verdict
+from policies.judge.device_charge import demand_charge
 from policies.judge.quota import UsageSource, check_quota, scope_of
 from policies.judge.security import applying_to_every_pod, settings
 from policies.judge.usage import EMPTY, Usage
@@ -66,13 +67,13 @@ def judge_claim_object(
     if not demand.asks_devices:
         return Decision(True, policies=tuple(p.name for p in policies))
     classes = cluster.device_classes
-    usage, unbounded = demand_charge(demand, classes, ANYWHERE, policy_set.catalog, cluster)
+    usage, unbounded = demand_charge(demand, classes, cluster.devices, ANYWHERE, policy_set.catalog)
     verdicts = []
     if usage_source is not None and kind == "ResourceClaim" and not usage.is_zero:
         verdicts += _named_already(raw, namespace, usage, policy_set, usage_source)
     if not policies and not verdicts:
         return Decision(True)
-    verdicts += claim_checks(demand, policies, classes, policy_set.catalog)
+    verdicts += claim_checks(demand, policies, classes, cluster.devices, policy_set.catalog)
     if not usage.is_zero:
         usage = usage.with_pods(1)  # the pod that names it is one pod
     for policy in policies:

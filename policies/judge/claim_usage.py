@@ -15,15 +15,18 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from fractions import Fraction
 
-from policies.gpu.catalog import Catalog
-from policies.gpu.claims import ClaimDemand, ClaimRequest, DeviceAsk, resolve
-from policies.gpu.device_classes import ANY_DEVICE, DeviceClasses
-from policies.gpu.device_shares import NO_SHARES, DeviceShares
-from policies.gpu.placement import Placement
-from policies.judge.usage import EMPTY, Usage, charged
+from policies.gpu.catalog import UNKNOWN_NODE, Catalog, is_network_resource
+from policies.gpu.claims import ClaimDemand, ClaimRequest, DeviceAsk
+from policies.gpu.device_cel import ANY_DEVICE
+from policies.gpu.device_classes import DeviceClasses
+from policies.gpu.device_reach import DeviceReach
+from policies.gpu.placement import admitted
+from policies.judge.device_charge import demand_charge, request_charge
+from policies.judge.usage import EMPTY, Usage, charged, effective_gpu_requests
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy
 from policies.review.cluster import ClusterState
+from policies.review.containers import GPU_RESOURCE_DOMAIN
 from policies.review.pod import ClaimRef, PodView
 
 SharedClaims = tuple[tuple[str, Usage], ...]  # ("namespace/name", what the claim can allocate)
@@ -63,79 +66,39 @@ def claim_key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
-def _most(a: Usage, b: Usage) -> Usage:
-    slices = {k: max(a.slices.get(k, 0), b.slices.get(k, 0)) for k in a.slices.keys() | b.slices.keys()}
-    return Usage(
-        max(a.gpu_equivalents, b.gpu_equivalents),
-        slices,
-        max(a.gpus, b.gpus),
-        max(a.pods, b.pods),
-        max(a.shared_equivalents, b.shared_equivalents),
-    )
+def _served(
+    resource: str, amount: int, classes: DeviceClasses, devices: DeviceReach, pod: PodView, catalog: Catalog
+) -> Usage | None:
+    """What `amount` of an extended resource a DeviceClass serves can allocate: the scheduler
+    makes a claim of that class for it (None where no class serves it)."""
+    device_class = classes.serving(resource)
+    if device_class is None:
+        return None
+    ask = DeviceAsk(device_class.name, amount, ANY_DEVICE, resource)
+    held, _ = request_charge(ClaimRequest(resource, resource, (ask,)), classes, devices, pod.placement, catalog)
+    return held
 
 
-def request_charge(
-    request: ClaimRequest,
-    classes: DeviceClasses,
-    placement: Placement,
-    catalog: Catalog,
-    alternatives: tuple[DeviceAsk, ...] | None = None,
-    shares: DeviceShares = NO_SHARES,
-) -> tuple[Usage, bool]:
-    """What one request can allocate at most (of `alternatives`, where the allocation narrowed
-    them), and whether some alternative is unbounded. An alternative asking consumable capacity
-    of devices that may be shared is charged the share it takes of each (`shares`)."""
-    most = EMPTY
-    unbounded = False
-    for ask in request.alternatives if alternatives is None else alternatives:
-        resolved = resolve(ask, classes)
-        unbounded |= resolved.unbounded
-        if resolved.ask:
-            held = charged(dict(resolved.ask), placement, catalog)
-            if ask.capacity:
-                share = shares.device_share(classes.selection(ask.device_class).also(ask.selection), ask.capacity)
-                held = held if share is None or share >= 1 else _share(held, share)
-            most = _most(most, held)
-    return most, unbounded
-
-
-def _share(held: Usage, share: Fraction) -> Usage:
-    """`held` when each device is taken only `share` of: GPU-equivalents by the share; the devices
-    it touches are still counted (whole GPUs, slices), as for any share of a device."""
-    return Usage(held.gpu_equivalents * share, held.slices, held.gpus, held.pods, held.shared_equivalents * share)
-
-
-def demand_charge(
-    demand: ClaimDemand,
-    classes: DeviceClasses,
-    placement: Placement,
-    catalog: Catalog,
-    shares: DeviceShares = NO_SHARES,
-) -> tuple[Usage, tuple[str, ...]]:
-    """What a claim can allocate, and the names of its unbounded requests."""
-    usage = EMPTY
-    unbounded: list[str] = []
-    for request in demand.requests:
-        alternatives = demand.alternatives(request)
-        most, endless = request_charge(request, classes, placement, catalog, alternatives, shares)
-        usage = usage + most
-        if endless:
-            unbounded.append(request.name)
-    return usage, tuple(unbounded)
-
-
-def served_by_classes(pod: PodView, classes: DeviceClasses, catalog: Catalog) -> Usage:
-    """What the pod's extended resources outside nvidia.com/ can allocate where a DeviceClass
-    serves them (its `extendedResourceName`, or the implicit `deviceclass.resource.kubernetes.io/`
-    name): the scheduler makes a claim of that class for them."""
+def served_by_classes(pod: PodView, classes: DeviceClasses, devices: DeviceReach, catalog: Catalog) -> Usage:
+    """What the pod's extended resources can allocate beyond what the device plugin's reading of
+    them charges (policies.judge.usage): a name a DeviceClass serves (its `extendedResourceName`,
+    `nvidia.com/*` included, or the implicit `deviceclass.resource.kubernetes.io/` name) what the
+    class selects, the worse of the two readings where a node may serve it either way; an
+    `nvidia.com/` name nothing explains a whole GPU a unit (a device plugin may have renamed
+    NVIDIA's GPUs to it), but a network device's."""
     usage = EMPTY
     for resource, amount in pod.extended:
-        device_class = classes.serving(resource)
-        if device_class is None:
-            continue
-        ask = DeviceAsk(device_class.name, amount, ANY_DEVICE, resource)
-        held, _ = request_charge(ClaimRequest(resource, resource, (ask,)), classes, pod.placement, catalog)
-        usage = usage + held
+        held = _served(resource, amount, classes, devices, pod, catalog)
+        if held is None and resource.startswith(GPU_RESOURCE_DOMAIN) and not is_network_resource(resource):
+            held = Usage(Fraction(amount), {}, amount)
+        if held is not None:
+            usage = usage + held
+    if classes.serves_nvidia and UNKNOWN_NODE in admitted(pod.placement, catalog):
+        # A node without a known GPU label (a DRA node) may serve NVIDIA's own names by a class.
+        for name, units in effective_gpu_requests(pod).items():
+            dra = _served(name, int(units), classes, devices, pod, catalog)
+            if dra is not None:
+                usage = usage + dra.more_than(charged({name: units}, pod.placement, catalog))
     return usage
 
 
@@ -145,7 +108,8 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
     if not (pod.claims or pod.extended):
         return NO_CLAIMS
     classes = cluster.device_classes
-    own = served_by_classes(pod, classes, catalog) if pod.extended else EMPTY
+    devices = cluster.devices
+    own = served_by_classes(pod, classes, devices, catalog) if pod.extended or classes.serves_nvidia else EMPTY
     shared: list[tuple[str, Usage]] = []
     missing: list[ClaimRef] = []
     unbounded: list[tuple[ClaimRef, str]] = []
@@ -163,7 +127,7 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
                 shared.append((claim_key(namespace, ref.name), EMPTY))
             continue
         found.append((ref, demand))
-        held, endless = demand_charge(demand, classes, pod.placement, catalog, cluster)
+        held, endless = demand_charge(demand, classes, devices, pod.placement, catalog)
         if named:
             shared.append((claim_key(namespace, ref.name), held))
         else:
@@ -209,11 +173,11 @@ def claim_verdicts(charge: ClaimsCharge, policies: tuple[GPUPolicy, ...], cluste
 
 
 def unbounded_verdict(policy: GPUPolicy, what: str, path: str) -> Verdict:
-    """A request for every device its selectors admit, under a quota: nothing can bound it (the
-    quota's action says what follows)."""
+    """A request for every device its selectors admit, under a quota, with no device shown to bound
+    it (offline, or none of the cluster's ResourceSlices admitted): the quota's action says what follows."""
     message = (
-        f"{what} asks allocationMode All, every GPU its selectors admit, which no budget can hold: "
-        f"ask a count (policy {policy.name})"
+        f"{what} asks allocationMode All, every GPU its selectors admit, and no device the cluster's "
+        f"ResourceSlices show bounds that here: ask a count (policy {policy.name})"
     )
     action = policy.quota.action if policy.quota is not None else Action.DENY
     return Verdict(policy.name, "quota.claims", path, message, action)

@@ -178,7 +178,7 @@ def judge_pod(
     claims = claims_charge(view, namespace, cluster, policy_set.catalog)
     verdicts.extend(claim_verdicts(claims, matched, cluster))
     if claims.demands:
-        verdicts.extend(pod_claim_checks(claims, matched, cluster.device_classes, policy_set.catalog))
+        verdicts.extend(pod_claim_checks(claims, matched, cluster.device_classes, cluster.devices, policy_set.catalog))
     base = pod_usage(view, policy_set.catalog)
     usage = with_claims(base, claims)
     added = _added_by_update(usage, claims, request, policy_set)

@@ -4,7 +4,7 @@ Variables follow ValidatingAdmissionPolicy: `object` (the Pod or pod template as
 `oldObject` (UPDATE), `request` (namespace, operation, userInfo, dryRun), `namespaceObject`
 (the namespace's name and labels where the webhook knows them, else null) and `variables` (the
 policy's `spec.variables`, each computed once per request). The strings and optional extensions
-and the Kubernetes libraries of cel_library are declared.
+and the Kubernetes libraries of policies.cel.library are declared.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from cel_expr_python import cel
 from cel_expr_python.ext.ext_optional import ExtOptional
 from cel_expr_python.ext.ext_strings import ExtStrings
 
+from policies.cel.library import functions
 from policies.model.cel_fields import fields_in, names_in, tokens
-from policies.model.cel_library import functions
 
 VARIABLES = ("object", "oldObject", "request", "namespaceObject", "variables")
 _ENV = cel.NewEnv(

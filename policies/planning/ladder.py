@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import orjson
 
 from policies.gpu.catalog import Catalog
-from policies.gpu.device_classes import NVIDIA_DRIVER
+from policies.gpu.device_cel import NVIDIA_DRIVER
 from policies.gpu.models import GpuModel, Profile, label_name
 
 MAX_RUNGS = 8  # a firstAvailable list holds at most 8 entries

@@ -2,7 +2,7 @@
 namespaceSelector), free GPU capacity (to prefer models and profiles that can run now), the
 ResourceQuotas on whole GPUs that a MIG rewrite would sidestep (to warn), the DRA
 ResourceClaims and ResourceClaimTemplates a pod names (what they can allocate is its charge), and
-the DeviceClasses that say what a claim's requests can select.
+the DeviceClasses and the devices of ResourceSlices that say what a claim's requests can select.
 
 The edge fills it from its watches; offline, from `--cluster-state`; with nothing, it knows nothing.
 """
@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Protocol
 
 from policies.gpu.capacity import Capacity, NoCapacity
 from policies.gpu.claims import ClaimDemand
-from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClasses, Selection
-from policies.gpu.device_shares import NO_SHARES, CapacityAsk, DeviceShares
+from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClasses
+from policies.gpu.device_reach import NO_DEVICES, DeviceReach
 
 
 class ClusterState(Protocol):
@@ -48,9 +47,10 @@ class ClusterState(Protocol):
         """The DRA DeviceClasses: what each selects, which extended resources each serves."""
         ...
 
-    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
-        """The share of a device a request asking consumable capacity takes (ResourceSlices: the
-        most over the devices `selection` may get); None: a whole device."""
+    @property
+    def devices(self) -> DeviceReach:
+        """NVIDIA's devices the cluster's ResourceSlices show: what a request's selectors reach,
+        and a device an allocation names."""
         ...
 
 
@@ -62,10 +62,7 @@ class KnownCluster:
     claims: Mapping[tuple[str, bool, str], ClaimDemand] = field(default_factory=dict)
     knows_claims: bool = False
     device_classes: DeviceClasses = DEFAULT_CLASSES
-    shares: DeviceShares = NO_SHARES  # the devices ResourceSlices show (a DraInventory)
-
-    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
-        return self.shares.device_share(selection, asked)
+    devices: DeviceReach = NO_DEVICES  # the devices ResourceSlices show (a DraInventory)
 
     def claim_demand(self, namespace: str, template: bool, name: str) -> ClaimDemand | None:
         return self.claims.get((namespace, template, name))

@@ -149,6 +149,16 @@ def _other(resource: str, value: object, others: dict[str, int]) -> None:
         others[resource] = max(others.get(resource, 0), math.ceil(amount))
 
 
+def _nvidia_others(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal], others: dict[str, int]) -> None:
+    """nvidia.com/ names the catalog does not read as GPUs (a class may serve one, or a device
+    plugin renamed NVIDIA's GPUs to one): with the other extended resources."""
+    for name in (*limits, *requests):
+        if resource_kind(name) is ResourceKind.OTHER:
+            amount = max(limits.get(name, Decimal(0)), requests.get(name, Decimal(0)))
+            if amount > 0:
+                others[name] = max(others.get(name, 0), int(amount))
+
+
 def _env(fields: Mapping[str, object], path: str, gpu: bool, found: list[DeviceEnv]) -> dict[str, str | None]:
     """The container's env (kept for GPU containers, where runtime settings go); DEVICE_ENV
     entries of every container are collected into `found`."""
@@ -244,6 +254,8 @@ def _container(
     mine: dict[str, int] | None = {} if others is not None else None
     requests = _quantities(resources.get("requests"), path, "requests", mine)
     limits = _quantities(resources.get("limits"), path, "limits", mine)
+    if mine is not None and (requests or limits):
+        _nvidia_others(requests, limits, mine)
     if mine and others is not None:
         for resource, amount in mine.items():
             others[resource] = others.get(resource, 0) + amount

@@ -72,8 +72,9 @@ class PodView(NamedTuple):
     cdi_devices: tuple[tuple[str, str], ...] = ()  # (annotation, value) naming NVIDIA CDI devices
     gpu_share: Fraction = Fraction(0)  # GPU-equivalents asked of KAI or Run:ai by annotation
     claims: tuple[ClaimRef, ...] = ()  # DRA claims: every one is allocated, referenced or not
-    # Extended resources outside nvidia.com/ (summed over all containers): a DRA DeviceClass may
-    # serve any of them (KEP-5004), which only the cluster's classes tell.
+    # Extended resources the catalog does not read as GPUs, nvidia.com/ ones included (summed over
+    # all containers): a DRA DeviceClass may serve any of them (KEP-5004), which only the
+    # cluster's classes tell.
     extended: tuple[tuple[str, int], ...] = ()
 
     @property

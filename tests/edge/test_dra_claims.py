@@ -12,6 +12,9 @@ import pytest
 from policies.errors import InputError
 from policies.gpu.claims import Resolved, claim_demand, resolve
 from policies.gpu.device_classes import NVIDIA_CLASSES, DeviceClasses, read_device_class
+from policies.gpu.device_reach import NO_DEVICES
+from policies.gpu.dra_devices import ANY_MIG as ANY_PROFILE
+from policies.gpu.dra_devices import WHOLE_GPU, DeviceKind
 from policies.judge.ledger import Ledger
 from policies.judge.quota import NoUsage
 from policies.review.cluster import KnownCluster
@@ -52,17 +55,21 @@ CLASSES = DeviceClasses.of([*NVIDIA_CLASSES, read_device_class(NIC_CLASS)])
 
 
 def asks(*alternatives: tuple[str, int]) -> list[list[Resolved]]:
-    """One request, met by any of `alternatives` (each one resource and count)."""
-    return [[Resolved(((name, count),), False, _profile(name), count) for name, count in alternatives]]
+    """One request, met by any of `alternatives` (each a device no slice shows, and a count): a
+    whole GPU, or a slice of the profile a MIG resource name says."""
+    return [[Resolved((_kind(name),), count) for name, count in alternatives]]
 
 
-def _profile(name: str) -> str | None:
-    return name.removeprefix("nvidia.com/mig-") if name.startswith("nvidia.com/mig-") else None
+def _kind(name: str) -> DeviceKind:
+    if name.startswith("nvidia.com/mig-"):
+        return DeviceKind("mig", None, name.removeprefix("nvidia.com/mig-"))
+    return WHOLE_GPU
 
 
 def resolved(claim: dict[str, Any]) -> list[list[Resolved]]:
-    """Per request, what each of its alternatives can allocate under NVIDIA's classes and a NIC's."""
-    return [[resolve(a, CLASSES) for a in r.alternatives] for r in claim_demand(claim).requests]
+    """Per request, what each of its alternatives can allocate under NVIDIA's classes and a NIC's,
+    with no device shown (what the selectors prove)."""
+    return [[resolve(a, CLASSES, NO_DEVICES) for a in r.alternatives] for r in claim_demand(claim).requests]
 
 
 FIRST_AVAILABLE = {
@@ -87,20 +94,22 @@ ANY_MIG = exactly("mig.nvidia.com", cel="device.attributes['gpu.nvidia.com'].pro
         ),
         pytest.param(
             spec({"exactly": ANY_MIG}),
-            [[Resolved(((GPU, 1),), False, None, 1, any_mig=True)]],
+            [[Resolved((ANY_PROFILE,), 1)]],
             id="a-mig-device-of-any-profile-is-a-whole-gpus-worth",
         ),
         pytest.param(
             spec({"exactly": exactly("gpu.nvidia.com", mode="All")}),
-            [[Resolved((), unbounded=True)]],
+            [[Resolved((WHOLE_GPU,), None)]],
             id="all-is-unbounded",
         ),
         pytest.param(
-            spec({"exactly": exactly("nic.example.com", 8)}), [[Resolved(())]], id="a-class-of-another-vendors-driver"
+            spec({"exactly": exactly("nic.example.com", 8)}),
+            [[Resolved((), 8)]],
+            id="a-class-of-another-vendors-driver",
         ),
         pytest.param(
             spec({"exactly": exactly("h100.example.com", 2)}),
-            [[Resolved(((GPU, 2),), False, None, 2, any_mig=True)]],
+            [[Resolved((WHOLE_GPU,), 2)]],
             id="a-class-the-cluster-does-not-show-may-select-any-gpu",
         ),
         pytest.param(

@@ -35,7 +35,7 @@ def charged(*devices: dict[str, Any], capacity: dict[str, str] | None = None, co
     asked = {"capacity": {"requests": capacity}} if capacity else {}
     made = claim("c", "ml", claim_spec(exactly("gpu.nvidia.com", count, **asked)))
     known = cluster(made)
-    state = KnownCluster(claims=known.claims, knows_claims=True, device_classes=known.device_classes, shares=inventory)
+    state = KnownCluster(claims=known.claims, knows_claims=True, device_classes=known.device_classes, devices=inventory)
     decision = engine_from(BUDGET).validate(claim_pod("c"), NoUsage(), cluster=state)
     assert decision.allowed, decision.message
     return decision.usage.gpu_equivalents
@@ -73,6 +73,19 @@ def charged(*devices: dict[str, Any], capacity: dict[str, str] | None = None, co
             id="the-device-it-would-take-most-of",
         ),
         pytest.param([shareable(H100)], {"cores": "1"}, Fraction(1), id="a-capacity-the-device-does-not-have"),
+        pytest.param([shareable(H100)], {"memory": "0"}, Fraction(1), id="an-amount-of-nothing-is-the-whole-device"),
+        pytest.param(
+            [shareable(H100, {"default": "0", "validRange": {"min": "0"}})],
+            {"memory": "0"},
+            Fraction(1),
+            id="an-amount-a-policy-rounds-to-nothing-is-the-whole-device",
+        ),
+        pytest.param(
+            [shareable(slice_device("gpu-0", "NVIDIA L40S", memory="48Gi"))],
+            {"memory": "12Gi"},
+            Fraction(1, 4),
+            id="a-gpu-the-mig-catalog-does-not-know-is-shared-by-its-own-memory",
+        ),
     ],
 )
 def test_a_request_is_charged_the_share_it_takes_of_the_device_it_may_get(devices, capacity, expected):

@@ -228,6 +228,10 @@ def test_policies_that_pick_pods_by_label_judge_the_claim_when_such_a_pod_names_
     assert not engine.validate(named, NoUsage(), cluster=cluster(made)).allowed
 
 
+# One comparison of productName, true for every GPU: the driver term is inside a string literal.
+HIDDEN_DRIVER_TERM = 'device.attributes["gpu.nvidia.com"].productName != "x && device.driver == \'nic.example.com"'
+
+
 @pytest.mark.parametrize(
     "expression, driver, kind, profile",
     [
@@ -236,7 +240,14 @@ def test_policies_that_pick_pods_by_label_judge_the_claim_when_such_a_pod_names_
         ("device.driver == 'a' || device.driver == 'b'", None, None, None),
         ("!(device.driver == 'nic.example.com')", None, None, None),
         ("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0", None, None, None),
-        ("device.attributes['gpu.nvidia.com'].profile == '1g.10gb\n[rule forged]'", None, None, None),
+        ("device.attributes['gpu.nvidia.com'].profile == '1g.10gb\\n[rule forged]'", None, None, None),
+        ("device.driver == 'gpu.nvidi\\x61.com'", "gpu.nvidia.com", None, None),
+        ("device.attributes['gpu.nvidia.com'].type == '\\147pu'", None, "gpu", None),
+        (HIDDEN_DRIVER_TERM, None, None, None),
+        ("'nic.example.com' == device.driver", "nic.example.com", None, None),
+        ("device.attributes['gpu.nvidia.com']['profile'] in ['2g.20gb']", None, None, "2g.20gb"),
+        ("cel.bind(d, device.driver, d == 'nic.example.com')", None, None, None),
+        ("device.attributes['gpu.nvidia.com'].type in ['gpu', 'vfio']", None, None, None),
     ],
     ids=[
         "conjunction",
@@ -244,7 +255,14 @@ def test_policies_that_pick_pods_by_label_judge_the_claim_when_such_a_pod_names_
         "a-disjunction-narrows-nothing",
         "a-negation-narrows-nothing",
         "other-terms",
-        "a-literal-with-a-line-break-is-not-read-so-never-quoted",
+        "an-escaped-line-break-is-not-read-so-never-quoted",
+        "a-hex-escape-reads-as-the-scheduler-reads-it",
+        "an-octal-escape-reads-as-the-scheduler-reads-it",
+        "a-driver-term-inside-a-string-literal-is-no-term",
+        "an-equality-either-way-round",
+        "an-index-and-a-one-value-list",
+        "a-binding-narrows-nothing",
+        "a-list-of-several-narrows-nothing",
     ],
 )
 def test_a_selector_is_read_as_the_conjunction_of_the_terms_it_pins(expression, driver, kind, profile):
@@ -288,6 +306,11 @@ def test_a_namespace_labelled_before_the_policy_may_still_be_edited_with_a_warni
     assert decision.allowed and any("already so before this update" in w for w in decision.warnings)
 
 
+def held(request: str, device: str) -> dict[str, str]:
+    """One allocation result: `device` of the node's pool met `request` (no slice shows it here)."""
+    return {"request": request, "driver": "gpu.nvidia.com", "pool": "node-1", "device": device}
+
+
 LADDER = {
     "firstAvailable": [
         {"name": "big", **exactly("gpu.nvidia.com", 2)},
@@ -300,11 +323,8 @@ LADDER = {
     "status, expected",
     [
         (None, Fraction(2)),
-        (
-            {"allocation": {"devices": {"results": [{"request": "r0/small", "driver": "gpu.nvidia.com"}]}}},
-            Fraction(1, 7),
-        ),
-        ({"allocation": {"devices": {"results": [{"request": "r0/big", "driver": "gpu.nvidia.com"}]}}}, Fraction(2)),
+        ({"allocation": {"devices": {"results": [held("r0/small", "mig-0")]}}}, Fraction(1, 7)),
+        ({"allocation": {"devices": {"results": [held("r0/big", "gpu-0"), held("r0/big", "gpu-1")]}}}, Fraction(2)),
     ],
     ids=["before-allocation-the-worst-rung", "allocated-the-small-rung", "allocated-the-big-rung"],
 )

@@ -17,6 +17,7 @@ from policies.gpu.capacity import CapacityLedger, NodeGpus
 from policies.gpu.catalog import CATALOG
 from policies.gpu.claims import claim_demand
 from policies.gpu.device_classes import DeviceClasses, read_device_class
+from policies.gpu.device_reach import NO_DEVICES
 from policies.judge.claim_checks import claim_checks
 from policies.judge.ledger import Ledger
 from policies.planning.ladder import MAX_RUNGS, claim_name
@@ -138,7 +139,7 @@ def test_every_published_ladder_is_a_claim_its_policy_allows():
     for name, ladder in found.items():
         assert len(ladder.rungs) <= MAX_RUNGS and len(name) <= 253
         demand = claim_demand(ladder.spec(CATALOG)["spec"], "spec.spec")
-        assert claim_checks(demand, engine.policy_set.policies, classes, CATALOG) == []
+        assert claim_checks(demand, engine.policy_set.policies, classes, NO_DEVICES, CATALOG) == []
 
 
 def test_a_partitionable_pool_offers_the_smallest_profile_that_can_still_be_carved():

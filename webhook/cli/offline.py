@@ -167,7 +167,7 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     with_dra = WithDra(capacity, inventory, lambda: classes.classes)
     # Claims a file does not hold may exist: a pod naming one is warned of, not denied.
     cluster = KnownCluster(
-        namespaces, with_dra, quotas.by_namespace(), known.demands(), device_classes=classes.classes, shares=inventory
+        namespaces, with_dra, quotas.by_namespace(), known.demands(), device_classes=classes.classes, devices=inventory
     )
     return pods, cluster, nodes, env_sources
 

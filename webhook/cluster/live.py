@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Mapping
-from fractions import Fraction
 from typing import Any
 
 from policies import (
     Capacity,
-    CapacityAsk,
     ClaimDemand,
     DeviceClasses,
     GPUPolicy,
     PolicySet,
     QuotaLine,
-    Selection,
     Usage,
     WithDra,
     quota_lines,
@@ -87,8 +84,9 @@ class ClusterView:
     def device_classes(self) -> DeviceClasses:
         return self.device_class_cache.classes
 
-    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
-        return self.slices.device_share(selection, asked)
+    @property
+    def devices(self) -> DraCapacity:
+        return self.slices
 
     # -- wiring ------------------------------------------------------------------------------------
     def not_ready(self) -> str:

@@ -1,16 +1,25 @@
-"""DRA ResourceSlices of NVIDIA's driver, and the devices claims' allocations hold
-(policies.gpu.dra_inventory): the free capacity a DRA-only node offers, beside what node labels
-say. The inventory is read by admissions and changed by two watches, so both go through one lock.
+"""DRA ResourceSlices of NVIDIA's driver, the devices claims' allocations hold and the taints
+DeviceTaintRules add (policies.gpu.dra_inventory): the free capacity a DRA-only node offers, beside
+what node labels say, and what a claim's requests can reach. The inventory is read by admissions
+and changed by three watches, so all go through one lock.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from fractions import Fraction
 from typing import Any
 
-from policies import CATALOG, CapacityAsk, DraInventory, Selection, allocated_devices, read_slice
+from policies import (
+    CATALOG,
+    DeviceSelector,
+    DraDevice,
+    DraInventory,
+    Reach,
+    allocated_devices,
+    read_slice,
+    read_taint_rule,
+)
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -49,9 +58,28 @@ class DraCapacity:
         with self._lock:
             return self._inventory.memory_mib(model, profile)
 
-    def device_share(self, selection: Selection, asked: CapacityAsk) -> Fraction | None:
+    def free_for(
+        self, selectors: tuple[DeviceSelector, ...], model: str, profile: str | None, skipped: frozenset[str]
+    ) -> int:
         with self._lock:
-            return self._inventory.device_share(selection, asked)
+            return self._inventory.free_for(selectors, model, profile, skipped)
+
+    def offers_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> bool:
+        with self._lock:
+            return self._inventory.offers_for(selectors, profile)
+
+    def nodes(self) -> frozenset[str]:
+        with self._lock:
+            return self._inventory.nodes()
+
+    # -- read by admissions (policies.gpu.device_reach.DeviceReach) -------------------------------
+    def reach(self, selectors: tuple[DeviceSelector, ...]) -> Reach | None:
+        with self._lock:
+            return self._inventory.reach(selectors)
+
+    def device(self, key: tuple[str, str, str]) -> DraDevice | None:
+        with self._lock:
+            return self._inventory.device(key)
 
     # -- the ResourceSlice watch ----------------------------------------------------------------
     def slice_seen(self, kind: str, obj: dict[str, Any]) -> None:
@@ -74,3 +102,14 @@ class DraCapacity:
         allocations = [(_claim(obj), allocated_devices(obj)) for obj in items]
         with self._lock:
             self._inventory.replace_allocations(allocations)
+
+    # -- the DeviceTaintRule watch: taints that keep the scheduler off devices --------------------
+    def taint_rule_seen(self, kind: str, obj: dict[str, Any]) -> None:
+        rule = None if kind == "DELETED" else read_taint_rule(obj)
+        with self._lock:
+            self._inventory.set_taint_rule(_name(obj), rule)
+
+    def taint_rules_listed(self, items: Iterable[dict[str, Any]]) -> None:
+        rules = {_name(obj): read_taint_rule(obj) for obj in items}
+        with self._lock:
+            self._inventory.replace_taint_rules({k: v for k, v in rules.items() if v is not None})

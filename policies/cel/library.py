@@ -12,15 +12,22 @@ k8s.io/apiserver/pkg/cel/library. Hosted here, with the same names and results:
   quantity  quantity(s), isQuantity(s), sign(<quantity>), <quantity>.isInteger(), asInteger(),
             asApproximateFloat(), add(q | int), sub(q | int), isGreaterThan(q), isLessThan(q),
             compareTo(q)
+  semver    semver(s), semver(s, normalize), isSemver(s), isSemver(s, normalize), <semver>.major(),
+            minor(), patch(), isGreaterThan(v), isLessThan(v), compareTo(v)
 
 One difference, from what the Python binding can carry: cel-expr-python cannot give Python
-values a CEL type of their own, so a URL and a Quantity are their strings, checked when made
-(`quantity('1Gi') == '1Gi'` is true here, a type error in Kubernetes; any expression Kubernetes
-accepts means the same here). `<quantity>.sign()` is accepted here too (rules were written so
-before `sign(<quantity>)`, the API server's form, was offered); the API server refuses it.
+values a CEL type of their own, so a URL, a Quantity and a Semver are strings, checked when made
+(`quantity('1Gi') == '1Gi'` is true for rules, a type error in Kubernetes; any expression
+Kubernetes accepts means the same here). `compareTo`, `isGreaterThan` and `isLessThan` compare two
+versions where both are one (no quantity is: a version has two dots), else two quantities. How a
+quantity is carried is the environment's choice (`functions(values=...)`): as written for rules
+(`AS_WRITTEN`), or as the exact decimal of its value (`BY_VALUE`) for DRA's device selectors,
+where Kubernetes compares capacities as quantities: `quantity('80Gi') == quantity('81920Mi')`.
+`<quantity>.sign()` is accepted here too (rules were written so before `sign(<quantity>)`, the
+API server's form, was offered); the API server refuses it.
 Regular expressions are Python's `re`, which agrees with RE2 on the syntax policies use (RE2
 has no backreferences or lookaround; `re` accepts them).
-Not available: `authorizer` (needs the API server), the ip/cidr and semver libraries, and the
+Not available: `authorizer` (needs the API server), the ip/cidr libraries, and the
 lists library's `indexOf`/`lastIndexOf` on lists (the binding cannot add overloads to the strings
 extension's `indexOf`).
 """
@@ -28,13 +35,14 @@ extension's `indexOf`).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from cel_expr_python import cel
 
+from policies.cel.semver import SemverError, compare, is_version, normalized, parse
 from policies.quantity import parse_quantity
 
 T = cel.Type
@@ -66,9 +74,42 @@ def _as_integer(text: str) -> int:
     return int(value)
 
 
+def by_value(value: Decimal) -> str:
+    """A quantity as the exact decimal of its value: equal quantities, equal strings."""
+    if value == value.to_integral_value():
+        return str(int(value))
+    return format(value.normalize(), "f")
+
+
+AS_WRITTEN: Callable[[Decimal], str] | None = None  # rules: a quantity is the text it was made from
+BY_VALUE: Callable[[Decimal], str] | None = by_value  # DRA selectors: a quantity is its value
+
+
 def _compare(a: str, b: str) -> int:
+    if is_version(a) and is_version(b):
+        return compare(parse(a), parse(b))
     x, y = _quantity(a), _quantity(b)
     return (x > y) - (x < y)
+
+
+def _semver(text: str, normalize: bool = False) -> str:
+    try:
+        return (normalized(text) if normalize else parse(text)).canonical
+    except SemverError as error:
+        raise ValueError(f"string {text!r} cannot be converted to a semver: {error}") from None
+
+
+def _is_semver(text: str, normalize: bool = False) -> bool:
+    try:
+        _semver(text, normalize)
+    except ValueError:
+        return False
+    return True
+
+
+def _part(text: str, index: int) -> int:
+    version = parse(_semver(text))
+    return (version.major, version.minor, version.patch)[index]
 
 
 def _sign(text: str) -> int:
@@ -137,8 +178,15 @@ def _global(result: Any, params: list[Any], impl: Any, overload: str) -> cel.Ove
     return cel.Overload(overload, result, params, False, impl)
 
 
-def functions() -> list[cel.FunctionDecl]:
+def functions(values: Callable[[Decimal], str] | None = AS_WRITTEN) -> list[cel.FunctionDecl]:
+    """The libraries' functions; `values`: how a quantity made here is carried (AS_WRITTEN, BY_VALUE)."""
     S, N, B, D = T.STRING, T.INT, T.BOOL, T.DOUBLE
+    carry = _format if values is None else values
+
+    def made(text: str) -> str:
+        value = _quantity(text)
+        return text if values is None else values(value)
+
     table: dict[str, list[cel.Overload]] = {
         # lists
         "isSorted": [_member(B, [DYN_LIST], lambda xs: _ordered(list(xs)), "list_is_sorted")],
@@ -169,7 +217,7 @@ def functions() -> list[cel.FunctionDecl]:
             _member(T.Map(S, T.List(S)), [S], lambda u: parse_qs(urlsplit(u).query), "url_query"),
         ],
         # quantity
-        "quantity": [_global(S, [S], lambda s: (_quantity(s), s)[1], "string_to_quantity")],
+        "quantity": [_global(S, [S], made, "string_to_quantity")],
         "isQuantity": [_global(B, [S], _is_quantity, "is_quantity")],
         # sign(q), as the API server declares it (a global overload, though its docs write
         # q.sign(), which it refuses); q.sign() kept for the rules written so before
@@ -181,16 +229,25 @@ def functions() -> list[cel.FunctionDecl]:
         "asInteger": [_member(N, [S], _as_integer, "quantity_as_integer")],
         "asApproximateFloat": [_member(D, [S], lambda q: float(_quantity(q)), "quantity_as_float")],
         "add": [
-            _member(S, [S, S], lambda a, b: _format(_quantity(a) + _quantity(b)), "quantity_add"),
-            _member(S, [S, N], lambda a, b: _format(_quantity(a) + b), "quantity_add_int"),
+            _member(S, [S, S], lambda a, b: carry(_quantity(a) + _quantity(b)), "quantity_add"),
+            _member(S, [S, N], lambda a, b: carry(_quantity(a) + b), "quantity_add_int"),
         ],
         "sub": [
-            _member(S, [S, S], lambda a, b: _format(_quantity(a) - _quantity(b)), "quantity_sub"),
-            _member(S, [S, N], lambda a, b: _format(_quantity(a) - b), "quantity_sub_int"),
+            _member(S, [S, S], lambda a, b: carry(_quantity(a) - _quantity(b)), "quantity_sub"),
+            _member(S, [S, N], lambda a, b: carry(_quantity(a) - b), "quantity_sub_int"),
         ],
         "isGreaterThan": [_member(B, [S, S], lambda a, b: _compare(a, b) > 0, "quantity_gt")],
         "isLessThan": [_member(B, [S, S], lambda a, b: _compare(a, b) < 0, "quantity_lt")],
         "compareTo": [_member(N, [S, S], _compare, "quantity_compare")],
+        # semver (its comparisons are the quantity's three above, which tell the two apart)
+        "semver": [
+            _global(S, [S], _semver, "string_to_semver"),
+            _global(S, [S, B], _semver, "string_bool_to_semver"),
+        ],
+        "isSemver": [_global(B, [S], _is_semver, "is_semver_string"), _global(B, [S, B], _is_semver, "is_semver_bool")],
+        "major": [_member(N, [S], lambda v: _part(v, 0), "semver_major")],
+        "minor": [_member(N, [S], lambda v: _part(v, 1), "semver_minor")],
+        "patch": [_member(N, [S], lambda v: _part(v, 2), "semver_patch")],
     }
     return [cel.FunctionDecl(name, overloads) for name, overloads in table.items()]
 
