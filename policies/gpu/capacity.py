@@ -82,6 +82,11 @@ class Capacity(Protocol):
         """Nodes whose device plugin advertises GPUs (allocatable `nvidia.com/gpu` or `nvidia.com/mig-*`)."""
         ...
 
+    def dra_models(self, resource: str) -> frozenset[str | None] | None:
+        """The models (None: one the catalog does not know) of the DRA devices a DeviceClass serves
+        `resource` with, as the slices show; None where no device is known."""
+        ...
+
 
 class NoCapacity:
     known = False
@@ -101,6 +106,9 @@ class NoCapacity:
 
     def advertising_nodes(self) -> frozenset[str]:
         return frozenset()
+
+    def dra_models(self, resource: str) -> frozenset[str | None] | None:
+        return None
 
     def free(self, model: str, profile: str | None, resource: str) -> int:
         return 0
@@ -179,6 +187,9 @@ class CapacityLedger:
 
     def advertising_nodes(self) -> frozenset[str]:
         return frozenset(self._advertising)
+
+    def dra_models(self, resource: str) -> frozenset[str | None] | None:
+        return None
 
     @property
     def unsettled(self) -> int:

@@ -180,6 +180,11 @@ class DraInventory:
         admitted = self._admitted(selectors)
         return any(d.key in admitted and d.model is not None and d.profile == profile for d in self.devices())
 
+    def models_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> frozenset[str | None]:
+        """The models of the devices of `profile` (whole GPUs for None) `selectors` admit."""
+        admitted = self._admitted(selectors)
+        return frozenset(d.model for d in self.devices() if d.key in admitted and d.profile == profile)
+
     def _admitted(self, selectors: tuple[DeviceSelector, ...]) -> frozenset[DeviceKey]:
         key = ("admitted", tuple(s.source for s in selectors))
         return self._reach.get(
@@ -270,6 +275,8 @@ class Inventory(Protocol):
 
     def offers_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> bool: ...
 
+    def models_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> frozenset[str | None]: ...
+
     def memory_mib(self, model: str, profile: str) -> int | None: ...
 
     def nodes(self) -> frozenset[str]: ...
@@ -329,6 +336,13 @@ class WithDra:
         wanted = _slice_of(resource)
         selectors = self._served(resource, wanted[1]) if wanted is not None else None
         return selectors is not None and self._inventory.offers_for(selectors, wanted[1] if wanted else None)
+
+    def dra_models(self, resource: str) -> frozenset[str | None] | None:
+        wanted = _slice_of(resource)
+        if wanted is None or not self._inventory.known:
+            return None
+        selectors = self._served(resource, wanted[1])
+        return frozenset() if selectors is None else self._inventory.models_for(selectors, wanted[1])
 
     @property
     def dra_known(self) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 from policies.gpu.catalog import UNKNOWN_NODE, Catalog, is_network_resource
@@ -79,6 +80,24 @@ def _served(
     return held
 
 
+def _beyond_the_plugin(
+    resource: str, units: Decimal, classes: DeviceClasses, devices: DeviceReach, pod: PodView, catalog: Catalog
+) -> Usage:
+    """What a class serving one of NVIDIA's own names may hand out beyond the device plugin's
+    reading of it (kept per name, amount, placement and what the class reaches: most GPU pods
+    ask alike)."""
+    device_class = classes.serving(resource)
+    if device_class is None:
+        return EMPTY
+    reach = devices.reach(device_class.selectors) if device_class.selection.reaches_gpu else None
+
+    def build() -> Usage:
+        dra = _served(resource, int(units), classes, devices, pod, catalog)
+        return EMPTY if dra is None else dra.more_than(charged({resource: units}, pod.placement, catalog))
+
+    return classes.memo.get(("beyond", resource, units, pod.placement, reach), build)
+
+
 def served_by_classes(pod: PodView, classes: DeviceClasses, devices: DeviceReach, catalog: Catalog) -> Usage:
     """What the pod's extended resources can allocate beyond what the device plugin's reading of
     them charges (policies.judge.usage): a name a DeviceClass serves (its `extendedResourceName`,
@@ -96,18 +115,16 @@ def served_by_classes(pod: PodView, classes: DeviceClasses, devices: DeviceReach
     if classes.serves_nvidia and UNKNOWN_NODE in admitted(pod.placement, catalog):
         # A node without a known GPU label (a DRA node) may serve NVIDIA's own names by a class.
         for name, units in effective_gpu_requests(pod).items():
-            dra = _served(name, int(units), classes, devices, pod, catalog)
-            if dra is not None:
-                usage = usage + dra.more_than(charged({name: units}, pod.placement, catalog))
+            usage = usage + _beyond_the_plugin(name, units, classes, devices, pod, catalog)
     return usage
 
 
 def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: Catalog) -> ClaimsCharge:
     """What the pod's claims in `namespace` (the API server's word) can allocate, with what its
     extended resources served by DeviceClasses can."""
-    if not (pod.claims or pod.extended):
-        return NO_CLAIMS
     classes = cluster.device_classes
+    if not (pod.claims or pod.extended or (pod.holds_gpu and classes.serves_nvidia)):
+        return NO_CLAIMS
     devices = cluster.devices
     own = served_by_classes(pod, classes, devices, catalog) if pod.extended or classes.serves_nvidia else EMPTY
     shared: list[tuple[str, Usage]] = []

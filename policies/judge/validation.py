@@ -17,7 +17,7 @@ from policies.judge.usage import EMPTY, Usage, pod_usage
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy, Quota
 from policies.model.policyset import PolicySet
-from policies.planning.applicable import applicable, plan_mig
+from policies.planning.applicable import applicable, plan_mig, unheld_slices
 from policies.planning.sidecar import triton_problem
 from policies.review.cluster import NO_CLUSTER, ClusterState
 from policies.review.document import JSON
@@ -167,9 +167,8 @@ def judge_pod(
     ]
     verdicts.extend(_out_of_force(policy_set, namespace))
     plan = plan_mig(view, matched, policy_set)
-    verdicts.extend(
-        Verdict(p.policy, "mig", p.path, f"{p.message} (policy {p.policy})", Action.DENY) for p in plan.problems
-    )
+    problems = (*plan.problems, *unheld_slices(view, matched, policy_set, cluster.capacity))
+    verdicts.extend(Verdict(p.policy, "mig", p.path, f"{p.message} (policy {p.policy})", Action.DENY) for p in problems)
     sidecar = triton_problem(view, matched)
     if sidecar is not None:
         message = f"{sidecar.message} (policy {sidecar.policy})"

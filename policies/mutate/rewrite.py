@@ -33,6 +33,8 @@ def _apply_by_name(doc: Draft, plan: MigPlan, policy: str, changes: list[Change]
             _rename(doc, rewrite, policy, changes)
         if plan.pin:  # the slices land, and weigh, where the policy picked (policies.planning.gate)
             steer(doc, plan.pin, plan.pin_why, policy, changes)
+        if plan.keep_off:  # slices DRA serves by name: the device plugin's nodes of other models kept off
+            steer(doc, plan.keep_off, plan.keep_off_why, policy, changes, operator="NotIn")
     elif plan.rewrites:
         _steer(doc, plan, changes)
 
@@ -80,18 +82,25 @@ def _steer(doc: Draft, plan: MigPlan, changes: list[Change]) -> None:
 
 
 def steer(
-    doc: Draft, labels: tuple[str, ...], why: str, policy: str, changes: list[Change], key: str = PRODUCT_LABEL
+    doc: Draft,
+    labels: tuple[str, ...],
+    why: str,
+    policy: str,
+    changes: list[Change],
+    key: str = PRODUCT_LABEL,
+    operator: str = "In",
 ) -> None:
-    """Pin the pod to nodes whose label `key` (nvidia.com/gpu.product) is one of `labels`."""
+    """Pin the pod to nodes whose label `key` (nvidia.com/gpu.product) is one of `labels` (or, with
+    `NotIn`, to nodes whose label is none of them: nodes without it included)."""
     spec = doc.spec()
     if key in (spec.get("nodeSelector") or {}):
         return  # already pinned: to these nodes, or MigPlanner reported the conflict
-    if len(labels) == 1:
+    if len(labels) == 1 and operator == "In":
         doc.set(doc.child(spec, "nodeSelector"), key, labels[0])
         changes.append(Change(f"spec.nodeSelector.{key}", f"{labels[0]} ({why})", policy))
         return
-    requirement = {"key": key, "operator": "In", "values": list(labels)}
-    what = f"{key} in {', '.join(labels)} ({why})"
+    requirement = {"key": key, "operator": operator, "values": list(labels)}
+    what = f"{key} {'in' if operator == 'In' else 'not in'} {', '.join(labels)} ({why})"
     if not spec.get("affinity"):  # the usual case: one operation carries the whole affinity
         terms_only = {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}
         doc.set(spec, "affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms_only}})

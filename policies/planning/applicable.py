@@ -12,7 +12,7 @@ from policies.model.cel import CelInput
 from policies.model.policy import GPUPolicy
 from policies.model.policyset import PolicySet
 from policies.planning.mig import MigPlanner
-from policies.planning.plan import MigPlan
+from policies.planning.plan import MigPlan, Problem
 from policies.planning.sidecar import sidecar_slice
 from policies.review.cluster import ClusterState
 from policies.review.document import JSON
@@ -63,3 +63,13 @@ def plan_mig(
     planner = MigPlanner(owner, owner.mig, policy_set.catalog, policy_set.cached, capacity)
     sidecar = sidecar_slice(view, matched)  # lands with the pod: pinned with its slices in one pass
     return planner.plan(view, (sidecar,) if sidecar else ())
+
+
+def unheld_slices(
+    view: PodView, matched: tuple[GPUPolicy, ...], policy_set: PolicySet, capacity: Capacity
+) -> list[Problem]:
+    """Slices the pod names that DRA serves on a model its deciding policy leaves out."""
+    owner = next((p for p in matched if p.mig is not None), None)
+    if owner is None or owner.mig is None or not owner.mig.gpu_models or not capacity.dra_known:
+        return []
+    return MigPlanner(owner, owner.mig, policy_set.catalog, policy_set.cached, capacity).unheld(view)

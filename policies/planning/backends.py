@@ -5,7 +5,10 @@ from what the cluster shows:
   labels the node), pinned to the picked models' product labels where the name is ambiguous;
 - `draExtendedResource`: the same name, served by a DeviceClass from DRA devices (KEP-5004; our
   classes, deploy/components/mig-deviceclasses). DRA nodes carry no GFD label, so no pin: the
-  slice is charged by the heaviest model it may land on;
+  slice is charged by the heaviest model it may land on. Where that could hand the pod a model
+  the policy's `gpuModels` leaves out (the profile is another model's too, and DRA serves the
+  name on one, or the device plugin serves it as well, or no device is known), a claim is
+  written instead: its rungs select the models by product name;
 - `draClaim`: a claim from a ResourceClaimTemplate whose request is a `firstAvailable` ladder
   (policies.planning.ladder), charged its worst rung until the allocation trues it down.
 
@@ -20,6 +23,7 @@ is served by name, so `auto` gives claims only where names cannot serve.
 from __future__ import annotations
 
 from policies.gpu.capacity import Capacity
+from policies.gpu.catalog import Catalog
 from policies.gpu.models import GpuModel
 from policies.model.policy import Backend, MigSpec
 from policies.planning.choices import Choice
@@ -43,10 +47,31 @@ PLUGIN = Via()
 
 
 class Backends:
-    def __init__(self, policy: str, spec: MigSpec, capacity: Capacity) -> None:
+    def __init__(self, policy: str, spec: MigSpec, capacity: Capacity, catalog: Catalog) -> None:
         self.policy = policy
         self.spec = spec
         self.capacity = capacity
+        self.catalog = catalog
+
+    def hold(self, resource: str, profile: str) -> tuple[str, tuple[str, ...]]:
+        """How a slice served by name through DRA (no GFD pin reaches a DRA node) is held to the
+        policy's `gpuModels`: ("", product labels to keep the pod off) where the DRA devices
+        serving it are all of those models (the device plugin's nodes of the others kept off by a
+        `NotIn` pin, which nodes without the label pass), or (why it cannot be, ()) where DRA
+        serves it on another model, or no DRA device is known."""
+        allowed = {m.key for m in self.spec.gpu_models}
+        others = [m for m in self.catalog.models_with(profile) if m.key not in allowed]
+        if not allowed or not others:
+            return "", ()
+        found = self.capacity.dra_models(resource)
+        if found is None:
+            return f"{profile} is a slice of {others[0].key} too and no DRA device is known", ()
+        outside = sorted(m or "a model the catalog does not know" for m in found if m not in allowed)
+        if outside:
+            return f"DRA serves {resource} on {', '.join(outside)} too", ()
+        if not self.capacity.plugin_serves(resource):
+            return "", ()
+        return "", tuple(label for m in others for label in m.whole_labels())
 
     def by_name(self, resource: str, single: bool = False) -> Via:
         """A rename to `resource`: who serves it, as the cluster shows. `single`: the device

@@ -40,6 +40,7 @@ class Gated:
     problems: tuple[tuple[str, str], ...] = ()  # (field path, reason)
     pin: tuple[str, ...] = ()  # nvidia.com/gpu.product values the pod must be pinned to
     pin_models: tuple[GpuModel, ...] = ()
+    keep_off: tuple[str, ...] = ()  # nvidia.com/gpu.product values it must not land on (nodes without one pass)
 
 
 def named_devices(

@@ -65,7 +65,7 @@ class MigPlanner:
         self.cache = cache
         self.capacity = capacity or NoCapacity()
         self.choice = ProfileChoice(spec, catalog)
-        self.backends = Backends(policy.name, spec, self.capacity)
+        self.backends = Backends(policy.name, spec, self.capacity, catalog)
 
     def plan(self, pod: PodView, added: tuple[str, ...] = ()) -> MigPlan:
         """`added`: profiles of slices the mutation adds besides the pod's (the Triton sidecar's)."""
@@ -109,7 +109,8 @@ class MigPlanner:
             rewrites = []
         why = ", ".join(m.key for m in gated.pin_models)
         pin_why = f"slices of {why}"
-        return MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings), gated.pin, pin_why, gke)
+        plan = MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings), gated.pin, pin_why, gke)
+        return plan.keeping_off(gated.keep_off, f"slices DRA serves only on {why or 'the policy models'}")
 
     def gate(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...] = (), gke: bool = False) -> Gated:
         """Every GPU resource the pod names, under this policy's profiles and models, and the pin
@@ -125,6 +126,7 @@ class MigPlanner:
             added,
             gke,
             self.dra_served(pod),
+            tuple(self.backends.hold(n, n.removeprefix(MIG_RESOURCE_PREFIX)) for n in self.dra_served(pod)),
         )
         return self.cache(key, lambda: self.gated(pod, rewrites, added, gke))
 
@@ -148,9 +150,17 @@ class MigPlanner:
         if self.spec.strategy is Strategy.SINGLE or gke:
             return Gated(tuple(problems))
         # A slice DRA may serve lands on nodes without GFD labels: it is charged by the heaviest
-        # model it may land on, never pinned (policies.planning.backends).
+        # model it may land on, never pinned to a label, but held to the policy's models by what
+        # DRA serves it with, the device plugin's nodes of others kept off (policies.planning.backends).
         devices.extend(Device(r.container, r.profile.name, r.models) for r in rewrites if r.via.pinnable)
         served = frozenset(self.dra_served(pod))
+        by_dra = [d for d in devices if d.container is not None and mixed_resource(d.profile) in served]
+        by_dra += [
+            Device(r.container, r.profile.name, r.models) for r in rewrites if not r.via.pinnable and not r.via.ladder
+        ]
+        keep_off: list[str] = []
+        for device in by_dra:
+            keep_off += self.backends.hold(mixed_resource(device.profile), device.profile)[1]
         devices = [d for d in devices if d.container is None or mixed_resource(d.profile) not in served]
         for profile in added:  # the sidecar's slice: gated as it will be once it is there (a second pass)
             offering = self.catalog.models_with(profile)
@@ -163,7 +173,25 @@ class MigPlanner:
                     ("metadata.annotations", f"triton sidecar: profile {profile} is not a profile of {told}")
                 )
         pinned = pin_for(devices, pod.placement, self.catalog)
-        return Gated((*problems, *pinned.problems), pinned.pin, pinned.pin_models)
+        return Gated((*problems, *pinned.problems), pinned.pin, pinned.pin_models, tuple(dict.fromkeys(keep_off)))
+
+    def unheld(self, pod: PodView) -> list[Problem]:
+        """Slices the pod names that DRA serves by name on a model the policy leaves out (or may,
+        where no device is known): nothing holds it to the policy's models."""
+        problems = []
+        for container in pod.all_containers:
+            for name in container.gpus:
+                profile = self.catalog.profile_for_resource(name)
+                if profile is None or self.backends.by_name(name).pinnable:
+                    continue
+                reason, _ = self.backends.hold(name, profile)
+                if reason:
+                    why = (
+                        f"{name}: {reason}, so the pod may get a model the policy does not allow: ask "
+                        "nvidia.com/gpu and let the policy choose, or name a claim that selects the model"
+                    )
+                    problems.append(Problem(self.policy.name, f"{container.path}.resources", why))
+        return problems
 
     def outcome(
         self, pod: PodView, container: ContainerView, pinned: tuple[GpuModel, ...] = ()
@@ -200,9 +228,24 @@ class MigPlanner:
     def pick(
         self, container: ContainerView, choice: Choice, warnings: list[str], pinned: bool = False, gke: bool = False
     ) -> Rewrite:
-        """The first option with free capacity on one of its models; the best one if none has any.
-        `pinned`: the pod's own cloud label chose the models; `gke`: slices are GKE partitions,
-        each one nvidia.com/gpu of a pool split into it."""
+        """The first option with free capacity on one of its models; the best one if none has any;
+        a claim instead where the name DRA serves it by could hand it a model the policy leaves
+        out (policies.planning.backends). `pinned`: the pod's own cloud label chose the models;
+        `gke`: slices are GKE partitions, each one nvidia.com/gpu of a pool split into it."""
+        rewrite = self.pick_by_capacity(container, choice, warnings, pinned, gke)
+        if rewrite.via.ladder is not None or rewrite.via.pinnable:
+            return rewrite
+        reason, _ = self.backends.hold(rewrite.profile.resource, rewrite.profile.name)
+        if not reason:
+            return rewrite
+        choice = self.in_cluster(choice) if self.capacity.known else choice
+        return self.claimed(
+            container, choice, self.backends.claim(choice, f"{rewrite.via.said}, but {reason}: a claim")
+        )
+
+    def pick_by_capacity(
+        self, container: ContainerView, choice: Choice, warnings: list[str], pinned: bool, gke: bool
+    ) -> Rewrite:
         if self.spec.backend is Backend.DRA_CLAIM:
             choice = self.in_cluster(choice) if self.capacity.known else choice
             return self.claimed(container, choice, self.backends.claim(choice, "policy backend draClaim"))

@@ -44,7 +44,7 @@ class Problem:
 
 
 class MigPlan:
-    __slots__ = ("policy", "rewrites", "problems", "warnings", "pin", "pin_why", "gke")
+    __slots__ = ("policy", "rewrites", "problems", "warnings", "pin", "pin_why", "gke", "keep_off", "keep_off_why")
 
     def __init__(
         self,
@@ -55,6 +55,8 @@ class MigPlan:
         pin: tuple[str, ...] = (),  # mixed strategy: product labels the pod must land on (policies.planning.gate)
         pin_why: str = "",
         gke: bool = False,  # pinned to a GKE accelerator: slices are GKE's partitions (policies.gpu.cloud)
+        keep_off: tuple[str, ...] = (),  # product labels it must not land on: slices DRA serves by name
+        keep_off_why: str = "",
     ) -> None:
         self.policy = policy
         self.rewrites = rewrites
@@ -63,11 +65,31 @@ class MigPlan:
         self.pin = pin
         self.pin_why = pin_why
         self.gke = gke
+        self.keep_off = keep_off
+        self.keep_off_why = keep_off_why
 
     def without(self, rewrites: list[Rewrite]) -> MigPlan:
         """The plan with `rewrites` (written already) left out."""
         kept = tuple(r for r in self.rewrites if all(r is not w for w in rewrites))
-        return MigPlan(self.policy, kept, self.problems, self.warnings, self.pin, self.pin_why, self.gke)
+        return MigPlan(
+            self.policy,
+            kept,
+            self.problems,
+            self.warnings,
+            self.pin,
+            self.pin_why,
+            self.gke,
+            self.keep_off,
+            self.keep_off_why,
+        )
+
+    def keeping_off(self, labels: tuple[str, ...], why: str) -> MigPlan:
+        """The plan, the pod kept off nodes of these product labels (none: itself)."""
+        if not labels:
+            return self
+        return MigPlan(
+            self.policy, self.rewrites, self.problems, self.warnings, self.pin, self.pin_why, self.gke, labels, why
+        )
 
     @property
     def models(self) -> tuple[GpuModel, ...]:

@@ -13,21 +13,13 @@ import pytest
 from policies.gpu.capacity import CapacityLedger, NoCapacity
 from policies.gpu.catalog import CATALOG
 from policies.gpu.device_classes import DeviceClasses, read_device_class
-from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice
+from policies.gpu.dra_inventory import DraInventory, WithDra
 from policies.review.cluster import KnownCluster
 from tests.support.builders import engine_from, gpu_container, pod, policy
-from tests.support.dra import GPU_CLASS, NIC_CLASS, allocated, profile_class, resource_slice, slice_device
+from tests.support.dra import GPU_CLASS, NIC_CLASS, allocated, inventory, profile_class, resource_slice, slice_device
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100_40 = "NVIDIA A100-SXM4-40GB"
-
-
-def inventory(*slices: dict[str, Any], claims: tuple[dict[str, Any], ...] = ()) -> DraInventory:
-    found = DraInventory()
-    contents = {s["metadata"]["name"]: read_slice(s, CATALOG) for s in slices}
-    found.replace_slices({k: v for k, v in contents.items() if v is not None})
-    found.replace_allocations((c["metadata"]["name"], allocated_devices(c)) for c in claims)
-    return found
 
 
 def with_dra(found: DraInventory, *classes: dict[str, Any]) -> WithDra:

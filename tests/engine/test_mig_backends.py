@@ -226,3 +226,57 @@ def test_a_ladder_pod_is_charged_at_least_every_rung_it_may_be_given(allowed, ne
         assert charged.gpu_equivalents >= weight
         if rung.profile is not None:  # every rung holds the need, by its real memory
             assert rung.profile.real_memory_mib()[0] * 2**20 >= need_gib * 2**30
+
+
+A100_80 = "NVIDIA A100-SXM4-80GB"
+A100_ONLY = policy("a100", "mig: {gpuModels: [A100-80GB], allowedProfiles: [1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb]}")
+BOTH_MODELS = resource_slice(
+    "dra-both", slice_device("mig-a", A100_80, "1g.20gb", "19968Mi"), slice_device("mig-h", H100, "1g.20gb", "20096Mi")
+)
+
+
+def affinity_of(result: Any) -> list[dict[str, Any]]:
+    terms = result.object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return [e for t in terms["nodeSelectorTerms"] for e in t["matchExpressions"]]
+
+
+@pytest.mark.parametrize("backend", ["auto", "draExtendedResource"])
+def test_where_dra_serves_the_name_on_another_model_too_a_claim_holds_the_policys_models(backend):
+    """An A100-only team: our per-profile class serves 1g.20gb from A100 and H100 devices alike."""
+    capacity, classes = dra_capacity(BOTH_MODELS, classes=[*NVIDIA, *OURS])
+    spec = policy("a100", f"mig: {{gpuModels: [A100-80GB], allowedProfiles: [1g.20gb], backend: {backend}}}")
+    result = mutated(known(capacity, classes), spec)
+    assert resources(result)["claims"] == [{"name": "gpu-main"}]
+    assert "DRA serves nvidia.com/mig-1g.20gb on H100-80GB too: a claim" in record(result)
+    published = policy_ladders(engine_from(spec).policy_set.policies[0], CATALOG, capacity)
+    template = published[result.object["spec"]["resourceClaims"][0]["resourceClaimTemplateName"]]
+    assert all(m.key == "A100-80GB" for rung in template.rungs for m in rung.models)
+
+
+def test_offline_a_name_dra_serves_is_held_to_the_models_by_a_claim():
+    spec = policy("a100", "mig: {gpuModels: [A100-80GB], allowedProfiles: [1g.20gb], backend: draExtendedResource}")
+    result = mutated(KnownCluster(), spec)
+    assert resources(result)["claims"] == [{"name": "gpu-main"}]
+    assert "no DRA device is known: a claim" in record(result)
+
+
+def test_on_a_mixed_cluster_the_plugins_nodes_of_other_models_are_kept_off_by_label():
+    """DRA serves 1g.20gb only from A100s here, the device plugin on an H100 node: the name holds
+    with a NotIn pin, which DRA nodes (no GFD label) pass."""
+    a100_only = resource_slice("dra-a100", slice_device("mig-a", A100_80, "1g.20gb", "19968Mi"))
+    capacity, classes = dra_capacity(a100_only, classes=[*NVIDIA, *OURS], labels=plugin_nodes(**{"1g.20gb": 1}))
+    result = mutated(known(capacity, classes), A100_ONLY)
+    assert resources(result)["limits"] == {"nvidia.com/mig-1g.20gb": "1"}
+    (pin,) = affinity_of(result)
+    assert pin["operator"] == "NotIn" and "NVIDIA-H100-80GB-HBM3" in pin["values"]
+    assert not any(v.startswith("NVIDIA-A100") for v in pin["values"])
+    again = engine_from(A100_ONLY).mutate(result.object, cluster=known(capacity, classes))
+    assert not again.changed  # a second pass changes nothing
+
+
+def test_a_pod_naming_a_slice_dra_serves_on_another_model_is_refused():
+    capacity, classes = dra_capacity(BOTH_MODELS, classes=[*NVIDIA, *OURS])
+    named = pod({"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/mig-1g.20gb": 1}}})
+    decision = engine_from(A100_ONLY).validate(named, Ledger(), cluster=known(capacity, classes))
+    assert not decision.allowed
+    assert "DRA serves nvidia.com/mig-1g.20gb on H100-80GB too" in decision.message

@@ -34,6 +34,7 @@ WATCHED = (
     "resourceclaimtemplates",
     "deviceclasses",
     "resourceslices",
+    "devicetaintrules",
     "leases",
     "pods",
 )

@@ -8,8 +8,9 @@ from typing import Any
 
 from policies.gpu.capacity import NoCapacity
 from policies.gpu.catalog import CATALOG
-from policies.gpu.claims import claim_demand
+from policies.gpu.claims import claim_demand, with_allocation
 from policies.gpu.device_classes import DeviceClasses, read_device_class
+from policies.gpu.device_reach import NO_DEVICES
 from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice
 from policies.review.cluster import KnownCluster
 from tests.support.builders import pod
@@ -79,10 +80,13 @@ def claim(name: str, namespace: str, spec: dict[str, Any], template: bool = Fals
     return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": body}
 
 
-def slice_device(name: str, product: str, profile: str = "", memory: str = "", **consumes: str) -> dict[str, Any]:
-    """A device as NVIDIA's driver publishes it: a whole GPU, or a MIG device of `profile`;
-    `consumes`: counters of the GPU's counter set it takes (a partitionable pool)."""
-    attributes = {"type": {"string": "mig" if profile else "gpu"}, "productName": {"string": product}}
+def slice_device(
+    name: str, product: str, profile: str = "", memory: str = "", kind: str = "", **consumes: str
+) -> dict[str, Any]:
+    """A device as NVIDIA's driver publishes it: a whole GPU, or a MIG device of `profile` (or
+    of the `kind` given: vfio); `consumes`: counters of the GPU's counter set it takes (a
+    partitionable pool)."""
+    attributes = {"type": {"string": kind or ("mig" if profile else "gpu")}, "productName": {"string": product}}
     if profile:
         attributes["profile"] = {"string": profile}
     device: dict[str, Any] = {"name": name, "attributes": attributes}
@@ -137,15 +141,31 @@ SERVED = device_class("served.example.com", "device.driver == 'gpu.nvidia.com'",
 CLASSES = [GPU_CLASS, MIG_CLASS, NIC_CLASS, H100_CLASS, SERVED, profile_class("1g.12gb"), profile_class("7g.80gb")]
 
 
-def cluster(*claims: dict[str, Any], classes: list[dict[str, Any]] = CLASSES) -> KnownCluster:
-    """A cluster with these claims and templates, and every class above."""
+def cluster(
+    *claims: dict[str, Any], classes: list[dict[str, Any]] = CLASSES, slices: tuple[dict[str, Any], ...] = ()
+) -> KnownCluster:
+    """A cluster with these claims and templates (as their status says, allocated or not), every
+    class above, and the devices of `slices` shown (none: no device is known)."""
     demands = {}
     for c in claims:
         template = c["kind"] == "ResourceClaimTemplate"
         spec = c["spec"]["spec"] if template else c["spec"]
-        demands[(c["metadata"]["namespace"], template, c["metadata"]["name"])] = claim_demand(spec)
+        demand = claim_demand(spec)
+        demands[(c["metadata"]["namespace"], template, c["metadata"]["name"])] = (
+            demand if template else with_allocation(demand, c.get("status"))
+        )
     known = DeviceClasses.of(read_device_class(c) for c in classes)
-    return KnownCluster(claims=demands, knows_claims=True, device_classes=known)
+    devices = inventory(*slices) if slices else NO_DEVICES
+    return KnownCluster(claims=demands, knows_claims=True, device_classes=known, devices=devices)
+
+
+def inventory(*slices: dict[str, Any], claims: tuple[dict[str, Any], ...] = ()) -> DraInventory:
+    """What a replica's ResourceSlice and claim watches show."""
+    found = DraInventory()
+    contents = {s["metadata"]["name"]: read_slice(s, CATALOG) for s in slices}
+    found.replace_slices({k: v for k, v in contents.items() if v is not None})
+    found.replace_allocations((c["metadata"]["name"], allocated_devices(c)) for c in claims)
+    return found
 
 
 def claim_pod(*names: str, namespace: str = "ml") -> dict[str, Any]:
@@ -166,9 +186,6 @@ def dra_capacity(
 ) -> tuple[WithDra, DeviceClasses]:
     """What a replica sees: node labels (`labels`, a CapacityLedger; none by default) with the
     devices of `slices` less what `claims` hold, offered to the names `classes` serve."""
-    found = DraInventory()
-    contents = {s["metadata"]["name"]: read_slice(s, CATALOG) for s in slices}
-    found.replace_slices({k: v for k, v in contents.items() if v is not None})
-    found.replace_allocations((c["metadata"]["name"], allocated_devices(c)) for c in claims)
+    found = inventory(*slices, claims=claims)
     known = DeviceClasses.of(read_device_class(c) for c in classes)
     return WithDra(labels if labels is not None else NoCapacity(), found, lambda: known), known

@@ -24,6 +24,7 @@ CLUSTER_SCOPED = frozenset(
         "nodes",
         "deviceclasses",
         "resourceslices",
+        "devicetaintrules",
         "gpupolicies",
         "mutatingwebhookconfigurations",
         "validatingwebhookconfigurations",
@@ -42,6 +43,7 @@ KINDS = {
     "resourceclaimtemplates": "ResourceClaimTemplate",
     "deviceclasses": "DeviceClass",
     "resourceslices": "ResourceSlice",
+    "devicetaintrules": "DeviceTaintRule",
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
 }

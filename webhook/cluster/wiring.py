@@ -216,8 +216,9 @@ def connect(
 
 
 def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: Any) -> list[ListWatch]:
-    """DRA ResourceClaims, ResourceClaimTemplates, DeviceClasses and ResourceSlices
-    (resource.k8s.io/v1, Kubernetes 1.34 on; optional: an API server without it has none). The
+    """DRA ResourceClaims, ResourceClaimTemplates, DeviceClasses, ResourceSlices and
+    DeviceTaintRules (resource.k8s.io/v1, Kubernetes 1.34 on, taint rules 1.37; optional: an API
+    server without them has none). The
     claim watch feeds two keepers: what each claim asks for, and the devices its allocation holds."""
     resource = client.ResourceV1Api(api_client)
     kinds = (
@@ -249,7 +250,18 @@ def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: An
         optional=True,
         **options,
     )
-    return [*claims, device_classes, slices]
+    # Devices a DeviceTaintRule keeps the scheduler off are no free capacity (resource.k8s.io/v1,
+    # GA in Kubernetes 1.37; earlier servers serve none at v1).
+    taints = ListWatch(
+        "devicetaintrules",
+        resource.list_device_taint_rule,
+        (),
+        view.slices.taint_rules_listed,
+        view.slices.taint_rule_seen,
+        optional=True,
+        **options,
+    )
+    return [*claims, device_classes, slices, taints]
 
 
 class ForgedReservationSweep:

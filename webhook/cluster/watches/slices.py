@@ -68,6 +68,10 @@ class DraCapacity:
         with self._lock:
             return self._inventory.offers_for(selectors, profile)
 
+    def models_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> frozenset[str | None]:
+        with self._lock:
+            return self._inventory.models_for(selectors, profile)
+
     def nodes(self) -> frozenset[str]:
         with self._lock:
             return self._inventory.nodes()
