@@ -46,7 +46,14 @@ from policies.gpu.device_cel import DeviceSelector
 from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClass, DeviceClasses, read_device_class
 from policies.gpu.device_reach import Reach
 from policies.gpu.dra_devices import DraDevice
-from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice, read_taint_rule
+from policies.gpu.dra_inventory import (
+    DraInventory,
+    WithDra,
+    allocated_devices,
+    dual_advertised,
+    read_slice,
+    read_taint_rule,
+)
 from policies.gpu.models import CONFIG_STATE_LABEL
 from policies.judge.env_sources import ENV_SOURCE_KINDS
 from policies.judge.ledger import Ledger, PodCounts
@@ -173,4 +180,5 @@ __all__ = [
     "allocated_devices",
     "read_slice",
     "read_taint_rule",
+    "dual_advertised",
 ]

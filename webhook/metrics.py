@@ -58,6 +58,11 @@ HANDLER_ERRORS = Counter(
 TRACKED_PODS = Gauge(
     "gpu_admission_tracked_pods", "GPU pods counted for quotas and capacity", multiprocess_mode="livemax"
 )
+DUAL_ADVERTISED_NODES = Gauge(
+    "gpu_admission_dual_advertised_nodes",
+    "Nodes whose GPUs both the device plugin and NVIDIA's DRA driver advertise (either may hand out one the other did)",
+    multiprocess_mode="livemax",
+)
 OPEN_CONNECTIONS = Gauge(
     "gpu_admission_open_connections",
     "Connections the worker holds open, kept-alive and waiting ones included",

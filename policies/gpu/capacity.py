@@ -87,6 +87,10 @@ class Capacity(Protocol):
         `resource` with, as the slices show; None where no device is known."""
         ...
 
+    def dual_advertised(self) -> frozenset[str]:
+        """Nodes whose GPUs both the device plugin and NVIDIA's DRA driver advertise."""
+        ...
+
 
 class NoCapacity:
     known = False
@@ -109,6 +113,9 @@ class NoCapacity:
 
     def dra_models(self, resource: str) -> frozenset[str | None] | None:
         return None
+
+    def dual_advertised(self) -> frozenset[str]:
+        return frozenset()
 
     def free(self, model: str, profile: str | None, resource: str) -> int:
         return 0
@@ -190,6 +197,9 @@ class CapacityLedger:
 
     def dra_models(self, resource: str) -> frozenset[str | None] | None:
         return None
+
+    def dual_advertised(self) -> frozenset[str]:
+        return frozenset()
 
     @property
     def unsettled(self) -> int:

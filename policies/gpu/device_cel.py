@@ -266,17 +266,15 @@ def device_input(driver: str, raw: Mapping[str, Any]) -> dict[str, object] | Non
     }
 
 
-def activation(device: Mapping[str, object] | None) -> Any:
-    """A device made into CEL values once, for every selector evaluated over it."""
-    return None if device is None else _ENV.Activation({"device": device})
-
-
-def admits(selector: DeviceSelector, device: Any) -> bool:
-    """Whether the scheduler may count `device` (an `activation`) as matching the selector: true,
-    or an error (which stops the allocation there, so counting it is more, never less)."""
+def admits(selector: DeviceSelector, device: Mapping[str, object] | None) -> bool:
+    """Whether the scheduler may count `device` (a `device_input`) as matching the selector: true,
+    or an error (which stops the allocation there, so counting it is more, never less). The
+    device is converted for each evaluation: an activation made on one thread cannot run the
+    library's Python functions on another (cel-expr-python keeps their arena per thread), and
+    the watches read slices on threads of their own."""
     if selector.program is None or device is None:
         return True
-    value = selector.program.eval(activation=device)
+    value = selector.program.eval(data={"device": device})
     if value.type() == cel.Type.ERROR:
         return True
     return value.plain_value() is not False

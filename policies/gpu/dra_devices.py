@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policies.gpu.catalog import Catalog
-from policies.gpu.device_cel import NVIDIA_DRIVER, activation, device_input
+from policies.gpu.device_cel import NVIDIA_DRIVER, device_input
 from policies.gpu.device_shares import SharedCapacity, read_capacities
 from policies.quantity import parse_quantity
 
@@ -151,7 +151,7 @@ def _device(raw: object, pool: str, node: str | None, catalog: Catalog) -> DraDe
         tuple(counters_of(raw.get("consumesCounters"), "counterSet")),
         memory // 2**20 if memory is not None else None,
         taints_of(raw.get("taints")),
-        activation(device_input(NVIDIA_DRIVER, raw)),
+        device_input(NVIDIA_DRIVER, raw),
     )
 
 

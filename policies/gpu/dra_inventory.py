@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from policies.gpu.capacity import Capacity
+from policies.gpu.capacity import Capacity, NodeGpus
 from policies.gpu.device_cel import DeviceSelector, admits
 from policies.gpu.device_classes import DeviceClasses
 from policies.gpu.device_reach import Reach, reach_of
@@ -28,7 +28,7 @@ from policies.gpu.dra_devices import Counter, DeviceKey, DraDevice, SliceContent
 from policies.gpu.models import MIG_RESOURCE_PREFIX, WHOLE_GPU_RESOURCE
 from policies.memo import Memo
 
-__all__ = ["DraInventory", "WithDra", "allocated_devices", "read_slice", "read_taint_rule"]
+__all__ = ["DraInventory", "WithDra", "allocated_devices", "dual_advertised", "read_slice", "read_taint_rule"]
 
 TaintRule = tuple[tuple[str | None, str | None, str | None], tuple[Taint, ...]]  # ((driver, pool, device), taints)
 
@@ -58,6 +58,15 @@ def read_taint_rule(raw: Mapping[str, Any]) -> TaintRule | None:
         return None
     fields = tuple(selector.get(k) if isinstance(selector.get(k), str) else None for k in ("driver", "pool", "device"))
     return (fields[0], fields[1], fields[2]), taints
+
+
+def dual_advertised(nodes: Iterable[NodeGpus], slices: Iterable[SliceContent | None]) -> frozenset[str]:
+    """Nodes whose GPUs both the device plugin (allocatable `nvidia.com/gpu` or `nvidia.com/mig-*`)
+    and NVIDIA's DRA driver (its slices' devices on the node) advertise: each may hand out a GPU
+    the other already did."""
+    advertising = {n.name for n in nodes if any(n.allocatable.values())}
+    on_slices = {d.node for s in slices if s is not None for d in s.devices if d.node is not None}
+    return frozenset(advertising & on_slices)
 
 
 def _rule_holds(rule: TaintRule, key: DeviceKey) -> bool:

@@ -30,6 +30,15 @@ class MultiGpu(enum.Enum):
     DENY = "deny"
 
 
+class DualAdvertised(enum.Enum):
+    """What a GPU pod gets on nodes whose GPUs both the device plugin and NVIDIA's DRA driver
+    advertise (each can hand out a GPU the other already did)."""
+
+    ALLOW = "allow"  # nothing said or done, as before
+    WARN = "warn"  # a warning naming the nodes
+    AVOID = "avoid"  # kept off them: kubernetes.io/hostname NotIn the nodes
+
+
 class Backend(enum.Enum):
     """How a container's MIG slice reaches it (docs/mig-backends.md): `auto` picks per pod from
     what the cluster shows."""
@@ -84,6 +93,7 @@ class MigSpec:
     multi_gpu: MultiGpu = MultiGpu.KEEP
     backend: Backend = Backend.AUTO
     whole_gpu_fallback: bool = False  # a claim's ladder ends with a whole GPU
+    dual_advertised: DualAdvertised = DualAdvertised.ALLOW
 
     def allows(self, profile: str) -> bool:
         return not self.allowed_profiles or profile in self.allowed_profiles

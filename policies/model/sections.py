@@ -21,6 +21,7 @@ from policies.model.policy import (
     Backend,
     Consistency,
     DeviceCheck,
+    DualAdvertised,
     GPUPolicy,
     Limits,
     MigSpec,
@@ -39,7 +40,16 @@ from policies.model.yamldoc import Document
 
 _SECURITY = frozenset({"action", "allow", "deviceClasses"})
 _MIG = frozenset(
-    {"strategy", "gpuModels", "defaultProfile", "allowedProfiles", "multiGpu", "backend", "wholeGpuFallback"}
+    {
+        "strategy",
+        "gpuModels",
+        "defaultProfile",
+        "allowedProfiles",
+        "multiGpu",
+        "backend",
+        "wholeGpuFallback",
+        "dualAdvertisedNodes",
+    }
 )
 _BACKENDS = "auto, devicePlugin, draExtendedResource, draClaim"
 _RUNTIME = frozenset({"runtimeClassName", "tolerations", "nodeSelector", "env", "shmSize"})
@@ -118,6 +128,13 @@ class SectionReader(FieldReader):
             multi_gpu=self.choice(fields.get("multiGpu"), f"{path}.multiGpu", MultiGpu, MultiGpu.KEEP, "keep, deny"),
             backend=self.choice(fields.get("backend"), f"{path}.backend", Backend, Backend.AUTO, _BACKENDS),
             whole_gpu_fallback=self.boolean(fields.get("wholeGpuFallback"), f"{path}.wholeGpuFallback", False),
+            dual_advertised=self.choice(
+                fields.get("dualAdvertisedNodes"),
+                f"{path}.dualAdvertisedNodes",
+                DualAdvertised,
+                DualAdvertised.ALLOW,
+                "allow, warn, avoid",
+            ),
         )
         if spec.default_profile and not spec.allows(spec.default_profile):
             self.problem(f"{path}.defaultProfile", f"{spec.default_profile} is not in allowedProfiles")

@@ -12,6 +12,8 @@ from policies.planning.ladder import claim_name
 from policies.planning.plan import MigPlan, Rewrite, single_strategy_labels
 from policies.review.document import Change, Draft, format_count
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
 
 def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change], catalog: Catalog) -> None:
     if plan.policy is None:
@@ -21,6 +23,9 @@ def apply_plan(doc: Draft, plan: MigPlan, changes: list[Change], catalog: Catalo
     for rewrite in claimed:
         _claim(doc, rewrite, policy, changes, catalog)
     _apply_by_name(doc, plan.without(claimed) if claimed else plan, policy, changes)
+    if plan.avoid_nodes:  # GPUs both the device plugin and the DRA driver advertise (mig.dualAdvertisedNodes)
+        why = "nodes whose GPUs both the device plugin and the DRA driver advertise"
+        steer(doc, plan.avoid_nodes, why, policy, changes, HOSTNAME_LABEL, "NotIn")
 
 
 def _apply_by_name(doc: Draft, plan: MigPlan, policy: str, changes: list[Change]) -> None:

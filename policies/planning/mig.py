@@ -26,7 +26,7 @@ from policies.gpu.models import (
     mixed_resource,
 )
 from policies.gpu.placement import CloudPin, admits, cloud_pin, only_shared
-from policies.model.policy import Backend, GPUPolicy, MigSpec, Strategy
+from policies.model.policy import Backend, DualAdvertised, GPUPolicy, MigSpec, Strategy
 from policies.planning.backends import Backends, Via
 from policies.planning.choices import Choice, KeepWhole, Option, Outcome, ProfileChoice, Refusal, sized
 from policies.planning.gate import Device, Gated, named_devices, one_device_each, pin_for
@@ -110,7 +110,26 @@ class MigPlanner:
         why = ", ".join(m.key for m in gated.pin_models)
         pin_why = f"slices of {why}"
         plan = MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings), gated.pin, pin_why, gke)
-        return plan.keeping_off(gated.keep_off, f"slices DRA serves only on {why or 'the policy models'}")
+        plan = plan.keeping_off(gated.keep_off, f"slices DRA serves only on {why or 'the policy models'}")
+        return self.off_dual_nodes(pod, plan)
+
+    def off_dual_nodes(self, pod: PodView, plan: MigPlan) -> MigPlan:
+        """A GPU pod and the nodes whose GPUs both the device plugin and the DRA driver advertise
+        (`mig.dualAdvertisedNodes`): nothing, a warning naming them, or the pod kept off them."""
+        setting = self.spec.dual_advertised
+        if setting is DualAdvertised.ALLOW or not (pod.holds_gpu or pod.claims or pod.extended or plan.rewrites):
+            return plan
+        nodes = tuple(sorted(self.capacity.dual_advertised()))
+        if not nodes:
+            return plan
+        named = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+        if setting is DualAdvertised.WARN:
+            said = (
+                f"may land on {named}, whose GPUs both the device plugin and the DRA driver advertise: "
+                "either may hand out one the other did"
+            )
+            return plan.avoiding((), (said,))
+        return plan.avoiding(nodes, ())
 
     def gate(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...] = (), gke: bool = False) -> Gated:
         """Every GPU resource the pod names, under this policy's profiles and models, and the pin

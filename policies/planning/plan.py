@@ -44,7 +44,18 @@ class Problem:
 
 
 class MigPlan:
-    __slots__ = ("policy", "rewrites", "problems", "warnings", "pin", "pin_why", "gke", "keep_off", "keep_off_why")
+    __slots__ = (
+        "policy",
+        "rewrites",
+        "problems",
+        "warnings",
+        "pin",
+        "pin_why",
+        "gke",
+        "keep_off",
+        "keep_off_why",
+        "avoid_nodes",
+    )
 
     def __init__(
         self,
@@ -57,6 +68,7 @@ class MigPlan:
         gke: bool = False,  # pinned to a GKE accelerator: slices are GKE's partitions (policies.gpu.cloud)
         keep_off: tuple[str, ...] = (),  # product labels it must not land on: slices DRA serves by name
         keep_off_why: str = "",
+        avoid_nodes: tuple[str, ...] = (),  # nodes it must not land on: GPUs advertised twice
     ) -> None:
         self.policy = policy
         self.rewrites = rewrites
@@ -67,6 +79,7 @@ class MigPlan:
         self.gke = gke
         self.keep_off = keep_off
         self.keep_off_why = keep_off_why
+        self.avoid_nodes = avoid_nodes
 
     def without(self, rewrites: list[Rewrite]) -> MigPlan:
         """The plan with `rewrites` (written already) left out."""
@@ -89,6 +102,21 @@ class MigPlan:
             return self
         return MigPlan(
             self.policy, self.rewrites, self.problems, self.warnings, self.pin, self.pin_why, self.gke, labels, why
+        )
+
+    def avoiding(self, nodes: tuple[str, ...], warnings: tuple[str, ...]) -> MigPlan:
+        """The plan, the pod kept off `nodes`, with `warnings` beside its own."""
+        return MigPlan(
+            self.policy,
+            self.rewrites,
+            self.problems,
+            (*self.warnings, *warnings),
+            self.pin,
+            self.pin_why,
+            self.gke,
+            self.keep_off,
+            self.keep_off_why,
+            nodes,
         )
 
     @property

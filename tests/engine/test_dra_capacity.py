@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from policies.gpu.capacity import CapacityLedger, NoCapacity
+from policies.gpu.capacity import CapacityLedger, NoCapacity, NodeGpus
 from policies.gpu.catalog import CATALOG
 from policies.gpu.device_classes import DeviceClasses, read_device_class
-from policies.gpu.dra_inventory import DraInventory, WithDra
+from policies.gpu.dra_inventory import DraInventory, WithDra, read_taint_rule
 from policies.review.cluster import KnownCluster
 from tests.support.builders import engine_from, gpu_container, pod, policy
 from tests.support.dra import GPU_CLASS, NIC_CLASS, allocated, inventory, profile_class, resource_slice, slice_device
@@ -99,3 +99,77 @@ def test_on_a_dra_only_cluster_the_rewrite_takes_the_profile_that_can_be_placed_
     seen = WithDra(CapacityLedger(CATALOG), inventory(slices), lambda: classes)
     resource, record = rewritten(KnownCluster(capacity=seen, device_classes=classes))
     assert resource == "nvidia.com/mig-3g.20gb" and "free capacity on A100-40GB" in record
+
+
+def plugin_node(name: str, gpus: int) -> CapacityLedger:
+    """A node whose device plugin advertises `gpus` whole H100s (GFD labels it)."""
+    ledger = CapacityLedger(CATALOG)
+    ledger.set_node(NodeGpus(name, "NVIDIA-H100-80GB-HBM3", {"nvidia.com/gpu": gpus}, {}))
+    ledger.mark_synced()
+    return ledger
+
+
+def test_a_node_whose_gpus_both_the_plugin_and_dra_advertise_is_counted_once():
+    """NVIDIA's AI cluster recipes, KAI and Dynamo report it: the same GPUs in allocatable and in slices."""
+    both = WithDra(
+        plugin_node("gpu-1", 2), inventory(resource_slice("gpu-1", *WHOLE["spec"]["devices"])), lambda: CLASSES
+    )
+    assert both.dual_advertised() == frozenset({"gpu-1"})
+    assert both.free("H100-80GB", None, "nvidia.com/gpu") == 2  # not 4
+    apart = WithDra(
+        plugin_node("gpu-2", 2), inventory(resource_slice("gpu-1", *WHOLE["spec"]["devices"])), lambda: CLASSES
+    )
+    assert apart.dual_advertised() == frozenset()
+    assert apart.free("H100-80GB", None, "nvidia.com/gpu") == 4  # two nodes, each served one way
+
+
+CLASSES = DeviceClasses.of([read_device_class(GPU_CLASS)])
+TAINTED = resource_slice(
+    "dra-1", {**slice_device("gpu-0", H100), "taints": [{"key": "broken", "effect": "NoSchedule"}]}
+)
+
+
+def test_a_tainted_device_is_no_free_capacity():
+    assert with_dra(inventory(TAINTED), GPU_CLASS).free("H100-80GB", None, "nvidia.com/gpu") == 0
+    found = inventory(WHOLE)
+    found.set_taint_rule("drain-gpu-0", read_taint_rule(TAINT_RULE))
+    assert with_dra(found, GPU_CLASS).free("H100-80GB", None, "nvidia.com/gpu") == 1
+    found.set_taint_rule("drain-gpu-0", None)
+    assert with_dra(found, GPU_CLASS).free("H100-80GB", None, "nvidia.com/gpu") == 2
+
+
+TAINT_RULE = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceTaintRule",
+    "metadata": {"name": "drain-gpu-0"},
+    "spec": {
+        "deviceSelector": {"driver": "gpu.nvidia.com", "pool": "dra-1", "device": "gpu-0"},
+        "taint": {"key": "maintenance", "effect": "NoExecute"},
+    },
+}
+
+
+def test_a_taint_that_keeps_nothing_off_leaves_the_device_free():
+    soft = {**TAINT_RULE, "spec": {**TAINT_RULE["spec"], "taint": {"key": "note", "effect": "None"}}}
+    assert read_taint_rule(soft) is None
+
+
+@pytest.mark.parametrize("setting", ["avoid", "warn", "allow"])
+def test_a_policy_keeps_gpu_pods_off_dual_advertised_nodes_or_warns(setting):
+    both = WithDra(
+        plugin_node("gpu-1", 2), inventory(resource_slice("gpu-1", *WHOLE["spec"]["devices"])), lambda: CLASSES
+    )
+    spec = policy("p", f"mig: {{dualAdvertisedNodes: {setting}}}")
+    result = engine_from(spec).mutate(pod(gpu_container()), cluster=KnownCluster(capacity=both, device_classes=CLASSES))
+    affinity = result.object["spec"].get("affinity")
+    if setting == "avoid":
+        terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["gpu-1"]}]}
+        ]
+        again = engine_from(spec).mutate(result.object, cluster=KnownCluster(capacity=both, device_classes=CLASSES))
+        assert not again.changed
+    else:
+        assert affinity is None
+    warned = any("whose GPUs both the device plugin and the DRA driver advertise" in w for w in result.warnings)
+    assert warned is (setting == "warn")

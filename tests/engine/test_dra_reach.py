@@ -6,6 +6,7 @@ to what they hold; NVIDIA's sharing configurations charged, not refused."""
 
 from __future__ import annotations
 
+import threading
 from fractions import Fraction
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from policies.errors import InputError
 from policies.gpu.claims import claim_demand
+from policies.gpu.device_cel import compile_selector
 from policies.judge.quota import NoUsage
 from tests.support.builders import engine_from, pod, policy
 from tests.support.dra import (
@@ -23,6 +25,7 @@ from tests.support.dra import (
     cluster,
     device_class,
     exactly,
+    inventory,
     profile_class,
     resource_slice,
     shareable,
@@ -268,3 +271,18 @@ def test_a_claim_pinned_to_a_profile_of_another_model_is_held_to_the_policys_mod
     assert "may get a 1g.10gb of H100-80GB, not a model the policy allows (A100-80GB)" in decision.message
     a100 = (resource_slice("node-a", slice_device("mig-0", "NVIDIA A100-SXM4-80GB", "1g.10gb", "9856Mi")),)
     assert decide(models, made, slices=a100, classes=state_classes).allowed
+
+
+def test_devices_a_watch_read_on_its_thread_are_evaluated_on_an_admissions():
+    """A slice is read on the watch's thread, a selector calling the libraries' functions (semver,
+    quantity) evaluated on an admission's: the replica found cel-expr-python cannot run those
+    across threads on a kept activation."""
+    versioned = slice_device("gpu-0", H100, memory="80Gi")
+    versioned["attributes"]["driverVersion"] = {"version": "550.54.15"}
+    read: list[Any] = []
+    watch = threading.Thread(target=lambda: read.append(inventory(resource_slice("node-a", versioned))))
+    watch.start()
+    watch.join()
+    selector = compile_selector("device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('550.0.0'))")
+    found = read[0].reach((selector,))
+    assert found is not None and found.devices == 1

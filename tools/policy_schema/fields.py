@@ -156,6 +156,14 @@ def mig_schema(models: list[str], profiles: list[str]) -> Schema:
                 "`draClaim`: a ladder ends with a whole GPU, taken where no allowed slice is free",
                 False,
             ),
+            "dualAdvertisedNodes": optional(
+                enum_of("allow", "warn", "avoid"),
+                "`allow` | `warn` | `avoid`",
+                "GPU pods and nodes whose GPUs both the device plugin and NVIDIA's DRA driver advertise (either "
+                "may hand out a GPU the other did): nothing said, a warning naming them, or the pod kept off them "
+                "(`kubernetes.io/hostname NotIn`); docs/dra.md",
+                "allow",
+            ),
         }
     )
 

@@ -27,8 +27,9 @@ def register(commands: Any, root: argparse.ArgumentParser) -> None:
     lint.add_argument(
         "--cluster-state",
         metavar="FILE",
-        help="a cluster's DeviceClasses (kubectl get deviceclasses -o yaml): warns of two serving one extended "
-        "resource name",
+        help="a cluster's DeviceClasses, Nodes and ResourceSlices (kubectl get deviceclasses,nodes,resourceslices "
+        "-o yaml): warns of two classes serving one extended resource name, and of nodes whose GPUs both the "
+        "device plugin and the DRA driver advertise",
     )
     lint.add_argument(
         "--allow-overlap",

@@ -26,6 +26,7 @@ from policies import (
     WithDra,
     claim_demand,
     counts_against_quota,
+    dual_advertised,
     gpus_held,
     load_texts,
     node_gpus,
@@ -34,6 +35,7 @@ from policies import (
     parse_pod,
     policy_ladders,
     publishes,
+    read_slice,
 )
 from webhook.cli.inputs import Inputs, read_inputs
 from webhook.cluster.watches.claims import CLAIM_KINDS, ClaimCache
@@ -260,6 +262,24 @@ def class_collisions(path: str) -> list[PolicyProblem]:
     ]
 
 
+def dual_advertised_nodes(path: str) -> list[PolicyProblem]:
+    """Nodes of a cluster state (`kubectl get nodes,resourceslices -o yaml`) whose GPUs both the
+    device plugin and NVIDIA's DRA driver advertise: free capacity counts them once, but either
+    may hand out a GPU the other did (`mig.dualAdvertisedNodes`)."""
+    items = [item for _, item in read_manifests(path) if isinstance(item, dict)]
+    nodes = [node_gpus(item) for item in items if item.get("kind") == "Node"]
+    slices = [read_slice(item, CATALOG) for item in items if item.get("kind") == "ResourceSlice"]
+    found = sorted(dual_advertised(nodes, slices))
+    if not found:
+        return []
+    message = (
+        f"nodes {', '.join(found)}: their GPUs are advertised both by the device plugin and by NVIDIA's DRA "
+        "driver, and either may hand out a GPU the other did: keep GPU pods off them (mig.dualAdvertisedNodes: "
+        "avoid) or serve them one way"
+    )
+    return [PolicyProblem(path, 1, "", "", message)]
+
+
 def cmd_lint(args: argparse.Namespace) -> int:
     texts: list[tuple[str, str]] = []
     for target in args.paths:
@@ -274,7 +294,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     accepted = frozenset(frozenset(pair) for pair in args.allow_overlap or ())
     advice = [*result.advice, *overlapping_profiles(result.policies, accepted)]
     if getattr(args, "cluster_state", None):
-        advice += class_collisions(args.cluster_state)
+        advice += class_collisions(args.cluster_state) + dual_advertised_nodes(args.cluster_state)
     if args.output == "json":
         findings = [_finding(p, "error") for p in result.problems] + [_finding(a, "warning") for a in advice]
         summary = {"files": len(texts), "policies": [p.name for p in result.policies], "findings": findings}

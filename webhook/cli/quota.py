@@ -56,13 +56,23 @@ def as_json(line: QuotaLine) -> dict[str, object]:
     }
 
 
+def dual_note(nodes: frozenset[str]) -> list[str]:
+    """What `quota` says of nodes whose GPUs both the device plugin and the DRA driver advertise."""
+    if not nodes:
+        return []
+    return [
+        f"nodes {', '.join(sorted(nodes))}: GPUs advertised both by the device plugin and by NVIDIA's DRA driver "
+        "(counted once as free capacity; either may hand out a GPU the other did)"
+    ]
+
+
 def cmd_quota(args: argparse.Namespace) -> int:
     if args.cluster_state:
         pods, cluster = cluster_state(args.cluster_state)
         policy_set = _policies(args.policies, None)
         namespaces: dict[str, Mapping[str, str] | None] = dict(cluster.namespaces)
         reserved = Ledger()
-        notes: list[str] = []
+        notes: list[str] = dual_note(cluster.capacity.dual_advertised())
     else:
         from webhook.cluster.quota.quota_reader import Unreachable, read_live  # the client only when used
 
@@ -73,7 +83,8 @@ def cmd_quota(args: argparse.Namespace) -> int:
         except Unreachable as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        pods, namespaces, reserved, notes = live.pods, live.namespaces, live.reserved, live.notes
+        pods, namespaces, reserved = live.pods, live.namespaces, live.reserved
+        notes = [*live.notes, *dual_note(live.dual_advertised)]
         if live.policy_texts is None and not args.policies:
             # Without the policies nothing can be said: "no quota holds anything" would be a false green.
             for note in notes:

@@ -27,6 +27,7 @@ from webhook.cluster.watches.device_classes import DeviceClassCache
 from webhook.cluster.watches.namespaces import GpuQuotaCache, NamespaceCache
 from webhook.cluster.watches.nodes import NodeCapacity
 from webhook.cluster.watches.slices import DraCapacity
+from webhook.metrics import DUAL_ADVERTISED_NODES
 
 # (group, version, plural, namespace, name) -> the object, or None where there is none
 ReadWorkload = Callable[[str, str, str, str, str], "dict[str, Any] | None"]
@@ -61,6 +62,7 @@ class ClusterView:
         # A workload as the API server holds it, for a review of its Scale subresource (which
         # carries a count, no template): webhook.cluster.wiring reads it; none without a cluster.
         self.read_workload: ReadWorkload = _no_workload
+        self._dual_count = -1  # what the dual-advertised gauge was last set to
 
     # -- policies.review.cluster.ClusterState ------------------------------------------------------------
     @property
@@ -87,6 +89,18 @@ class ClusterView:
     @property
     def devices(self) -> DraCapacity:
         return self.slices
+
+    def dual_advertised(self) -> frozenset[str]:
+        """Nodes whose GPUs both the device plugin and NVIDIA's DRA driver advertise."""
+        return self._capacity.dual_advertised()
+
+    def nodes_or_slices_changed(self, *_: Any) -> None:
+        """After a node or ResourceSlice event (or list): the dual-advertised gauge, written only
+        when its count changes (a write under several workers is a metrics file's)."""
+        count = len(self.dual_advertised())
+        if count != self._dual_count:
+            self._dual_count = count
+            DUAL_ADVERTISED_NODES.set(count)
 
     # -- wiring ------------------------------------------------------------------------------------
     def not_ready(self) -> str:

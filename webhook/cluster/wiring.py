@@ -156,7 +156,12 @@ def connect(
         gpupolicy_watch(custom, store, gpupolicy_status, **options),
         ListWatch("namespaces", core.list_namespace, (), namespaces_listed, namespace_seen, **options),
         ListWatch(
-            "nodes", core.list_node, (), view.nodes.replace_all, _both(view.nodes.observe, auditor.node_seen), **options
+            "nodes",
+            core.list_node,
+            (),
+            _both_lists(view.nodes.replace_all, view.nodes_or_slices_changed),
+            _both(_both(view.nodes.observe, auditor.node_seen), view.nodes_or_slices_changed),
+            **options,
         ),
         ListWatch(
             "resourcequotas",
@@ -245,8 +250,8 @@ def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: An
         "resourceslices",
         resource.list_resource_slice,
         (),
-        view.slices.slices_listed,
-        view.slices.slice_seen,
+        _both_lists(view.slices.slices_listed, view.nodes_or_slices_changed),
+        _both(view.slices.slice_seen, view.nodes_or_slices_changed),
         optional=True,
         **options,
     )

@@ -21,7 +21,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from policies import Ledger, Usage
+from policies import CATALOG, Ledger, Usage, dual_advertised, node_gpus, read_slice
 from webhook.cluster.api.gpupolicy_reads import read_gpupolicy_texts
 from webhook.cluster.api.identity import api_client, impersonate, load_kubeconfig
 from webhook.cluster.quota.leases.ledger import GRANT_PREFIX, LEDGER_LABEL, lease_key, parse_lease
@@ -37,6 +37,7 @@ class LiveState:
     policy_texts: Texts | None = None  # None: could not be read
     reserved: Ledger = field(default_factory=Ledger)
     notes: list[str] = field(default_factory=list)  # what could not be read, and so was left out
+    dual_advertised: frozenset[str] = frozenset()  # nodes whose GPUs the device plugin and DRA both advertise
 
 
 def _forbidden(error: ApiException) -> bool:
@@ -113,7 +114,20 @@ def _read_all(api: client.ApiClient, namespace: str | None, policy_namespace: st
     )
     if leases is not None:
         _reservations(state, leases)
+    state.dual_advertised = _dual_advertised(api, raw)
     return state
+
+
+def _dual_advertised(api: client.ApiClient, raw: dict[str, Any]) -> frozenset[str]:
+    """Nodes whose GPUs both the device plugin and NVIDIA's DRA driver advertise, where the
+    kubeconfig may read Nodes and ResourceSlices (a tenant's often may not: nothing is said then)."""
+    try:
+        nodes = orjson.loads(client.CoreV1Api(api).list_node(**raw).data).get("items") or []  # type: ignore[attr-defined]
+        listed = client.ResourceV1Api(api).list_resource_slice(**raw)
+        slices = orjson.loads(listed.data).get("items") or []  # type: ignore[attr-defined]
+    except ApiException:
+        return frozenset()
+    return dual_advertised((node_gpus(n) for n in nodes), (read_slice(s, CATALOG) for s in slices))
 
 
 def _reservations(state: LiveState, leases: list[dict[str, Any]]) -> None:
