@@ -81,12 +81,13 @@ def tree(ref: str) -> Path:
     return where
 
 
-def compiled_tree() -> Path:
-    """This work tree's engine compiled by mypyc, as the image ships it (tools/compile_engine.py)."""
+def compiled_tree(root: Path = ROOT) -> Path:
+    """A tree's engine (this work tree's by default) compiled by mypyc, as the image ships it
+    (tools/compile_engine.py)."""
     sys.path.insert(0, str(ROOT))
     from tools.compile_engine import build
 
-    return build(ROOT)
+    return build(root)
 
 
 def collected(source: Path, command: list[str], toggle: bool = False, exits: tuple[int, ...] = (0,)) -> int:

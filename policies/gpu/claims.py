@@ -20,7 +20,7 @@ and go independently of claims:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policies.errors import InputError
 from policies.gpu.device_cel import ANY_DEVICE, NVIDIA_DRIVER, Selection
@@ -30,6 +30,7 @@ from policies.gpu.device_shares import CapacityAsk, capacity_name, quantity
 from policies.gpu.dra_devices import ANY_MIG, WHOLE_GPU, DeviceKey, DeviceKind
 from policies.gpu.driver_config import DriverConfig, read_config
 from policies.json_fields import json_list
+from policies.memo import Memo
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,9 @@ class ClaimDemand:
     configs: tuple[DriverConfig, ...] = ()
     allocated: tuple[tuple[str, str], ...] = ()
     held: tuple[HeldDevice, ...] | None = None
+    # What it is charged and what policies say of it, per classes, devices and policies (a claim
+    # the cluster holds is read once, judged for every pod that names it): policies.judge.
+    memo: Memo = field(default_factory=Memo, compare=False, repr=False)
 
     @property
     def asks_devices(self) -> bool:

@@ -59,6 +59,12 @@ class DeviceReach(Protocol):
     """What a claim's requests are charged by: the cluster's devices (a DraInventory, or the
     edge's guarded one), or none known."""
 
+    @property
+    def generation(self) -> int:
+        """Changes whenever what `reach` answers may (a slice changed): what is derived from
+        reaches is kept per generation."""
+        ...
+
     def reach(self, selectors: tuple[DeviceSelector, ...]) -> Reach | None:
         """The shown devices `selectors` admit; None where no shown device is admitted."""
         ...
@@ -70,6 +76,8 @@ class DeviceReach(Protocol):
 
 class NoDevices:
     """No device shown: every request is charged by what its selectors prove."""
+
+    generation = 0
 
     def reach(self, selectors: tuple[DeviceSelector, ...]) -> Reach | None:
         return None

@@ -90,6 +90,7 @@ class DraInventory:
         self._devices: list[DraDevice] = []
         self._by_key: dict[DeviceKey, DraDevice] = {}
         self._reach = Memo()
+        self.generation = 0  # counts slice changes (policies.gpu.device_reach.DeviceReach)
 
     # -- changes ---------------------------------------------------------------------------
     def set_slice(self, name: str, content: SliceContent | None) -> None:
@@ -129,6 +130,7 @@ class DraInventory:
         self._free = None
         self._current = None
         self._reach = Memo()
+        self.generation += 1
 
     # -- what requests reach -----------------------------------------------------------------
     def _current_slices(self) -> list[SliceContent]:

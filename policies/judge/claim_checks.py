@@ -106,9 +106,19 @@ def _guard_problems(
 def claim_checks(
     demand: ClaimDemand, policies: tuple[GPUPolicy, ...], classes: DeviceClasses, devices: DeviceReach, catalog: Catalog
 ) -> list[Verdict]:
-    """What `policies` say of a claim's requests, at field paths inside the claim's spec."""
+    """What `policies` say of a claim's requests, at field paths inside the claim's spec: kept
+    with the claim per policies, classes and devices (the value holds them, so the identities in
+    its key are never another's)."""
     if not policies or not demand.requests:
         return []
+    key = ("checks", tuple(id(p) for p in policies), id(classes), devices.generation, id(catalog))
+    build = lambda: (policies, classes, catalog, _claim_checks(demand, policies, classes, devices, catalog))  # noqa: E731
+    return list(demand.memo.get(key, build)[3])
+
+
+def _claim_checks(
+    demand: ClaimDemand, policies: tuple[GPUPolicy, ...], classes: DeviceClasses, devices: DeviceReach, catalog: Catalog
+) -> list[Verdict]:
     verdicts: list[Verdict] = []
     resolved = [(r, tuple((a, resolve(a, classes, devices)) for a in r.alternatives)) for r in demand.requests]
     reaching = [(r, found) for r, found in resolved if any(done.reaches_gpu for _, done in found)]

@@ -112,7 +112,7 @@ def served_by_classes(pod: PodView, classes: DeviceClasses, devices: DeviceReach
             held = Usage(Fraction(amount), {}, amount)
         if held is not None:
             usage = usage + held
-    if classes.serves_nvidia and UNKNOWN_NODE in admitted(pod.placement, catalog):
+    if pod.holds_gpu and classes.serves_nvidia and UNKNOWN_NODE in admitted(pod.placement, catalog):
         # A node without a known GPU label (a DRA node) may serve NVIDIA's own names by a class.
         for name, units in effective_gpu_requests(pod).items():
             usage = usage + _beyond_the_plugin(name, units, classes, devices, pod, catalog)
@@ -126,7 +126,8 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
     if not (pod.claims or pod.extended or (pod.holds_gpu and classes.serves_nvidia)):
         return NO_CLAIMS
     devices = cluster.devices
-    own = served_by_classes(pod, classes, devices, catalog) if pod.extended or classes.serves_nvidia else EMPTY
+    serving = pod.extended or (pod.holds_gpu and classes.serves_nvidia)
+    own = served_by_classes(pod, classes, devices, catalog) if serving else EMPTY
     shared: list[tuple[str, Usage]] = []
     missing: list[ClaimRef] = []
     unbounded: list[tuple[ClaimRef, str]] = []

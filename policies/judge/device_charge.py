@@ -73,7 +73,12 @@ def kind_charge(
 
 
 def _share(kind: DeviceKind, asked: CapacityAsk) -> Fraction:
-    return share_of(kind.shares, asked) if asked and kind.shares is not None else _ONE
+    """The share of a device of `kind` a request asking `asked` takes; a device that cannot be
+    shared, or whose weight the catalog cannot tell (a MIG device of a model it does not know),
+    is taken whole."""
+    if not asked or kind.shares is None or (kind.mig and kind.model is None):
+        return _ONE
+    return share_of(kind.shares, asked)
 
 
 def _holding(
@@ -151,7 +156,19 @@ def held_charge(
 def demand_charge(
     demand: ClaimDemand, classes: DeviceClasses, devices: DeviceReach, placement: Placement, catalog: Catalog
 ) -> tuple[Usage, tuple[str, ...]]:
-    """What a claim can allocate (what it holds, once allocated), and its unbounded requests."""
+    """What a claim can allocate (what it holds, once allocated), and its unbounded requests:
+    kept with the claim per classes, devices and placement (the value holds the classes, so the
+    identity in its key is never another's)."""
+    key = ("charge", id(classes), devices.generation, placement, id(catalog))
+    kept = demand.memo.get(
+        key, lambda: (classes, catalog, _demand_charge(demand, classes, devices, placement, catalog))
+    )
+    return kept[2]
+
+
+def _demand_charge(
+    demand: ClaimDemand, classes: DeviceClasses, devices: DeviceReach, placement: Placement, catalog: Catalog
+) -> tuple[Usage, tuple[str, ...]]:
     if demand.held is not None:
         return held_charge(demand, classes, devices, placement, catalog), ()
     usage = EMPTY

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -63,7 +64,7 @@ def admitted_here(text: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def reach(installation: Installation) -> Kubectl:
+def reach(installation: Installation) -> Iterator[Kubectl]:
     kubectl = installation.kubectl
     kubectl.run("create", "namespace", NAMESPACE)
     register_nodes(kubectl, "reach-nodes.yaml")
@@ -71,9 +72,12 @@ def reach(installation: Installation) -> Kubectl:
     for made in SLICES:
         kubectl.create(json.dumps(made))
     yield kubectl
+    # Nothing of this module steers the later ones: its nodes, devices and class go with it.
     kubectl.run("delete", "namespace", NAMESPACE, "--wait=false", check=False)
     for made in SLICES:
         kubectl.run("delete", "resourceslice", made["metadata"]["name"], check=False)
+    kubectl.run("delete", "deviceclass", EVERY_DEVICE["metadata"]["name"], check=False)
+    kubectl.run("delete", "node", NODE, "dual-1", check=False)
 
 
 NAMES = (f"c{i}" for i in itertools.count())

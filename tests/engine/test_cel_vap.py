@@ -59,6 +59,18 @@ ROWS = [
     ),
     ("url", "url('https://models.corp:8443/v2?x=1').getHost() == 'models.corp:8443' && isURL('/v2/health')", True),
     ("url: getQuery", "url('https://h/p?a=1&a=2').getQuery()['a']", ["1", "2"]),
+    (
+        "semver",
+        "semver('1.2.3').isGreaterThan(semver('1.2.0')) && semver('1.0.0-rc.1').isLessThan(semver('1.0.0'))",
+        True,
+    ),
+    (
+        "semver: normalize",
+        "[semver('v1.02', true).major(), semver('v1.02', true).minor(), semver('1.2.3').patch()]",
+        [1, 2, 3],
+    ),
+    ("semver: isSemver", "isSemver('1.2.3') && !isSemver('1.2') && isSemver('v1.2', true)", True),
+    ("semver: compareTo", "semver('2.0.0').compareTo(semver('10.0.0'))", -1),
     ("macros and standard library", "object.spec.containers.all(c, c.image.startsWith('registry.corp/'))", True),
 ]
 

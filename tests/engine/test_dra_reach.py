@@ -31,6 +31,7 @@ from tests.support.dra import (
     shareable,
     slice_device,
 )
+from webhook.sources.files import bundled_texts
 
 TWO_GPUS = policy("two", "match: {namespaces: [ml]}\nquota: {limits: {gpus: 2}}")
 BUDGET = policy("budget", 'match: {namespaces: [ml]}\nquota: {limits: {gpuEquivalents: "16"}}')
@@ -286,3 +287,70 @@ def test_devices_a_watch_read_on_its_thread_are_evaluated_on_an_admissions():
     selector = compile_selector("device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('550.0.0'))")
     found = read[0].reach((selector,))
     assert found is not None and found.devices == 1
+
+
+def test_a_share_of_a_device_the_catalog_cannot_weigh_is_the_whole_device():
+    unknown = shareable(slice_device("mig-0", "NVIDIA Next 400GB", "1g.50gb", "50Gi"))
+    made = claim("c", "ml", claim_spec(exactly("mig.nvidia.com", 1, capacity={"requests": {"memory": "10Gi"}})))
+    decision = decide(BUDGET, made, slices=(resource_slice("node-a", unknown),))
+    assert decision.usage.gpu_equivalents == 1
+
+
+def demo_template(name: str, request: dict[str, Any], config: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A ResourceClaimTemplate shaped after NVIDIA's DRA driver's demos (demo/specs/quickstart,
+    consumable-shares), written here."""
+    return claim(name, "gpu-test", claim_spec(request, config=config), template=True)
+
+
+NVIDIA_DEMOS = [
+    demo_template("single-gpu", exactly("gpu.nvidia.com")),
+    demo_template(
+        "shared-gpu",
+        exactly("gpu.nvidia.com"),
+        nvidia_config(
+            "GpuConfig",
+            sharing={
+                "strategy": "MPS",
+                "mpsConfig": {"defaultActiveThreadPercentage": 50, "defaultPinnedDeviceMemoryLimit": "10Gi"},
+            },
+        ),
+    ),
+    demo_template(
+        "time-sliced-gpu",
+        exactly("gpu.nvidia.com"),
+        nvidia_config("GpuConfig", sharing={"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}),
+    ),
+    demo_template(
+        "single-gpu-full-vfioconfig",
+        exactly("vfio.gpu.nvidia.com"),
+        nvidia_config("VfioDeviceConfig", iommu={"backendPolicy": "LegacyOnly", "enableAPIDevice": True}),
+    ),
+    demo_template("gpu-4gi", exactly("gpu.nvidia.com", capacity={"requests": {"memory": "4Gi"}})),
+]
+
+
+@pytest.mark.parametrize("template", NVIDIA_DEMOS, ids=[t["metadata"]["name"] for t in NVIDIA_DEMOS])
+def test_nvidias_demo_claims_are_admitted_under_the_bundled_default(template):
+    engine = engine_from(*(text for _, text in bundled_texts()))
+    decision = engine.validate(template, NoUsage(), cluster=cluster())
+    assert decision.allowed, decision.message
+
+
+def test_a_network_operator_pod_is_charged_no_gpu():
+    nic = {
+        "name": "main",
+        "image": "mofed",
+        "resources": {"limits": {"nvidia.com/hostdev": 1, "rdma/rdma_shared_device_a": 1}},
+    }
+    decision = engine_from(TWO_GPUS).validate(pod(nic, namespace="ml"), NoUsage(), cluster=cluster())
+    assert decision.allowed and decision.usage.gpus == 0 and decision.usage.gpu_equivalents == 0
+
+
+def test_a_device_every_node_reaches_counts_with_each_nodes_own_for_all_the_devices():
+    """A slice for all nodes (network-attached devices): the scheduler may allocate its devices
+    beside any one node's, so `allocationMode: All` is charged each node's plus those."""
+    shared_pool = resource_slice("fabric", slice_device("gpu-f0", H100), name="fabric-slice")
+    del shared_pool["spec"]["nodeName"]
+    shared_pool["spec"]["allNodes"] = True
+    slices = (resource_slice("node-a", slice_device("gpu-0", H100), slice_device("gpu-1", H100)), shared_pool)
+    assert decide(BUDGET, ALL, slices=slices).usage.gpus == 3

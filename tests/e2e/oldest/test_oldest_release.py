@@ -62,3 +62,23 @@ def test_an_allowed_dry_run_shows_the_rewrite_and_stores_nothing(cluster: Kubect
     )
     assert shown["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
     assert cluster.run("get", "pod", "dry", "-n", "team-old", check=False).code != 0
+
+
+def test_a_claim_spelled_to_look_like_another_driver_is_refused_on_the_oldest_release(cluster: Kubectl):
+    """DRA's resource.k8s.io/v1 is 1.34's: the API server stores a selector whose profile is
+    spelled with an escape, and the claim webhook reads it as the scheduler does: a 1g.5gb slice,
+    which no model of the quota-old policy (A100-80GB, H100-80GB) has."""
+    selector = "device.attributes['gpu.nvidia.com'].profile == '1g.\\x35gb'"
+    request = {"deviceClassName": "mig.nvidia.com", "selectors": [{"cel": {"expression": selector}}]}
+    spec = {"devices": {"requests": [{"name": "r0", "exactly": request}]}}
+    made = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "escaped", "namespace": "quota-old"},
+        "spec": spec,
+    }
+    result = cluster.create(json.dumps(made), check=False)
+    assert result.code != 0
+    assert 'admission webhook "validate-claims.gpu-admission.io" denied the request' in result.stderr
+    assert "profile 1g.5gb is not a profile of A100-80GB, H100-80GB" in result.stderr
+    assert "ResourceClaim quota-old/escaped" in result.stderr

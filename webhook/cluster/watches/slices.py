@@ -77,6 +77,11 @@ class DraCapacity:
             return self._inventory.nodes()
 
     # -- read by admissions (policies.gpu.device_reach.DeviceReach) -------------------------------
+    @property
+    def generation(self) -> int:
+        with self._lock:
+            return self._inventory.generation
+
     def reach(self, selectors: tuple[DeviceSelector, ...]) -> Reach | None:
         with self._lock:
             return self._inventory.reach(selectors)
