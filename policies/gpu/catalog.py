@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
 from policies.gpu.cloud import gke_accelerators
 from policies.gpu.devices import is_dra_gpu
@@ -101,6 +102,7 @@ def is_network_resource(name: str) -> bool:
     return any(_NIC_TOKEN.match(token) for token in re.split(r"[^a-z0-9]+", local) if token)
 
 
+@lru_cache(maxsize=1024)  # a few names, read for every container of every pod
 def resource_kind(name: str) -> ResourceKind:
     """What an extended resource is, from its name alone: the device plugin's (renamed ones
     included), the sandbox device plugin's passthrough and vGPU devices, HAMi's shares, or

@@ -139,11 +139,15 @@ class DeviceClasses:
         return found.selectors if found is not None else None
 
     @property
-    def serves_nvidia(self) -> bool:
-        """Whether a class serves one of NVIDIA's own names (`nvidia.com/...`)."""
+    def nvidia_names(self) -> frozenset[str]:
+        """NVIDIA's own names (`nvidia.com/...`) a class serves."""
         return self.memo.get(
-            "serves_nvidia",
-            lambda: any((c.extended_resource or "").startswith("nvidia.com/") for c in self.classes.values()),
+            "nvidia_names",
+            lambda: frozenset(
+                c.extended_resource
+                for c in self.classes.values()
+                if c.extended_resource is not None and c.extended_resource.startswith("nvidia.com/")
+            ),
         )
 
     def serving(self, resource: str) -> DeviceClass | None:

@@ -98,6 +98,12 @@ def _beyond_the_plugin(
     return classes.memo.get(("beyond", resource, units, pod.placement, reach), build)
 
 
+def _asks_served(pod: PodView, classes: DeviceClasses) -> bool:
+    """Whether a container asks for one of NVIDIA's own names a class serves."""
+    served = classes.nvidia_names
+    return bool(served) and any(name in served for c in pod.all_containers for name in c.gpus)
+
+
 def served_by_classes(pod: PodView, classes: DeviceClasses, devices: DeviceReach, catalog: Catalog) -> Usage:
     """What the pod's extended resources can allocate beyond what the device plugin's reading of
     them charges (policies.judge.usage): a name a DeviceClass serves (its `extendedResourceName`,
@@ -112,7 +118,7 @@ def served_by_classes(pod: PodView, classes: DeviceClasses, devices: DeviceReach
             held = Usage(Fraction(amount), {}, amount)
         if held is not None:
             usage = usage + held
-    if pod.holds_gpu and classes.serves_nvidia and UNKNOWN_NODE in admitted(pod.placement, catalog):
+    if _asks_served(pod, classes) and UNKNOWN_NODE in admitted(pod.placement, catalog):
         # A node without a known GPU label (a DRA node) may serve NVIDIA's own names by a class.
         for name, units in effective_gpu_requests(pod).items():
             usage = usage + _beyond_the_plugin(name, units, classes, devices, pod, catalog)
@@ -123,11 +129,13 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
     """What the pod's claims in `namespace` (the API server's word) can allocate, with what its
     extended resources served by DeviceClasses can."""
     classes = cluster.device_classes
-    if not (pod.claims or pod.extended or (pod.holds_gpu and classes.serves_nvidia)):
+    if not (pod.claims or pod.extended or _asks_served(pod, classes)):
         return NO_CLAIMS
     devices = cluster.devices
-    serving = pod.extended or (pod.holds_gpu and classes.serves_nvidia)
+    serving = pod.extended or _asks_served(pod, classes)
     own = served_by_classes(pod, classes, devices, catalog) if serving else EMPTY
+    if not pod.claims and own.is_zero:
+        return NO_CLAIMS
     shared: list[tuple[str, Usage]] = []
     missing: list[ClaimRef] = []
     unbounded: list[tuple[ClaimRef, str]] = []

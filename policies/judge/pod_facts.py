@@ -156,7 +156,7 @@ def _facts(view: PodView, raw: JSON, needs: Needs, cluster: ClusterState) -> Pod
         return None
     usage = pod_usage(view, CATALOG)
     shared: SharedClaims = ()
-    if view.claims or view.extended or (view.holds_gpu and cluster.device_classes.serves_nvidia):
+    if view.claims or view.extended or (view.holds_gpu and cluster.device_classes.nvidia_names):
         claims = claims_charge(view, view.namespace, cluster, CATALOG)
         # A claim it names that is not there counts the pod still: made again, that claim is
         # judged for what it adds to the budgets this pod is charged to.

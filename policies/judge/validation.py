@@ -167,7 +167,9 @@ def judge_pod(
     ]
     verdicts.extend(_out_of_force(policy_set, namespace))
     plan = plan_mig(view, matched, policy_set)
-    problems = (*plan.problems, *unheld_slices(view, matched, policy_set, cluster.capacity))
+    problems = plan.problems
+    if cluster.capacity.dra_known:  # slices DRA serves on a model the policy leaves out
+        problems = (*problems, *unheld_slices(view, matched, policy_set, cluster.capacity))
     verdicts.extend(Verdict(p.policy, "mig", p.path, f"{p.message} (policy {p.policy})", Action.DENY) for p in problems)
     sidecar = triton_problem(view, matched)
     if sidecar is not None:

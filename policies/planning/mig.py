@@ -110,8 +110,11 @@ class MigPlanner:
         why = ", ".join(m.key for m in gated.pin_models)
         pin_why = f"slices of {why}"
         plan = MigPlan(self.policy, tuple(rewrites), tuple(problems), tuple(warnings), gated.pin, pin_why, gke)
-        plan = plan.keeping_off(gated.keep_off, f"slices DRA serves only on {why or 'the policy models'}")
-        return self.off_dual_nodes(pod, plan)
+        if gated.keep_off:
+            plan = plan.keeping_off(gated.keep_off, f"slices DRA serves only on {why or 'the policy models'}")
+        if self.spec.dual_advertised is not DualAdvertised.ALLOW:
+            plan = self.off_dual_nodes(pod, plan)
+        return plan
 
     def off_dual_nodes(self, pod: PodView, plan: MigPlan) -> MigPlan:
         """A GPU pod and the nodes whose GPUs both the device plugin and the DRA driver advertise
@@ -135,6 +138,8 @@ class MigPlanner:
         """Every GPU resource the pod names, under this policy's profiles and models, and the pin
         that makes the mixed-strategy slices land (and weigh) where the policy picked. It depends
         on a few names per container only: worked out once per policy set and shape (cached)."""
+        served = self.dra_served(pod)
+        by_dra = (*served, *(r.profile.resource for r in rewrites if not r.via.pinnable and not r.via.ladder))
         key = (
             "gate",
             self.policy.name,
@@ -144,10 +149,11 @@ class MigPlanner:
             pod.placement,
             added,
             gke,
-            self.dra_served(pod),
-            tuple(self.backends.hold(n, n.removeprefix(MIG_RESOURCE_PREFIX)) for n in self.dra_served(pod)),
+            served,
+            # How DRA holds those names to the policy's models follows the cluster: part of the key.
+            tuple(self.backends.hold(n, n.removeprefix(MIG_RESOURCE_PREFIX)) for n in by_dra) if by_dra else (),
         )
-        return self.cache(key, lambda: self.gated(pod, rewrites, added, gke))
+        return self.cache(key, lambda: self.gated(pod, rewrites, added, gke, served))
 
     def dra_served(self, pod: PodView) -> tuple[str, ...]:
         """The MIG names the pod asks for that DRA may serve: never pinned to GFD labels
@@ -155,7 +161,9 @@ class MigPlanner:
         names = {n for c in pod.all_containers for n in c.gpus if n.startswith(MIG_RESOURCE_PREFIX)}
         return tuple(sorted(n for n in names if not self.backends.by_name(n).pinnable))
 
-    def gated(self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...], gke: bool = False) -> Gated:
+    def gated(
+        self, pod: PodView, rewrites: list[Rewrite], added: tuple[str, ...], gke: bool, dra_served: tuple[str, ...]
+    ) -> Gated:
         key = pod.annotation("gpu-model")
         picked = self.choice.candidate_models(key) if key else ()
         picked = () if isinstance(picked, Refusal) else picked
@@ -172,7 +180,7 @@ class MigPlanner:
         # model it may land on, never pinned to a label, but held to the policy's models by what
         # DRA serves it with, the device plugin's nodes of others kept off (policies.planning.backends).
         devices.extend(Device(r.container, r.profile.name, r.models) for r in rewrites if r.via.pinnable)
-        served = frozenset(self.dra_served(pod))
+        served = frozenset(dra_served)
         by_dra = [d for d in devices if d.container is not None and mixed_resource(d.profile) in served]
         by_dra += [
             Device(r.container, r.profile.name, r.models) for r in rewrites if not r.via.pinnable and not r.via.ladder

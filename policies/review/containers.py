@@ -149,16 +149,6 @@ def _other(resource: str, value: object, others: dict[str, int]) -> None:
         others[resource] = max(others.get(resource, 0), math.ceil(amount))
 
 
-def _nvidia_others(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal], others: dict[str, int]) -> None:
-    """nvidia.com/ names the catalog does not read as GPUs (a class may serve one, or a device
-    plugin renamed NVIDIA's GPUs to one): with the other extended resources."""
-    for name in (*limits, *requests):
-        if resource_kind(name) is ResourceKind.OTHER:
-            amount = max(limits.get(name, Decimal(0)), requests.get(name, Decimal(0)))
-            if amount > 0:
-                others[name] = max(others.get(name, 0), int(amount))
-
-
 def _env(fields: Mapping[str, object], path: str, gpu: bool, found: list[DeviceEnv]) -> dict[str, str | None]:
     """The container's env (kept for GPU containers, where runtime settings go); DEVICE_ENV
     entries of every container are collected into `found`."""
@@ -197,13 +187,23 @@ def _env_from(fields: Mapping[str, object], path: str, found: EnvFromFound) -> N
             found.append((f"{path}.envFrom[{i}]", prefix))
 
 
-def _gpu_amounts(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> dict[str, Decimal]:
-    """Every GPU resource held some of; limits win, as for `ContainerView.amount`."""
+def _gpu_amounts(
+    requests: Mapping[str, Decimal], limits: Mapping[str, Decimal], others: dict[str, int] | None
+) -> dict[str, Decimal]:
+    """Every GPU resource held some of; limits win, as for `ContainerView.amount`. `others`: where
+    nvidia.com/ names the catalog does not read as GPUs go (a class may serve one, or a device
+    plugin renamed NVIDIA's GPUs to it), with the other extended resources."""
     amounts: dict[str, Decimal] = {}
     for name in (*limits, *requests):
         amount = limits.get(name, requests.get(name))
-        if amount and name not in amounts and resource_kind(name) in _GPU_KINDS:
+        if not amount or name in amounts:
+            continue
+        kind = resource_kind(name)
+        if kind in _GPU_KINDS:
             amounts[name] = amount
+        elif kind is ResourceKind.OTHER and others is not None:
+            most = max(limits.get(name, Decimal(0)), requests.get(name, Decimal(0)))
+            others[name] = max(others.get(name, 0), int(most))
     return amounts
 
 
@@ -254,13 +254,12 @@ def _container(
     mine: dict[str, int] | None = {} if others is not None else None
     requests = _quantities(resources.get("requests"), path, "requests", mine)
     limits = _quantities(resources.get("limits"), path, "limits", mine)
-    if mine is not None and (requests or limits):
-        _nvidia_others(requests, limits, mine)
+    # env and mounts only matter where runtime settings go: containers that hold GPUs.
+    gpu = bool(requests or limits)
+    gpus = _gpu_amounts(requests, limits, mine) if gpu else {}
     if mine and others is not None:
         for resource, amount in mine.items():
             others[resource] = others.get(resource, 0) + amount
-    # env and mounts only matter where runtime settings go: containers that hold GPUs.
-    gpu = bool(requests or limits)
     if "envFrom" in fields:
         _env_from(fields, path, env_from)
     return ContainerView(
@@ -272,5 +271,5 @@ def _container(
         env=_env(fields, path, gpu, env) if "env" in fields else {},
         mounts_shm=_mounts_shm(fields, path) if gpu else False,
         restart_always=fields.get("restartPolicy") == "Always",
-        gpus=_gpu_amounts(requests, limits) if gpu else {},
+        gpus=gpus,
     )
