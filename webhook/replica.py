@@ -33,7 +33,9 @@ def build_holder(config: ServerConfig) -> EngineHolder:
     """The engine holder and its policy sources: bundled, directories (reloaded) or ConfigMaps (watched)."""
     from webhook.metrics import LOAD_ERRORS
 
-    holder = EngineHolder(Settings(fail_open=config.fail_open, policy_namespace=config.watch_namespace))
+    namespaced = "all" if config.all_namespaces else "labelled" if config.labelled_namespaces else ""
+    settings = Settings(config.fail_open, config.watch_namespace, namespaced)
+    holder = EngineHolder(settings)
 
     def count(source: str, problems: list[PolicyProblem]) -> None:
         LOAD_ERRORS.inc(len(problems))

@@ -23,6 +23,9 @@ class Settings:
     fail_open: bool = False
     # The webhook's own namespace: policy ConfigMaps there are cluster-wide, elsewhere namespaced.
     policy_namespace: str = ""
+    # Where labelled ConfigMaps outside it hold namespaced policies: "" (nowhere, the default),
+    # "all" (every namespace) or "labelled" (namespaces labelled gpu-admission.io/policies=enabled).
+    namespaced_policies: str = ""
 
 
 class EngineHolder:

@@ -6,15 +6,21 @@ bottom of the engine (the loader lints policies with them, the pod boundary read
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 
 # What the NVIDIA container runtime reads to hand a container devices (the device plugin sets it itself).
-DEVICE_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES"})
-# The NVIDIA container toolkit treats a container with CUDA_VERSION and no NVIDIA_REQUIRE_CUDA as a
-# legacy CUDA image and, with NVIDIA_VISIBLE_DEVICES unset, hands it every GPU.
+VISIBLE_ENV = "NVIDIA_VISIBLE_DEVICES"
+DEVICE_ENV = frozenset({VISIBLE_ENV, "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES"})
+# The NVIDIA container toolkit treats an image as a legacy CUDA image when CUDA_VERSION is
+# non-empty and NVIDIA_REQUIRE_CUDA is empty (it compares their lengths, so an empty value is as
+# good as none: internal/config/image/cuda_image.go, IsLegacy) and, with NVIDIA_VISIBLE_DEVICES
+# not set at all (set, even empty, it is the list), hands the container every GPU.
 LEGACY_ENV = "CUDA_VERSION"
-LEGACY_CLEARED_BY = frozenset({"NVIDIA_REQUIRE_CUDA", "NVIDIA_VISIBLE_DEVICES"})
+REQUIRE_ENV = "NVIDIA_REQUIRE_CUDA"
+# Every name the toolkit's device rules read, as a container's env or a ConfigMap's key may set it.
+TOOLKIT_ENV = frozenset({*DEVICE_ENV, LEGACY_ENV, REQUIRE_ENV})
 # envFrom prefixes under which a ConfigMap's or Secret's keys could spell one of them.
-DEVICE_ENV_PREFIXES = frozenset(name[:i] for name in (*DEVICE_ENV, LEGACY_ENV) for i in range(len(name) + 1))
+DEVICE_ENV_PREFIXES = frozenset(name[:i] for name in TOOLKIT_ENV for i in range(len(name) + 1))
 CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"  # containerd and CRI-O inject CDI devices named in these
 # The NVIDIA container toolkit's NRI plugin injects the CDI devices named in
 # `nvidia.cdi.k8s.io/container.<name>`, `nvidia.cdi.k8s.io/pod` and the bare key: NVIDIA's own
@@ -28,6 +34,29 @@ def grants_devices(value: str | None) -> bool:
     """Whether a DEVICE_ENV value hands out devices: anything but empty, `void` and `none` (the
     runtime's values for no device); a value from valueFrom (None) cannot be known, so it may."""
     return value is None or value.strip().lower() not in ("", "void", "none")
+
+
+def as_set(value: str | None) -> str | None:
+    """The value a variable ends with, as far as admission can know it: None for one from valueFrom
+    or one that names another variable (kubelet expands `$(NAME)`, whose value may be anything)."""
+    return None if value is None or "$(" in value else value
+
+
+def legacy_cause(written: Mapping[str, str | None]) -> str | None:
+    """Which of the variables `written` (name to the value a container ends with, None where it
+    cannot be known; a name not there keeps the image's value, whatever it is) makes the toolkit
+    read the container as a legacy CUDA image and hand it every GPU; None where none can. Only
+    what is written counts: an image's own CUDA_VERSION is the image's, but written beside an
+    NVIDIA_REQUIRE_CUDA that is (or may be) empty, or under one the image may lack, it is ours."""
+    if VISIBLE_ENV in written:  # set, even empty: the toolkit's device list is that, never "all"
+        return None
+    cuda_set, require_set = LEGACY_ENV in written, REQUIRE_ENV in written
+    cuda, require = written.get(LEGACY_ENV), written.get(REQUIRE_ENV)
+    cuda_may_fill = not cuda_set or cuda is None or cuda != ""
+    require_may_be_empty = not require_set or require is None or require == ""
+    if not (cuda_may_fill and require_may_be_empty):
+        return None
+    return REQUIRE_ENV if require_set else LEGACY_ENV if cuda_set else None
 
 
 # Where the node's GPU devices are: /dev/nvidia*, /dev/char (whose links name every device),

@@ -4,10 +4,11 @@ An `envFrom` without a prefix hands a container every key of its ConfigMap or Se
 variable, and which keys those are is unknown when the pod is admitted: the object may not exist
 yet, and may be edited after. So the keys are judged where they are written: a ConfigMap (its
 `data`, all that kubelet reads for envFrom) or Secret whose key is NVIDIA_VISIBLE_DEVICES (or
-another DEVICE_ENV name) with a value that grants devices, or CUDA_VERSION with neither
-NVIDIA_REQUIRE_CUDA nor NVIDIA_VISIBLE_DEVICES beside it (a GPU-less container taking it is a
-legacy CUDA image to the toolkit, handed every GPU), is a breach of `security.envFrom`, as the
-pod would have been. A prefix that could spell those names is judged on the pod (in any pod:
+another DEVICE_ENV name) with a value that grants devices, or keys that make a GPU-less
+container taking them a legacy CUDA image to the toolkit, handed every GPU (CUDA_VERSION with no
+NVIDIA_REQUIRE_CUDA beside it or an empty one, or an empty NVIDIA_REQUIRE_CUDA over an image's
+CUDA_VERSION, and no NVIDIA_VISIBLE_DEVICES: policies.gpu.devices.legacy_cause), is a breach of
+`security.envFrom`, as the pod would have been. A prefix that could spell those names is judged on the pod (in any pod:
 policies.judge.security), so only the names themselves need keeping out here.
 
 Which settings hold: those of the policies that apply to every pod of the namespace (no pod
@@ -23,7 +24,7 @@ from base64 import b64decode
 from collections.abc import Mapping
 
 from policies.errors import InputError
-from policies.gpu.devices import DEVICE_ENV, LEGACY_CLEARED_BY, LEGACY_ENV, grants_devices
+from policies.gpu.devices import DEVICE_ENV, LEGACY_ENV, REQUIRE_ENV, TOOLKIT_ENV, as_set, grants_devices, legacy_cause
 from policies.judge.security import applying_to_every_pod, settings
 from policies.judge.validation import Decision, subject_of
 from policies.judge.verdict import Verdict
@@ -48,11 +49,12 @@ def _value(kind: str, raw: object) -> str | None:
 
 
 def _why(kind: str, key: str) -> str:
-    if key == LEGACY_ENV:
+    if key in (LEGACY_ENV, REQUIRE_ENV):
+        what = "CUDA_VERSION without NVIDIA_REQUIRE_CUDA" if key == LEGACY_ENV else "an empty NVIDIA_REQUIRE_CUDA"
         return (
-            f"{kind} key CUDA_VERSION without NVIDIA_REQUIRE_CUDA makes the NVIDIA runtime take any GPU-less "
-            "container of the namespace that takes it by envFrom for a legacy CUDA image and hand it every GPU: "
-            "add NVIDIA_REQUIRE_CUDA (e.g. cuda>=12.0)"
+            f"{kind} key {key}: {what} makes the NVIDIA runtime take any GPU-less container of the namespace "
+            "that takes it by envFrom (over a CUDA image) for a legacy CUDA image and hand it every GPU: "
+            "give NVIDIA_REQUIRE_CUDA a value (e.g. cuda>=12.0)"
         )
     return (
         f"{kind} key {key} grants GPU devices to any container of the namespace that takes it by envFrom, "
@@ -76,10 +78,13 @@ def judge_env_source(
         return Decision(True)
     if not isinstance(data, Mapping):
         raise InputError("data", "must be a map of keys to values")
-    named = [key for key in DEVICE_ENV if key in data and grants_devices(_value(kind, data[key]))]
-    legacy = LEGACY_ENV in data and not any(key in data for key in LEGACY_CLEARED_BY)
-    if legacy:
-        named.append(LEGACY_ENV)
+    # Read as the toolkit reads a container that takes them all: by value (an empty
+    # NVIDIA_REQUIRE_CUDA is none; the image may hold the CUDA_VERSION it would clear).
+    written = {key: _value(kind, data[key]) for key in TOOLKIT_ENV if key in data}
+    named = [key for key in DEVICE_ENV if key in written and grants_devices(written[key])]
+    cause = legacy_cause({key: as_set(value) for key, value in written.items()})
+    if cause is not None:
+        named.append(cause)
     if not named:
         return Decision(True)
     reached = policy_set.in_namespace(namespace, cluster.namespace_labels(namespace))

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from policies.gpu.devices import LEGACY_ENV, grants_devices
 from policies.judge.verdict import Verdict
 from policies.model.policy import DEFAULT_SECURITY, Action, DeviceCheck, GPUPolicy, SecuritySpec
+from policies.review.containers import DeviceEnv
 from policies.review.pod import PodView
 
 _STRICTNESS = {Action.AUDIT: 0, Action.WARN: 1, Action.DENY: 2}
@@ -54,8 +55,8 @@ def settings(policies: tuple[GPUPolicy, ...]) -> tuple[SecuritySpec, str]:
 GRANTS = " would hand the container GPU devices past the device plugin (only empty, void and none may be set)"
 FROM_VALUE = "from valueFrom, which cannot be checked"
 LEGACY = (
-    "CUDA_VERSION without NVIDIA_REQUIRE_CUDA makes the NVIDIA runtime treat the container as a "
-    "legacy CUDA image and hand it every GPU: set NVIDIA_VISIBLE_DEVICES=void"
+    " makes the NVIDIA runtime treat the container as a legacy CUDA image (CUDA_VERSION set, "
+    "NVIDIA_REQUIRE_CUDA empty) and hand it every GPU: set NVIDIA_VISIBLE_DEVICES=void"
 )
 PREFIXED = " could spell NVIDIA_VISIBLE_DEVICES from an ordinary key: give it a prefix no NVIDIA variable starts with"
 UNPREFIXED = (
@@ -67,10 +68,17 @@ HOST_DEVICES = " reaches the node's GPU devices (or what hands them out) past th
 CDI = " asks the container runtime for NVIDIA devices past the device plugin"
 
 
+def _legacy(found: DeviceEnv) -> str:
+    if found.name == LEGACY_ENV:
+        return f"CUDA_VERSION without NVIDIA_REQUIRE_CUDA{LEGACY}"
+    told = FROM_VALUE if found.value is None else f"= {found.value!r}"
+    return f"NVIDIA_REQUIRE_CUDA {told} beside a CUDA_VERSION (the pod's or the image's){LEGACY}"
+
+
 def _breaches(pod: PodView) -> Iterator[tuple[DeviceCheck, str, str]]:
     for found in pod.device_env:
-        if found.name == LEGACY_ENV:
-            yield DeviceCheck.DEVICE_ENV, found.path, LEGACY
+        if found.legacy:
+            yield DeviceCheck.DEVICE_ENV, found.path, _legacy(found)
         elif grants_devices(found.value):
             told = FROM_VALUE if found.value is None else f"= {found.value!r}"
             yield DeviceCheck.DEVICE_ENV, found.path, f"{found.name} {told}{GRANTS}"

@@ -7,8 +7,7 @@ Every comprehension is bounded, so a condition's cost has a ceiling whatever the
 
 from __future__ import annotations
 
-from policies.gpu.devices import DEVICE_ENV as DEVICE_VARIABLES
-from policies.gpu.devices import LEGACY_ENV
+from policies.gpu.devices import TOOLKIT_ENV
 
 # Kubernetes evaluates conditions with cost tracking on, and each step of a comprehension over a
 # tenant's list or map then costs more the longer it is: reading N items costs about N squared
@@ -25,9 +24,9 @@ EXCLUDED = [
     "nvidia-device-plugin",
 ]
 NAMESPACE = "gpu-admission"  # the webhook's own, kustomize's default
-# The variables the NVIDIA runtime reads as a device list, and CUDA_VERSION (a legacy CUDA image
-# gets every GPU), as a CEL list (the engine's own set).
-DEVICE_ENV = "[" + ", ".join(f"'{name}'" for name in sorted({*DEVICE_VARIABLES, LEGACY_ENV})) + "]"
+# The variables the NVIDIA runtime reads as a device list, and CUDA_VERSION and NVIDIA_REQUIRE_CUDA
+# (by their values a legacy CUDA image gets every GPU), as a CEL list (the engine's own set).
+DEVICE_ENV = "[" + ", ".join(f"'{name}'" for name in sorted(TOOLKIT_ENV)) + "]"
 # NVIDIA's resources, and DRA extended resources of a device class (KEP-5004)
 ASKS = "r.startsWith('nvidia.com/') || r.startsWith('deviceclass.resource.kubernetes.io/')"
 # For validation, any extended resource (a name with a domain): a DeviceClass may serve any name

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from policies.errors import InputError
 from policies.gpu.catalog import ResourceKind, resource_kind
-from policies.gpu.devices import DEVICE_ENV, DEVICE_ENV_PREFIXES, LEGACY_CLEARED_BY, LEGACY_ENV, is_dra_gpu
+from policies.gpu.devices import DEVICE_ENV, DEVICE_ENV_PREFIXES, TOOLKIT_ENV, as_set, is_dra_gpu, legacy_cause
 from policies.gpu.models import WHOLE_GPU_RESOURCE
 from policies.json_fields import json_list, mapping
 from policies.quantity import parse_quantity
@@ -31,6 +31,7 @@ class DeviceEnv(NamedTuple):
     path: str  # e.g. spec.containers[0].env[2]
     name: str
     value: str | None  # None: from valueFrom, not knowable at admission
+    legacy: bool = False  # the variable that makes the container a legacy CUDA image (every GPU)
 
 
 class ContainerView:
@@ -150,11 +151,13 @@ def _other(resource: str, value: object, others: dict[str, int]) -> None:
 
 
 def _env(fields: Mapping[str, object], path: str, gpu: bool, found: list[DeviceEnv]) -> dict[str, str | None]:
-    """The container's env (kept for GPU containers, where runtime settings go); DEVICE_ENV
-    entries of every container are collected into `found`."""
+    """The container's env (kept for GPU containers, where runtime settings go); the toolkit's
+    variables of every container are collected into `found`: each device variable that grants
+    (even one a later entry of the name takes back: the native checks cannot tell which entry is
+    last within their cost bound, and no pod needs both), and the one that makes the container a
+    legacy CUDA image, read by the values it ends with (kubelet keeps the last of a name)."""
     env: dict[str, str | None] = {}
-    legacy: DeviceEnv | None = None
-    cleared = False
+    last: dict[str, tuple[int, str | None]] = {}  # a legacy-rule variable: its last entry and value
     for i, item in enumerate(json_list(fields.get("env"), f"{path}.env")):
         entry = item if type(item) is dict else mapping(item, f"{path}.env[{i}]")  # the path only when wrong
         name = entry.get("name")
@@ -162,16 +165,18 @@ def _env(fields: Mapping[str, object], path: str, gpu: bool, found: list[DeviceE
             raise InputError(f"{path}.env[{i}].name", "must be a string")
         value = entry.get("value")
         text = value if isinstance(value, str) else None
-        if name in DEVICE_ENV:  # a value from valueFrom cannot be known here: None
+        if name in TOOLKIT_ENV:  # a value from valueFrom cannot be known here: None
             set_to = "" if value is None and "valueFrom" not in entry else text
-            found.append(DeviceEnv(f"{path}.env[{i}]", name, set_to))
-        if name == LEGACY_ENV:
-            legacy = DeviceEnv(f"{path}.env[{i}]", name, text)
-        cleared = cleared or name in LEGACY_CLEARED_BY
+            if name in DEVICE_ENV:
+                found.append(DeviceEnv(f"{path}.env[{i}]", name, set_to))
+            last[name] = (i, set_to)
         if gpu:
             env[name] = text
-    if legacy is not None and not cleared and not gpu:  # a GPU container gets its devices named
-        found.append(legacy)
+    # A GPU container gets its devices named (the device plugin sets NVIDIA_VISIBLE_DEVICES).
+    cause = legacy_cause({name: as_set(value) for name, (_, value) in last.items()}) if last and not gpu else None
+    if cause is not None:
+        i, value = last[cause]
+        found.append(DeviceEnv(f"{path}.env[{i}]", cause, value, legacy=True))
     return env
 
 

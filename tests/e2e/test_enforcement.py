@@ -122,11 +122,13 @@ def plain_pod(name: str, annotations: dict[str, str] | None = None, host_path: s
     return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
 
 
-def legacy_cuda_pod() -> str:
-    """A GPU-less pod whose container says CUDA_VERSION and no NVIDIA_REQUIRE_CUDA: the toolkit's
-    legacy image, handed every GPU where the NVIDIA runtime is the node's default."""
-    pod = json.loads(plain_pod("legacy"))
-    pod["spec"]["containers"][0]["env"] = [{"name": "CUDA_VERSION", "value": "11.0"}]
+def legacy_cuda_pod(name: str = "legacy", *env: tuple[str, str]) -> str:
+    """A GPU-less pod whose container leaves CUDA_VERSION set and NVIDIA_REQUIRE_CUDA empty (or
+    unset): the toolkit's legacy image, handed every GPU where the NVIDIA runtime is the node's
+    default."""
+    pod = json.loads(plain_pod(name))
+    written = env or (("CUDA_VERSION", "11.0"),)
+    pod["spec"]["containers"][0]["env"] = [{"name": n, "value": v} for n, v in written]
     return json.dumps(pod)
 
 
@@ -144,7 +146,17 @@ def legacy_cuda_pod() -> str:
             id="the-nri-plugins-bare-key",
         ),
         pytest.param(plain_pod("cdi-specs", host_path="/etc/cdi"), "hostPath /etc/cdi", id="cdi-specs"),
-        pytest.param(legacy_cuda_pod(), "legacy CUDA image and hand it every GPU", id="a-legacy-cuda-container"),
+        pytest.param(legacy_cuda_pod(), "legacy CUDA image (CUDA_VERSION set", id="a-legacy-cuda-container"),
+        pytest.param(  # nothing but a blank over the image's requirement: sent to the webhook all the same
+            legacy_cuda_pod("blank", ("NVIDIA_REQUIRE_CUDA", "")),
+            "NVIDIA_REQUIRE_CUDA = '' beside a CUDA_VERSION",
+            id="a-requirement-only-blanked",
+        ),
+        pytest.param(
+            legacy_cuda_pod("last-empty", ("NVIDIA_REQUIRE_CUDA", "cuda>=12"), ("NVIDIA_REQUIRE_CUDA", "")),
+            "spec.containers[0].env[1]",
+            id="a-requirement-whose-last-duplicate-is-empty",
+        ),
         pytest.param(
             plain_pod("plugins", host_path="/var/lib/kubelet/device-plugins"),
             "hostPath /var/lib/kubelet/device-plugins",
@@ -154,6 +166,35 @@ def legacy_cuda_pod() -> str:
 )
 def test_the_runtimes_own_ways_to_a_gpu_reach_the_webhook_and_are_refused(tenants: Kubectl, manifest, reason):
     """Fourth round: the shipped matchConditions send these GPU-less pods, and each is refused."""
+    result = tenants.create(manifest, check=False)
+    assert result.code != 0 and reason in result.stderr, result.stderr
+
+
+def configmap(name: str, data: dict[str, str], labels: dict[str, str] | None = None) -> str:
+    metadata = {"name": name, "namespace": DEBUG, "labels": labels or {}}
+    return json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data})
+
+
+@pytest.mark.parametrize(
+    "manifest, reason",
+    [
+        pytest.param(
+            configmap("both", {"CUDA_VERSION": "12.4.1", "NVIDIA_REQUIRE_CUDA": ""}),
+            "ConfigMap key NVIDIA_REQUIRE_CUDA: an empty NVIDIA_REQUIRE_CUDA",
+            id="both-keys-the-requirement-empty",
+        ),
+        pytest.param(  # a policy the label says it is, in a namespace no policy is read from
+            configmap(
+                "laundered",
+                {"CUDA_VERSION": POLICY.format(name="laundered", namespace=DEBUG, limits="{pods: 1}")},
+                {"gpu-admission.io/policy": "true"},
+            ),
+            "ConfigMap key CUDA_VERSION: CUDA_VERSION without NVIDIA_REQUIRE_CUDA",
+            id="a-policy-label-over-a-cuda-version-key",
+        ),
+    ],
+)
+def test_every_configmap_is_judged_as_an_env_source_by_the_toolkits_values(tenants: Kubectl, manifest, reason):
     result = tenants.create(manifest, check=False)
     assert result.code != 0 and reason in result.stderr, result.stderr
 

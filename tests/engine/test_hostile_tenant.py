@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.builders import engine_from, gpu_container, plain_container, pod, policy
+from tests.support.builders import engine_from, env, gpu_container, plain_container, pod, policy
 from tests.support.server_harness import admission_review, api_server, holder_of
 
 POLICIES = [
@@ -78,6 +78,10 @@ def affinity(*terms: list[dict[str, Any]]) -> dict[str, Any]:
 
 def product_in(*labels: str) -> list[dict[str, Any]]:
     return [{"key": PRODUCT, "operator": "In", "values": list(labels)}]
+
+
+def with_labels(obj: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "labels": labels}}
 
 
 def env_source(kind: str, namespace: str, **data: str) -> dict[str, Any]:
@@ -212,12 +216,30 @@ WALKS = [
     (
         "a-configmap-with-cuda-version-and-no-requirement",
         env_source("ConfigMap", "secure", CUDA_VERSION="12.4.1"),
-        "ConfigMap key CUDA_VERSION without NVIDIA_REQUIRE_CUDA",
+        "ConfigMap key CUDA_VERSION: CUDA_VERSION without NVIDIA_REQUIRE_CUDA",
     ),
     (
         "a-secret-with-cuda-version-and-no-requirement",
         env_source("Secret", "secure", CUDA_VERSION="12.4"),
-        "Secret key CUDA_VERSION without NVIDIA_REQUIRE_CUDA",
+        "Secret key CUDA_VERSION: CUDA_VERSION without NVIDIA_REQUIRE_CUDA",
+    ),
+    # The toolkit compares lengths: an empty NVIDIA_REQUIRE_CUDA is none.
+    (
+        "a-configmap-with-both-keys-the-requirement-empty",
+        env_source("ConfigMap", "secure", CUDA_VERSION="12.4.1", NVIDIA_REQUIRE_CUDA=""),
+        "ConfigMap key NVIDIA_REQUIRE_CUDA: an empty NVIDIA_REQUIRE_CUDA",
+    ),
+    (
+        "a-configmap-that-only-blanks-the-requirement",
+        env_source("ConfigMap", "secure", NVIDIA_REQUIRE_CUDA=""),
+        "ConfigMap key NVIDIA_REQUIRE_CUDA: an empty NVIDIA_REQUIRE_CUDA",
+    ),
+    (  # the policy label is the writer's to set: it adds a lint, it takes no check away
+        "a-policy-labelled-configmap-whose-key-is-cuda-version",
+        with_labels(
+            env_source("ConfigMap", "secure", CUDA_VERSION=policy("laundered")), {"gpu-admission.io/policy": "true"}
+        ),
+        "ConfigMap key CUDA_VERSION: CUDA_VERSION without NVIDIA_REQUIRE_CUDA",
     ),
     (
         "a-secret-whose-value-is-no-base64",
@@ -296,7 +318,69 @@ WALKS = [
     (
         "a-legacy-cuda-container-in-a-gpu-less-pod",
         pod(dict(plain_container(), env=[{"name": "CUDA_VERSION", "value": "12.4.1"}]), namespace="secure"),
-        "legacy CUDA image and hand it every GPU",
+        "legacy CUDA image (CUDA_VERSION set, NVIDIA_REQUIRE_CUDA empty) and hand it every GPU",
+    ),
+    (
+        "a-legacy-cuda-container-whose-requirement-is-empty",
+        pod(
+            dict(plain_container(), env=[env("CUDA_VERSION", "12.4"), env("NVIDIA_REQUIRE_CUDA", "")]),
+            namespace="secure",
+        ),
+        "spec.containers[0].env[1]",
+    ),
+    (
+        "a-requirement-whose-last-duplicate-is-empty",
+        pod(
+            dict(
+                plain_container(),
+                env=[
+                    env("CUDA_VERSION", "12.4"),
+                    env("NVIDIA_REQUIRE_CUDA", "cuda>=12.4"),
+                    env("NVIDIA_REQUIRE_CUDA", ""),
+                ],
+            ),
+            namespace="secure",
+        ),
+        "spec.containers[0].env[2]",
+    ),
+    (
+        "a-requirement-from-valuefrom",
+        pod(
+            dict(
+                plain_container(),
+                env=[{"name": "NVIDIA_REQUIRE_CUDA", "valueFrom": {"configMapKeyRef": {"name": "v", "key": "k"}}}],
+            ),
+            namespace="secure",
+        ),
+        "NVIDIA_REQUIRE_CUDA from valueFrom, which cannot be checked",
+    ),
+    (
+        "a-requirement-naming-another-variable",
+        pod(
+            dict(plain_container(), env=[env("EMPTY", ""), env("NVIDIA_REQUIRE_CUDA", "$(EMPTY)")]), namespace="secure"
+        ),
+        "NVIDIA_REQUIRE_CUDA = '$(EMPTY)'",
+    ),
+    (  # the image's CUDA_VERSION and requirement, the pod's blank over it
+        "a-requirement-only-blanked",
+        pod(dict(plain_container(), env=[env("NVIDIA_REQUIRE_CUDA", "")]), namespace="secure"),
+        "NVIDIA_REQUIRE_CUDA = '' beside a CUDA_VERSION",
+    ),
+    (  # env wins over envFrom: the pod's empty value over what its ConfigMap holds
+        "an-empty-requirement-over-envfrom",
+        pod(
+            dict(plain_container(), envFrom=[{"configMapRef": {"name": "cuda"}}], env=[env("NVIDIA_REQUIRE_CUDA", "")]),
+            namespace="secure",
+        ),
+        "spec.containers[0].env[0]",
+    ),
+    (
+        "a-requirement-by-envfrom-prefix",
+        pod(
+            dict(plain_container(), envFrom=[{"prefix": "NVIDIA_REQUIRE_", "configMapRef": {"name": "v"}}]),
+            namespace="secure",
+        ),
+        "envFrom prefix 'NVIDIA_REQUIRE_'",
     ),
     (
         "a-legacy-cuda-second-container-of-a-gpu-pod",
@@ -343,6 +427,35 @@ ALLOWED = [
             ),
             namespace="secure",
         ),
+    ),
+    (
+        "cuda-version-empty-beside-an-empty-requirement",
+        pod(dict(plain_container(), env=[env("CUDA_VERSION", ""), env("NVIDIA_REQUIRE_CUDA", "")]), namespace="secure"),
+    ),
+    (
+        "an-empty-requirement-with-visible-devices-void",
+        pod(
+            dict(plain_container(), env=[env("NVIDIA_REQUIRE_CUDA", ""), env("NVIDIA_VISIBLE_DEVICES", "void")]),
+            namespace="secure",
+        ),
+    ),
+    (
+        "a-requirement-whose-last-duplicate-has-a-value",
+        pod(
+            dict(
+                plain_container(),
+                env=[
+                    env("CUDA_VERSION", "12.4"),
+                    env("NVIDIA_REQUIRE_CUDA", ""),
+                    env("NVIDIA_REQUIRE_CUDA", "cuda>=12"),
+                ],
+            ),
+            namespace="secure",
+        ),
+    ),
+    (
+        "a-configmap-with-cuda-version-and-its-requirement",
+        env_source("ConfigMap", "secure", CUDA_VERSION="12.4.1", NVIDIA_REQUIRE_CUDA="cuda>=12.4"),
     ),
     (
         "cuda-version-in-a-gpu-container",

@@ -40,7 +40,14 @@ MOUNTS = st.sampled_from(
     ["/data", "/var/run/nvidia-container-devices/all", "/run/nvidia-container-devices/GPU-0", "/var/run/secrets/x"]
 )
 NAMES = st.sampled_from(
-    ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CUDA_VERSION", "HOME"]
+    [
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_MIG_CONFIG_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "CUDA_VERSION",
+        "NVIDIA_REQUIRE_CUDA",
+        "HOME",
+    ]
 )
 PATHS = st.sampled_from(
     [
@@ -97,12 +104,17 @@ def pods(draw):
         if limits:
             item["resources"] = {"limits": limits}
         env = draw(
-            st.lists(st.fixed_dictionaries({"name": NAMES, "value": st.sampled_from(["all", "void", "0"])}), max_size=2)
+            st.lists(
+                st.fixed_dictionaries({"name": NAMES, "value": st.sampled_from(["all", "void", "0", ""])}), max_size=3
+            )
         )
         if env:
             item["env"] = env
         prefixes = draw(
-            st.lists(st.sampled_from([None, "", "N", "NVIDIA_", "NVIDIA_MIG_", "CUDA_", "APP_"]), max_size=2)
+            st.lists(
+                st.sampled_from([None, "", "N", "NVIDIA_", "NVIDIA_MIG_", "NVIDIA_REQUIRE_", "CUDA_", "APP_"]),
+                max_size=2,
+            )
         )
         if prefixes:
             sources = [{"configMapRef": {"name": "env"}} for _ in prefixes]

@@ -359,6 +359,39 @@ def test_validate_admits_good_policy_configmaps_and_ignores_unlabelled_ones(clie
         assert body["response"]["allowed"] is True
 
 
+def team_configmap(data):
+    return {**configmap(data), "metadata": {**configmap(data)["metadata"], "namespace": "team-a"}}
+
+
+@pytest.mark.parametrize(
+    "namespaced, linted",
+    [("", False), ("all", True)],
+    ids=["namespaced-policies-off", "namespaced-policies-on"],
+)
+def test_a_labelled_configmap_outside_the_webhooks_namespace_is_a_policy_only_where_namespaced_ones_are_on(
+    tmp_path, namespaced, linted
+):
+    broken = team_configmap({"p.yaml": "not: [yaml"})
+    holder = holder_with(policy_namespace="gpu-admission", namespaced_policies=namespaced)
+    with https_server(holder, tmp_path) as (port, ca):
+        client = Client(port, ca)
+        try:
+            _, body = client.review("/validate", review(broken, kind="ConfigMap", namespace="team-a"))
+        finally:
+            client.close()
+    assert body["response"]["allowed"] is not linted
+
+
+def test_a_policy_configmap_is_an_env_source_too_and_both_verdicts_are_told(client):
+    both = team_configmap({"p.yaml": "not: [yaml", "CUDA_VERSION": "12.4"})
+    _, body = client.review("/validate", review(both, kind="ConfigMap", namespace="team-a"))
+    response = body["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 422
+    message = response["status"]["message"]
+    assert message.startswith("policy rejected: configmap/team-a/team-a/") and "p.yaml" in message
+    assert "ConfigMap key CUDA_VERSION" in message and "[rule security.envFrom, data.CUDA_VERSION" in message
+
+
 def test_a_json_content_type_with_parameters_is_accepted(client):
     body = json.dumps(review(gpu_pod())).encode()
     status, answer = client.request("POST", "/mutate?timeout=5s", body, "application/json; charset=utf-8")

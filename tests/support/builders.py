@@ -86,6 +86,11 @@ def plain_container(name: str = "sidecar") -> dict[str, Any]:
     return {"name": name, "image": "busybox", "resources": {"limits": {"cpu": "1"}}}
 
 
+def env(name: str, value: str) -> dict[str, str]:
+    """One entry of a container's env."""
+    return {"name": name, "value": value}
+
+
 def as_v1pod_and_back(document: dict[str, Any]) -> Any:
     """Deserialize through the kubernetes client's V1Pod model and serialize again."""
     model = _API._ApiClient__deserialize(document, "V1Pod")  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ from webhook.metrics import ENGINE_ERRORS
 from webhook.serving.errors import BadRequest
 from webhook.serving.review import AdmissionRequest, AdmissionResponse
 from webhook.sources import gpupolicies
-from webhook.sources.configmaps import is_policy_configmap, policy_owner, texts_of
+from webhook.sources.configmaps import holds_policies, is_policy_configmap, policy_owner, texts_of
 from webhook.sources.store import Texts, name_clash
 from webhook.state import EngineHolder
 
@@ -86,6 +86,28 @@ def _read_namespace_first(holder: EngineHolder, request: AdmissionRequest) -> No
 
 def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _configmap_or_secret(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
+    """Every ConfigMap and Secret is an env source first: its keys reach any pod of the namespace
+    by envFrom, whatever its labels say (a label is the writer's to set). A labelled ConfigMap the
+    replica reads policies from is linted as well, and both verdicts stand."""
+    as_env = _env_source(holder, request)
+    settings = holder.settings
+    if not (
+        request.kind.kind == "ConfigMap"
+        and is_policy_configmap(_dict(request.object))
+        and holds_policies(
+            request.namespace, settings.policy_namespace, settings.namespaced_policies, holder.cluster.namespace_labels
+        )
+    ):
+        return as_env
+    as_policy = _policy_configmap(holder, request)
+    if as_env.allowed:
+        return as_policy._replace(warnings=as_env.warnings + as_policy.warnings)
+    if as_policy.allowed:
+        return as_env._replace(warnings=as_env.warnings + as_policy.warnings)
+    return as_policy._replace(message=f"{as_policy.message}; {as_env.message}", warnings=as_env.warnings)
 
 
 def _policy_configmap(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
@@ -198,9 +220,7 @@ def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRespon
     if request.sub_resource == "scale" and request.operation is Operation.UPDATE:
         return _guarded("validate", holder, request, lambda: _scale(holder, request))
     if request.kind.group == "" and request.kind.kind in ENV_SOURCE_KINDS and request.operation in JUDGED_OPERATIONS:
-        policies = request.kind.kind == "ConfigMap" and is_policy_configmap(_dict(request.object))
-        judge = _policy_configmap if policies else _env_source
-        return _guarded("validate", holder, request, lambda: judge(holder, request))
+        return _guarded("validate", holder, request, lambda: _configmap_or_secret(holder, request))
     engine = holder.engine
     if (
         engine is None

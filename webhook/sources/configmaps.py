@@ -6,6 +6,7 @@ store is the cluster's (webhook.cluster.wiring)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.sources.store import Texts
@@ -15,6 +16,9 @@ JSON = dict[str, Any]
 POLICY_LABEL_KEY = "gpu-admission.io/policy"
 POLICY_LABEL = f"{POLICY_LABEL_KEY}=true"
 SOURCE_PREFIX = "configmap/"
+# A namespace opened to namespaced policies under --labelled-namespaces.
+POLICIES_LABEL = "gpu-admission.io/policies"
+ENABLED = "enabled"
 # The texts of a policy ConfigMap's files as they last all loaded, written by the status leader.
 LAST_GOOD_ANNOTATION = "gpu-admission.io/last-good"
 
@@ -28,6 +32,23 @@ def is_policy_configmap(configmap: JSON) -> bool:
 def policy_owner(namespace: str, policy_namespace: str) -> str | None:
     """None for a ConfigMap of cluster-wide policies (in the webhook's namespace), else its namespace."""
     return None if not policy_namespace or namespace == policy_namespace else namespace
+
+
+def holds_policies(
+    namespace: str, policy_namespace: str, namespaced: str, labels: Callable[[str], Mapping[str, str] | None]
+) -> bool:
+    """Whether a labelled ConfigMap in `namespace` is a policy source the replica reads: one in
+    its own namespace always (or any, run on files), one elsewhere only where namespaced policies
+    are on (`namespaced`: "all", or "labelled" and the namespace opened; one whose labels are not
+    known yet is taken as opened, so its policies are linted rather than let through unread)."""
+    if not policy_namespace or namespace == policy_namespace:
+        return True
+    if namespaced == "all":
+        return True
+    if namespaced != "labelled":
+        return False
+    found = labels(namespace)
+    return found is None or found.get(POLICIES_LABEL) == ENABLED
 
 
 def texts_of(configmap: JSON, namespace: str = "", name: str = "") -> tuple[str, Texts]:

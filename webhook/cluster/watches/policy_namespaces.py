@@ -14,13 +14,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from webhook.cluster.watches.listwatch import ListWatch
-from webhook.sources.configmaps import SOURCE_PREFIX
+from webhook.sources.configmaps import ENABLED, POLICIES_LABEL, SOURCE_PREFIX
 from webhook.sources.store import PolicyStore
 
 log = logging.getLogger("gpu_admission.watch")
 JSON = dict[str, Any]
-POLICIES_LABEL = "gpu-admission.io/policies"
-ENABLED = "enabled"
 
 
 def opened(namespace: JSON) -> bool:
