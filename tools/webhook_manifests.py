@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from policies.native.reach import ANY_EXTENDED, DEVICE_ENV, EXCLUDED, MIRROR_PODS, NAMESPACE, pod_condition
+from policies.native.reach import (
+    ANY_EXTENDED,
+    DEVICE_ENV,
+    EXCLUDED,
+    MIRROR_PODS,
+    NAMESPACE,
+    or_shared_before,
+    pod_condition,
+)
 from tools.policy_schema.workload_conditions import custom_kinds, kind_condition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,7 +162,7 @@ def validating(target: Target) -> list[str]:
         failure=target.failure_policy(),
         side_effects="NoneOnDryRun  # strict quotas write a Lease per admission, never on a dry run",
         conditions=[
-            ("pods-that-can-reach-a-gpu", pod_condition("object", asks=ANY_EXTENDED)),
+            ("pods-that-can-reach-a-gpu", or_shared_before(pod_condition("object", asks=ANY_EXTENDED))),
             ("not-kubelet-mirror-pods", MIRROR_PODS),
         ],
         comment=[*POD_COMMENT, *EXTENDED_COMMENT],

@@ -35,6 +35,7 @@ class PodBudgets:
     claims: ClaimsCharge
     added: Usage | None  # an UPDATE's growth, else None: the whole pod
     subject: str
+    joined: frozenset[str] = frozenset()  # policies an UPDATE moved the pod under: the whole pod
 
     def verdicts(self, source: UsageSource) -> list[Verdict]:
         """Per quota, the per-pod caps on the pod's charge and each limit on what it adds to
@@ -45,5 +46,6 @@ class PodBudgets:
             charge = usage
             if claims.shared:  # the named claims the scope's pods hold already are charged once
                 charge = with_claims(self.base, claims, source.shared_claims(policy, scope))
-            found += check_quota(policy, quota, self.namespace, charge, source.usage(policy, scope), self.added)
+            added = None if policy.name in self.joined else self.added
+            found += check_quota(policy, quota, self.namespace, charge, source.usage(policy, scope), added)
         return [v.about(self.subject) for v in found] if found else found

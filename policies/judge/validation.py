@@ -21,7 +21,7 @@ from policies.planning.applicable import applicable, plan_mig, unheld_slices
 from policies.planning.sidecar import triton_problem
 from policies.review.cluster import NO_CLUSTER, ClusterState
 from policies.review.document import JSON
-from policies.review.pod import parse_pod
+from policies.review.pod import FRACTION_ANNOTATION, SHARED_MEMORY_ANNOTATION, parse_pod
 from policies.review.request import Operation, RequestInfo
 
 _AUDIT_KEY = re.compile(r"[^a-z0-9.-]+")
@@ -151,11 +151,15 @@ def judge_pod(
     """InputError if the Pod is malformed; otherwise the verdicts of every matching policy but
     its budgets, left to `Decision.settle` (they read what other pods hold)."""
     applies = applicable(raw, policy_set, request or RequestInfo(), cluster)
+    kept = _share_kept(raw, request or RequestInfo(), policy_set, cluster)
     if applies is None:
-        return Decision(True)
+        if kept is None:
+            return Decision(True)
+        return Decision(False, (kept.about(subject or subject_of(raw, request.namespace if request else "")),))
     view, namespace, request, matched = applies.view, applies.namespace, applies.request, applies.policies
     subject = subject or subject_of(raw, namespace)
-    verdicts = [
+    verdicts = [] if kept is None else [kept]
+    verdicts += [
         Verdict(
             p.name,
             "match.condition",
@@ -183,17 +187,19 @@ def judge_pod(
     base = pod_usage(view, policy_set.catalog)
     usage = with_claims(base, claims)
     added = _added_by_update(usage, claims, request, policy_set)
+    joined = _joined_by_update(matched, request, policy_set, cluster)
     charges: list[tuple[str, str]] = []
     quotas: list[tuple[GPUPolicy, Quota, str]] = []
     for policy in matched:
         verdicts.extend(check_rules(policy, applies.data))
         quota = policy.quota
-        if quota is None or usage.empty or (request.operation is not Operation.CREATE and added is None):
+        new_here = request.operation is Operation.CREATE or policy.name in joined
+        if quota is None or usage.empty or (not new_here and added is None):
             continue
         scope = scope_of(quota, namespace)
         quotas.append((policy, quota, scope))
         charges.append((policy.name, scope))  # an UPDATE's growth is held too, until the watch shows it
-    budgets = PodBudgets(tuple(quotas), namespace, usage, base, claims, added, subject) if quotas else None
+    budgets = PodBudgets(tuple(quotas), namespace, usage, base, claims, added, subject, joined) if quotas else None
     verdicts = [v.about(subject) for v in verdicts]
     allowed = not any(v.action is Action.DENY for v in verdicts)
     matched_names = tuple(p.name for p in matched)
@@ -214,6 +220,60 @@ def _added_by_update(usage: Usage, claims: ClaimsCharge, request: RequestInfo, p
         return None
     grown = usage.more_than(before)
     return None if grown.is_zero else grown
+
+
+def _share_kept(raw: JSON, request: RequestInfo, policy_set: PolicySet, cluster: ClusterState) -> Verdict | None:
+    """A bound pod keeps the GPU share KAI's or Run:ai's scheduler gave it by annotation (the
+    device is its until it ends), so an UPDATE may not lower or remove the annotations: every
+    budget would count the pod as holding less while it keeps what it holds. Refused in the name
+    of the first quota policy that charged the old pod (any policy where none has a quota)."""
+    old = request.old_object
+    if request.operation is not Operation.UPDATE or not isinstance(old, dict):
+        return None
+    spec = old.get("spec")
+    if not isinstance(spec, dict) or not spec.get("nodeName"):
+        return None  # not bound: nothing handed out yet, its share is its writer's to change
+    try:
+        before = applicable(old, policy_set, request, cluster)
+    except InputError:
+        return None
+    if before is None or not before.view.gpu_share or not before.policies:
+        return None
+    try:
+        now = parse_pod(raw).gpu_share
+    except InputError:
+        return None  # the pod as updated is refused as unreadable anyway
+    if now >= before.view.gpu_share:
+        return None
+    owner = next((p for p in before.policies if p.quota is not None), before.policies[0])
+    annotations = before.view.annotations
+    name = FRACTION_ANNOTATION if FRACTION_ANNOTATION in annotations else SHARED_MEMORY_ANNOTATION
+    message = (
+        f"a bound pod keeps the GPU share it was given ({float(before.view.gpu_share):g} GPU by {name}); "
+        f"lowering it to {float(now):g} would uncount what it still holds: delete the pod and create it again "
+        f"(policy {owner.name})"
+    )
+    return Verdict(owner.name, "quota.boundShare", f"metadata.annotations.{name}", message, Action.DENY)
+
+
+def _joined_by_update(
+    matched: tuple[GPUPolicy, ...], request: RequestInfo, policy_set: PolicySet, cluster: ClusterState
+) -> frozenset[str]:
+    """The quota policies an UPDATE moves the pod under (its labels, annotations, anything a
+    match reads changed): the pod is new to their budgets, and judged there as a CREATE. Without
+    an old version to read, none (the API server always sends its stored object)."""
+    if request.operation is not Operation.UPDATE or not isinstance(request.old_object, dict):
+        return frozenset()
+    now = {p.name for p in matched if p.quota is not None}
+    if not now:
+        return frozenset()
+    try:
+        before = applicable(request.old_object, policy_set, request, cluster)
+    except InputError:  # an old version the engine cannot read held nothing it can name
+        return frozenset(now)
+    if before is None:  # out of scope before: it reached no GPU, so held no budget
+        return frozenset(now)
+    return frozenset(now.difference(p.name for p in before.policies))
 
 
 def validate_ephemeral(raw: JSON, policy_set: PolicySet, request: RequestInfo, cluster: ClusterState) -> Decision:

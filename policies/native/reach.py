@@ -85,6 +85,19 @@ def pod_condition(pod: str, template: bool = False, asks: str = ASKS) -> list[st
     return lines
 
 
+# A pod that held a GPU share by KAI's or Run:ai's annotation: an UPDATE that drops it leaves the
+# pod reaching no GPU by itself, yet the webhook must see it (a bound pod keeps its share).
+SHARED_BEFORE = (
+    "(oldObject != null && has(oldObject.metadata.annotations) &&"
+    " ('gpu-fraction' in oldObject.metadata.annotations || 'gpu-memory' in oldObject.metadata.annotations))"
+)
+
+
+def or_shared_before(lines: list[str]) -> list[str]:
+    """A pod condition's lines, or the old pod held a share by annotation."""
+    return [*lines[:-1], f"{lines[-1]} ||", SHARED_BEFORE]
+
+
 MIRROR_PODS = [
     "!(request.userInfo.username.startsWith('system:node:') &&",
     "  has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups &&",

@@ -125,7 +125,7 @@ def pod_hooks(objects: list[dict]) -> list[dict]:
 
 def reaches_webhook(hook: dict, obj: dict, user: dict) -> bool:
     conditions = [compile_expression(c["expression"]) for c in hook["matchConditions"]]
-    data = CelInput({"object": obj, "request": {"userInfo": user}})
+    data = CelInput({"object": obj, "oldObject": None, "request": {"userInfo": user}})  # a CREATE
     return all(c.evaluate_bool(data) for c in conditions)
 
 

@@ -1,5 +1,6 @@
 """The budget law, over whole histories: for any sequence of CREATEs, UPDATEs (a gated pod
-narrowing its node selector onto split nodes, or widening it), pods finishing and deleted, watch
+narrowing its node selector onto split nodes, or widening it; any pod relabelled into or out of
+a budget that selects pods by label), pods finishing and deleted, watch
 events arriving late, relists and policy reloads, no admission leaves a budget over its limit.
 
 Only a reload may find a budget over its limit (a new policy that charges pods the old one did
@@ -123,6 +124,19 @@ class BudgetHistory(RuleBasedStateMachine):
             new["spec"]["nodeSelector"] = dict(SPLIT_NODE)
         if data.draw(st.booleans()):
             del new["spec"]["schedulingGates"]  # released: the scheduler may bind it now
+        if self.judged(new, old):
+            self.stored[name] = new
+            self.pending.append(("MODIFIED", copy.deepcopy(new)))
+
+    @rule(data=st.data())
+    def relabel_a_pod(self, data: st.DataObject) -> None:
+        """A running pod's labels are its writer's: one moved into the labelled budget is new to it."""
+        if not self.stored:
+            return
+        name = data.draw(st.sampled_from(sorted(self.stored)))
+        old = self.stored[name]
+        new = copy.deepcopy(old)
+        new["metadata"]["labels"] = None if old["metadata"].get("labels") else {"tier": "gpu"}
         if self.judged(new, old):
             self.stored[name] = new
             self.pending.append(("MODIFIED", copy.deepcopy(new)))

@@ -172,10 +172,23 @@ def test_every_pod_the_engine_would_act_on_reaches_the_webhook(raw, user):
     view = parse_pod(raw)
     request = RequestInfo(namespace="ml", username=user["username"], groups=tuple(user["groups"]))
     acts = view.in_scope and not (view.mirror and request.from_node)
-    data = CelInput({"object": raw, "request": {"userInfo": user}})
+    data = CelInput({"object": raw, "oldObject": None, "request": {"userInfo": user}})  # a CREATE
     for conditions in CONDITIONS:
         reaches = all(c.evaluate_bool(data) for c in conditions)
         assert reaches or not acts, (raw, user)
+
+
+@pytest.mark.parametrize("annotation", ["gpu-fraction", "gpu-memory"])
+def test_an_update_that_drops_a_share_annotation_reaches_the_validating_webhook(annotation):
+    """The pod as updated reaches no GPU by itself; the pod it was held a share, which it keeps."""
+    old = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": {annotation: "1"}}}
+    old["spec"] = {"containers": [{"name": "c", "image": "x"}], "nodeName": "gpu-1"}
+    new = {**old, "metadata": {"name": "p"}}
+    data = CelInput({"object": new, "oldObject": old, "request": {"userInfo": {"username": "alice"}}})
+    validating = CONDITIONS[1]
+    assert all(c.evaluate_bool(data) for c in validating)
+    created = CelInput({"object": new, "oldObject": None, "request": {"userInfo": {"username": "alice"}}})
+    assert not all(c.evaluate_bool(created) for c in validating)  # and no other pod is sent for it
 
 
 ENV_KEYS = st.sampled_from(

@@ -273,6 +273,89 @@ def test_an_update_that_narrows_a_gated_pod_onto_split_nodes_is_judged_for_the_s
     assert unchanged.allowed  # an update that adds nothing is not judged against the budget
 
 
+def team_budgets(*teams: str):
+    return engine_from(
+        *(
+            policy(
+                f"team-{team}",
+                f"match: {{namespaces: [ml], podSelector: {{matchLabels: {{team: {team}}}}}}}\n"
+                "quota: {limits: {gpus: 2}}\n",
+            )
+            for team in teams
+        )
+    )
+
+
+def team_pod(team: str, gpus: int = 1):
+    return pod(gpu_container(gpus=gpus), namespace="ml", labels={"team": team})
+
+
+def test_an_update_that_moves_a_running_pod_into_another_budget_is_judged_there_as_a_create():
+    from policies.judge.ledger import Ledger
+    from policies.review.request import Operation, RequestInfo
+
+    engine = team_budgets("a", "b")
+    held = Ledger.from_pods([team_pod("b", 2), team_pod("a", 1)], engine.policy_set)
+    running = team_pod("a")
+    relabelled = copy.deepcopy(running)
+    relabelled["metadata"]["labels"]["team"] = "b"
+    moved = engine.validate(relabelled, held, RequestInfo("ml", Operation.UPDATE, old_object=running))
+    assert not moved.allowed
+    assert "gpus 2 + 1 exceeds 2" in moved.message and "team-b" in moved.message
+    kept = copy.deepcopy(running)
+    kept["metadata"]["labels"]["owner"] = "someone"
+    assert engine.validate(kept, held, RequestInfo("ml", Operation.UPDATE, old_object=running)).allowed
+    room = Ledger.from_pods([team_pod("b", 1)], engine.policy_set)
+    into_room = engine.validate(relabelled, room, RequestInfo("ml", Operation.UPDATE, old_object=running))
+    assert into_room.allowed and ("team-b", "ml") in into_room.charges  # held there until the watch shows it
+
+
+def test_an_update_that_brings_a_pod_into_scope_is_charged_whole():
+    from policies.judge.ledger import Ledger
+    from policies.review.request import Operation, RequestInfo
+
+    engine = team_budgets("a")
+    full = Ledger.from_pods([team_pod("a", 2)], engine.policy_set)
+    unlabelled = pod(gpu_container(), namespace="ml")
+    labelled = team_pod("a")
+    decision = engine.validate(labelled, full, RequestInfo("ml", Operation.UPDATE, old_object=unlabelled))
+    assert not decision.allowed and "gpus 2 + 1 exceeds 2" in decision.message
+
+
+def fraction_pod(fraction: str | None, node: str | None = "gpu-1"):
+    spec = {"schedulerName": "kai-scheduler", **({"nodeName": node} if node else {})}
+    made = pod({"name": "main", "image": "cuda"}, namespace="ml", **spec)
+    if fraction is not None:  # KAI's own key, with no prefix
+        made["metadata"]["annotations"] = {"gpu-fraction": fraction}
+    return made
+
+
+@pytest.mark.parametrize(
+    "now, node, allowed",
+    [
+        (None, "gpu-1", False),  # the annotation removed from a running pod
+        ("0.25", "gpu-1", False),  # lowered
+        ("0.5", "gpu-1", True),
+        ("0.75", "gpu-1", True),
+        (None, None, True),  # not bound yet: its writer may still change what it asks
+    ],
+    ids=["removed", "lowered", "unchanged", "raised", "pending"],
+)
+def test_a_bound_pod_keeps_the_gpu_share_it_was_given(now, node, allowed):
+    from policies.judge.ledger import Ledger
+    from policies.review.request import Operation, RequestInfo
+
+    engine = engine_from(policy("shares", "match: {namespaces: [ml]}\nquota: {limits: {gpuEquivalents: '4'}}\n"))
+    before, after = fraction_pod("0.5", node), fraction_pod(now, node)
+    decision = engine.validate(
+        after, Ledger.from_pods([], engine.policy_set), RequestInfo("ml", Operation.UPDATE, old_object=before)
+    )
+    assert decision.allowed is allowed, decision.message
+    if not allowed:
+        assert "[rule quota.boundShare, metadata.annotations.gpu-fraction" in decision.message
+        assert "a bound pod keeps the GPU share it was given (0.5 GPU by gpu-fraction)" in decision.message
+
+
 def test_a_rule_text_shared_by_policies_is_evaluated_once_a_request_and_judges_for_each():
     calls = []
     data = CelInput(lambda: calls.append(1) or {"object": {"metadata": {"labels": {}}}})

@@ -82,10 +82,10 @@ class BudgetView:
         total = reservations.total(key)  # a strict budget's too: pods admitted from a share
         for update in reservations.updates(key):
             created = reservations.get(updated_pod(update.pod.key) or "")
-            held = created.usage if created is not None else None
-            total = total + self._outstanding(update.pod.key, update.usage, held)
+            held = created.usage if created is not None and key in created.charges else None
+            total = total + self._outstanding(update.pod.key, update.usage, held, key)
         if self.shared is not None and is_strict(policy):
-            total = total + self.shared.pending(key, self._outstanding)
+            total = total + self.shared.pending(key, lambda at, usage, held: self._outstanding(at, usage, held, key))
         return total
 
     def _read_lease(self, policy: GPUPolicy, scope: str) -> None:
@@ -94,10 +94,13 @@ class BudgetView:
         if self.shared is not None and is_strict(policy):
             self.shared.leases.read_once(((policy.name, scope),))
 
-    def _outstanding(self, key: str, usage: Usage, created: Usage | None = None) -> Usage:
+    def _outstanding(
+        self, key: str, usage: Usage, created: Usage | None = None, budget: tuple[str, str] | None = None
+    ) -> Usage:
         """What a reservation (or Lease entry) under `key` adds to its budget now: a CREATE's all
         of `usage` until the watch shows the pod; an UPDATE's what `usage` holds beyond what the
-        watch shows the pod holding or, not seen yet, beyond its CREATE's reservation (`created`)."""
+        watch shows the pod holding in `budget` or, not seen yet, beyond its CREATE's reservation
+        there (`created`): a pod an UPDATE moved into the budget holds nothing there yet."""
         if key.startswith(GRANT_PREFIX):  # a replica's share: the others' count whole, ours not at all
             return EMPTY if self.escrow is not None and key == self.escrow.key else usage
         counting = self.counting
@@ -109,7 +112,10 @@ class BudgetView:
         if counting.gone(pod):
             return EMPTY
         facts = counting.facts(pod)
-        return usage.more_than(facts.total if facts is not None else created or EMPTY)
+        if facts is None:
+            return usage.more_than(created or EMPTY)
+        shown_here = budget is None or budget in counting.charges_of(pod)
+        return usage.more_than(facts.total) if shown_here else usage
 
     # -- shares granted ahead of need ----------------------------------------------------------
     def warm(self, budgets: int = WARM_BUDGETS) -> int:
