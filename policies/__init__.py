@@ -83,6 +83,7 @@ from policies.model.yamldoc import FAST_LOADER, read_data
 from policies.mutate.mutation import MutationResult
 from policies.native.objects import Uncovered
 from policies.native.validating import NameClash, NativePolicies, native_policies
+from policies.native.webhook_scope import why_not_sent
 from policies.planning.published import policy_ladders, publishes, why_published
 from policies.review.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
 from policies.review.pod import PodView, parse_pod, pod_fingerprint
@@ -110,6 +111,7 @@ __all__ = [
     "NativePolicies",
     "Uncovered",
     "native_policies",
+    "why_not_sent",
     "Decision",
     "Verdict",
     "EMPTY",

@@ -292,7 +292,9 @@ class Engine:
             kept = [v for v in decision.verdicts if not is_budget(v)]
             kept += [
                 v.about(subject)
-                for v in scale_verdicts(matched, namespace, decision.usage, scaled, template.replicas, usage)
+                for v in scale_verdicts(
+                    matched, namespace, decision.own_usage, scaled, template.replicas, usage, decision.shared
+                )
             ]
             allowed = not any(v.action is Action.DENY for v in kept)
             return decision._replace(allowed=allowed, verdicts=tuple(kept)), ()
@@ -302,7 +304,9 @@ class Engine:
             verdicts = [v for v in verdicts if not is_budget(v) or (v.policy, v.rule) in certain]
         verdicts += [
             v.about(subject)
-            for v in replica_warnings(matched, namespace, decision.usage, template.replicas, usage, running)
+            for v in replica_warnings(
+                matched, namespace, decision.own_usage, template.replicas, usage, running, decision.shared
+            )
         ]
         allowed = not any(v.action is Action.DENY for v in verdicts)
         return Decision(allowed, tuple(verdicts), decision.usage, decision.policies), mutation.changes

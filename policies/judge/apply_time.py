@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from policies.judge.claim_usage import SharedClaims
 from policies.judge.quota import Amount, UsageSource, dimensions, scope_label, scope_of
-from policies.judge.usage import Usage
+from policies.judge.usage import EMPTY, Usage
 from policies.judge.verdict import Verdict
 from policies.model.policy import Action, GPUPolicy, Quota
 from policies.model.workloads import WorkloadKind
@@ -16,20 +17,33 @@ from policies.review.document import JSON, Change
 
 
 def _overruns(
-    policies: tuple[GPUPolicy, ...], namespace: str, usage: Usage, count: int, usage_source: UsageSource
-) -> Iterator[tuple[GPUPolicy, Quota, str, str, Amount, Amount, Amount, Amount]]:
-    """(policy, quota, dimension, limit path, held, asked a pod, total, limit) of every budget
-    that `count` more pods holding `usage` each would overrun."""
+    policies: tuple[GPUPolicy, ...],
+    namespace: str,
+    usage: Usage,
+    count: int,
+    usage_source: UsageSource,
+    shared: SharedClaims = (),
+) -> Iterator[tuple[GPUPolicy, Quota, str, str, Amount, Amount, Amount, Amount, Amount]]:
+    """(policy, quota, dimension, limit path, held, asked a pod, asked once, total, limit) of every
+    budget that `count` more pods holding `usage` each, and the named claims `shared` they all
+    name (charged once, where the budget holds none of them yet), would overrun."""
     for policy in policies:
         quota = policy.quota
         if quota is None:
             continue
-        current = usage_source.usage(policy, scope_of(quota, namespace))
+        scope = scope_of(quota, namespace)
+        current = usage_source.usage(policy, scope)
+        held_claims = usage_source.shared_claims(policy, scope) if shared else ()
+        once = EMPTY
+        for key, claim in shared:
+            if key not in held_claims:
+                once = once + claim
         held = {name: amount for name, _, amount, _ in dimensions(quota.limits, current, quota.shared_weight)}
+        single = {name: amount for name, _, amount, _ in dimensions(quota.limits, once, quota.shared_weight)}
         for name, path, asked, limit in dimensions(quota.limits, usage, quota.shared_weight):
-            total = held[name] + asked * count
-            if asked > 0 and total > limit:
-                yield policy, quota, name, path, held[name], asked, total, limit
+            total = held[name] + asked * count + single[name]
+            if (asked > 0 or single[name] > 0) and total > limit:
+                yield policy, quota, name, path, held[name], asked, single[name], total, limit
 
 
 def replica_warnings(
@@ -39,29 +53,37 @@ def replica_warnings(
     replicas: int,
     usage_source: UsageSource,
     running: tuple[int, Usage] | None = None,
+    shared: SharedClaims = (),
 ) -> list[Verdict]:
     """Where `replicas` pods of this template would exceed a quota, say so with the numbers.
-    `running`: on an UPDATE, the replicas and pod usage of the template as it was, whose pods
-    `usage_source` holds already: they are counted once, so re-applying an unchanged workload or
-    labelling it warns of nothing, and 3 -> 6 replicas counts 3 more."""
+    `usage`: what one pod holds but the named claims `shared`, which every replica names and a
+    budget charges once, as at run time. `running`: on an UPDATE, the replicas and pod usage of
+    the template as it was, whose pods `usage_source` holds already: they are counted once, so
+    re-applying an unchanged workload or labelling it warns of nothing, and 3 -> 6 replicas counts
+    3 more."""
     if running is None:
-        if replicas <= 1 or usage.empty:
+        if replicas <= 1 or (usage.empty and not shared):
             return []
-        return [
-            Verdict(
-                policy.name,
-                f"quota.{name.split()[0]}",
-                f"spec.quota.limits.{path}",
-                f"{scope_label(policy, quota, namespace)}: {replicas} replicas would hold {name} {held} + "
-                f"{replicas}x{asked} = {total}, over {limit} (policy {policy.name})",
-                Action.WARN,
+        found: list[Verdict] = []
+        for policy, quota, name, path, held, asked, once, total, limit in _overruns(
+            policies, namespace, usage, replicas, usage_source, shared
+        ):
+            told = f"{held} + {replicas}x{asked}" + (f" + {once} shared once" if once else "")
+            found.append(
+                Verdict(
+                    policy.name,
+                    f"quota.{name.split()[0]}",
+                    f"spec.quota.limits.{path}",
+                    f"{scope_label(policy, quota, namespace)}: {replicas} replicas would hold {name} {told} = "
+                    f"{total}, over {limit} (policy {policy.name})",
+                    Action.WARN,
+                )
             )
-            for policy, quota, name, path, held, asked, total, limit in _overruns(
-                policies, namespace, usage, replicas, usage_source
-            )
-        ]
+        return found
+    # As the pods that run hold them: compared with the template as it was, claims and all.
+    usage = usage + _all(shared)
     was, before = running
-    verdicts = []
+    verdicts: list[Verdict] = []
     for policy, quota, name, path, held, asked, old, limit in _changes(
         policies, namespace, usage, before, usage_source
     ):
@@ -84,6 +106,13 @@ def replica_warnings(
     return verdicts
 
 
+def _all(shared: SharedClaims) -> Usage:
+    total = EMPTY
+    for _, claim in shared:
+        total = total + claim
+    return total
+
+
 def _changes(
     policies: tuple[GPUPolicy, ...], namespace: str, usage: Usage, before: Usage, usage_source: UsageSource
 ) -> Iterator[tuple[GPUPolicy, Quota, str, str, Amount, Amount, Amount, Amount]]:
@@ -100,13 +129,20 @@ def _changes(
 
 
 def scale_verdicts(
-    policies: tuple[GPUPolicy, ...], namespace: str, usage: Usage, was: int, now: int, usage_source: UsageSource
+    policies: tuple[GPUPolicy, ...],
+    namespace: str,
+    usage: Usage,
+    was: int,
+    now: int,
+    usage_source: UsageSource,
+    shared: SharedClaims = (),
 ) -> list[Verdict]:
-    """Scaling from `was` to `now` replicas adds `now - was` pods holding `usage` each, made at
-    once: a budget they overrun is the policy's own action (deny, or warn), as their pods will be.
-    What the running replicas hold is in `usage_source` already, so only the pods added count."""
+    """Scaling from `was` to `now` replicas adds `now - was` pods holding `usage` each (and the
+    named claims `shared`, charged once where no pod holds them yet), made at once: a budget they
+    overrun is the policy's own action (deny, or warn), as their pods will be. What the running
+    replicas hold is in `usage_source` already, so only the pods added count."""
     added = now - was
-    if added <= 0 or usage.empty:
+    if added <= 0 or (usage.empty and not shared):
         return []
     return [
         Verdict(
@@ -117,8 +153,8 @@ def scale_verdicts(
             f"{name} {held} + {added}x{asked} = {total}, over {limit} (policy {policy.name})",
             Action.DENY if quota.action is Action.DENY else Action.WARN,
         )
-        for policy, quota, name, path, held, asked, total, limit in _overruns(
-            policies, namespace, usage, added, usage_source
+        for policy, quota, name, path, held, asked, _, total, limit in _overruns(
+            policies, namespace, usage, added, usage_source, shared
         )
     ]
 

@@ -12,9 +12,9 @@ import yaml
 
 import policies.bundled
 from policies.model.cel import CelInput, compile_expression
+from policies.native.workload_conditions import custom_kinds
 from tests.support.builders import gpu_container, plain_container, pod
 from tests.support.deploy import API, MODELS
-from tools.policy_schema.workload_conditions import custom_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = [

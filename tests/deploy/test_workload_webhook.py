@@ -11,9 +11,9 @@ from cel_expr_python import cel
 
 from policies.judge.controllers import pod_templates
 from policies.model.workload_kinds import BUILT_IN_TABLE
+from policies.native.workload_conditions import custom_kinds, kind_condition
 from policies.review.pod import parse_pod
 from tests.support.deploy import strip_gpus
-from tools.policy_schema.workload_conditions import custom_kinds, kind_condition
 
 ROOT = Path(__file__).parents[2]
 WEBHOOKS = ROOT / "deploy" / "base" / "webhooks.yaml"

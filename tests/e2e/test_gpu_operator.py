@@ -89,7 +89,7 @@ def test_a_tenants_configmap_or_secret_naming_the_devices_is_refused_where_envfr
     legacy = operator.run(
         "create", "configmap", "cuda", "-n", "tenant-env", "--from-literal=CUDA_VERSION=12.4.1", check=False
     )
-    assert legacy.code != 0 and "key CUDA_VERSION without NVIDIA_REQUIRE_CUDA" in legacy.stderr
+    assert legacy.code != 0 and "key CUDA_VERSION: CUDA_VERSION without NVIDIA_REQUIRE_CUDA" in legacy.stderr
     operator.run(
         "create", "configmap", "cuda", "-n", "tenant-env", "--from-literal=CUDA_VERSION=12.4.1",
         "--from-literal=NVIDIA_REQUIRE_CUDA=cuda>=12.4",

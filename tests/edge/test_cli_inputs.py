@@ -82,7 +82,7 @@ def test_a_directory_is_read_recursively_and_stdin_as_dash(tmp_path, mixed, caps
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {"name": "p"},
-                "spec": {"containers": [{"name": "a", "image": "x"}]},
+                "spec": {"containers": [{"name": "a", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
             }
         )
     )

@@ -62,7 +62,10 @@ def test_mutate_reads_several_pods_from_stdin_as_json(monkeypatch, capsys):
             POD.replace("nvidia.com/gpu: 1", "nvidia.com/gpu: lots"),
             "spec.containers[0].resources.limits.nvidia.com/gpu",
         ),
-        ("apiVersion: v1\nkind: Pod\nspec: {containers: [{image: x}]}\n", "spec.containers[0].name"),
+        (
+            "apiVersion: v1\nkind: Pod\nspec: {containers: [{image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}\n",
+            "spec.containers[0].name",
+        ),
     ],
     ids=["bad-yaml", "bad-quantity", "container-without-name"],
 )

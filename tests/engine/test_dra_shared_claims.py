@@ -59,6 +59,33 @@ def test_a_pod_naming_a_claim_its_budget_holds_already_adds_only_itself():
     assert not denied.allowed and "gpus 2 + 2 exceeds 3" in denied.message
 
 
+def replicas_naming(claim_name: str, replicas: int) -> dict[str, Any]:
+    """Volcano's own sample, as a Deployment: every replica names one claim."""
+    template = claim_pod(claim_name)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "shared-gpus", "namespace": "ml"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "x"}},
+            "template": {"metadata": {"labels": {"app": "x"}}, "spec": template["spec"]},
+        },
+    }
+
+
+def test_a_claim_every_replica_names_is_charged_once_at_apply_time_as_at_run_time():
+    state = cluster(gpus("shared", 2))
+    fits = ENGINE.validate(replicas_naming("shared", 2), Ledger.from_pods([], ENGINE.policy_set, state), cluster=state)
+    assert fits.allowed and not fits.warnings, fits.warnings  # 2 GPUs once, not 2 x 2 against 3
+    ledger = Ledger.from_pods([named("a", "other-pod")], ENGINE.policy_set, cluster(gpus("other-pod", 2)))
+    told = ENGINE.validate(replicas_naming("shared", 2), ledger, cluster=state).warnings
+    assert any("2 replicas would hold gpus 2 + 2x0 + 2 shared once = 4, over 3" in w for w in told), told
+    held = Ledger.from_pods([named("a", "shared")], ENGINE.policy_set, state)
+    again = ENGINE.validate(replicas_naming("shared", 3), held, cluster=state)
+    assert not again.warnings, again.warnings  # the budget holds the claim already: the replicas add pods only
+
+
 def test_the_claim_leaves_the_budget_with_the_last_pod_naming_it():
     state = cluster(gpus("shared", 2))
     counts = PodCounts(lambda facts: (("budget", "ml"),))

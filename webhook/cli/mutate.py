@@ -23,8 +23,9 @@ def register(commands: Any, root: argparse.ArgumentParser) -> None:
         "what the mutating webhook would do",
         "Prints every document of FILE as the mutating webhook leaves it: Pods mutated, workloads (pod "
         "controllers, Kubeflow, Ray, LeaderWorkerSet, JobSet, Argo, KServe, Knative and WorkloadKind "
-        "entries) with each pod template mutated as their pods will be, other documents passed through "
-        "unchanged (listed on stderr), so the output can go on to kubectl apply.",
+        "entries) with each pod template mutated as their pods will be, other documents, and what the shipped "
+        "webhooks would never be sent (an excluded namespace, a pod or template no GPU condition matches), passed "
+        "through unchanged (listed on stderr with the reason), so the output can go on to kubectl apply.",
         "0 done; 2 input or policies that cannot be read",
     )
     inputs(mutate)
@@ -43,7 +44,7 @@ def _dump(objects: list[object], output: str) -> str:
 def run(args: argparse.Namespace) -> int:
     engine = load_engine(args.policies)
     _, cluster = cluster_state(args.cluster_state) if args.cluster_state else ([], KnownCluster())
-    inputs = read_inputs(args.file, engine, args.namespace)
+    inputs = read_inputs(args.file, engine, args.namespace, webhook="/mutate")
     outputs: list[object] = []
     patches: list[object] = []
     for label, document, judged in inputs.documents:

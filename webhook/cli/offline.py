@@ -174,15 +174,33 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     return pods, cluster, nodes, env_sources
 
 
-def judge_all(engine: Engine, files: list[str], namespace: str, state: str | None) -> tuple[Inputs, list[Judged]]:
-    """Every judgeable document of `files`, in order, as the API server would admit them one by
-    one: the pods of the cluster state (a file, or none) counted first, earlier ones of `files`
-    counted for later ones."""
+def judge_all(
+    engine: Engine, files: list[str], namespace: str, state: str | None, webhook: str | None = "/validate"
+) -> tuple[Inputs, list[Judged]]:
+    """Every judgeable document of `files` (those the shipped webhooks of `webhook` would be sent;
+    None: all the engine judges), in order, as the API server would admit them one by one: the
+    pods of the cluster state (a file, or none) counted first, earlier ones of `files` counted for
+    later ones, and a claim or claim template admitted known to what comes after it."""
     pods, cluster = cluster_state(state) if state else ([], KnownCluster())
     ledger = Ledger.from_pods(pods, engine.policy_set, cluster)
-    inputs = read_inputs(files, engine, namespace)
+    inputs = read_inputs(files, engine, namespace, webhook)
     cluster = with_ladders(cluster, engine, {_namespace_of(doc, namespace) for _, doc in inputs.judged})
-    return inputs, [judge(engine, label, document, ledger, cluster) for label, document in inputs.judged]
+    results: list[Judged] = []
+    for label, document in inputs.judged:
+        judged = judge(engine, label, document, ledger, cluster)
+        results.append(judged)
+        if judged.decision.allowed and document.get("kind") in CLAIM_KINDS:
+            cluster = _knowing(cluster, document)
+    return inputs, results
+
+
+def _knowing(cluster: KnownCluster, document: dict[str, Any]) -> KnownCluster:
+    """The cluster once a claim or claim template of the input is made: known to the pods and
+    workloads after it, read as the claim watch reads one."""
+    template = document.get("kind") == CLAIM_KINDS[1]
+    made = ClaimCache()
+    made.lister(template)([document])
+    return replace(cluster, claims={**cluster.claims, **made.demands()})
 
 
 def _namespace_of(document: dict[str, object], default: str) -> str:

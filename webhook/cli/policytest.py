@@ -138,7 +138,8 @@ def run_test(path: Path, test: dict[str, Any]) -> list[Outcome]:
     state = test.get("clusterState")
     namespace = str(test.get("namespace") or DEFAULT_NAMESPACE)
     resources = [str(p) for p in _paths(path.parent, test.get("resources"), f"{where}: resources")]
-    _, results = judge_all(engine, resources, namespace, str(path.parent / state) if isinstance(state, str) else None)
+    cluster_state = str(path.parent / state) if isinstance(state, str) else None
+    _, results = judge_all(engine, resources, namespace, cluster_state, webhook=None)
     judged = {_resource_key(r.mutation.object): r for r in results}
     outcomes = []
     for i, expected in enumerate(test.get("results") or []):

@@ -16,9 +16,12 @@ def register(commands: Any, root: argparse.ArgumentParser) -> None:
         commands,
         "validate",
         "mutation then validation, as the API server would run them",
-        "Judges every Pod and workload of FILE (each pod template, named by its path) after the mutation "
-        "its pods will get; documents of other kinds are listed on stderr and skipped. Pods of FILE admitted "
-        "earlier count against quotas for later ones.",
+        "Judges what the shipped webhooks would be sent of FILE: Pods and workloads (each pod template, named by "
+        "its path) after the mutation their pods will get, DRA claims and claim templates, ConfigMaps and "
+        "Secrets, Namespaces labelled for admin access; anything else, and what those webhooks would never be "
+        "sent (an excluded namespace, their matchConditions), is listed on stderr as skipped, with the reason. "
+        "Pods of FILE admitted earlier count against quotas for later ones; claims and templates admitted "
+        "earlier are known to the pods and workloads after them.",
         "0 all allowed; 1 something denied; 2 input or policies that cannot be read",
     )
     inputs(validate)
