@@ -85,7 +85,15 @@ from policies.native.objects import Uncovered
 from policies.native.validating import NameClash, NativePolicies, native_policies
 from policies.native.webhook_scope import why_not_sent
 from policies.planning.published import policy_ladders, publishes, why_published
-from policies.review.cluster import NO_CLUSTER, ClusterState, KnownCluster, limits_whole_gpus
+from policies.review.cluster import (
+    NO_CLUSTER,
+    ClusterState,
+    GroupClaims,
+    KnownCluster,
+    is_pod_group,
+    limits_whole_gpus,
+    pod_group_claims,
+)
 from policies.review.pod import PodView, parse_pod, pod_fingerprint
 from policies.review.request import Operation, RequestInfo
 
@@ -105,6 +113,9 @@ __all__ = [
     "NO_CLUSTER",
     "ClusterState",
     "KnownCluster",
+    "GroupClaims",
+    "is_pod_group",
+    "pod_group_claims",
     "limits_whole_gpus",
     "MutationResult",
     "NameClash",

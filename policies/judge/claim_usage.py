@@ -67,6 +67,36 @@ def claim_key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
+def group_claim_key(namespace: str, group: str, entry: str) -> str:
+    """How budgets tell the claim a PodGroup makes for all its pods (no claim name is a DNS
+    label with a space, so none is taken for another)."""
+    return f"{namespace}/PodGroup {group} {entry}"
+
+
+def _shared_key(pod: PodView, ref: ClaimRef, namespace: str, cluster: ClusterState) -> str | None:
+    """The key budgets charge a pod's claim under where other pods may hold the same claim; None
+    for a claim that is the pod's alone. A claim by name is keyed by its name. A template claim
+    of a pod in a PodGroup that makes that claim for all its pods (the same name and template,
+    as the resourceclaim controller matches them) is the group's one claim: keyed by the name the
+    group's status gives it, or the pod's own status, or the group's entry until either is
+    written. A pod of a group holding a made claim (its status names it) whose group is not known
+    (deleted, or not yet seen) is keyed by that claim: a claim made for the pod alone is unique to
+    it, one made for the group is charged once. A claim made for the pod before its group made
+    one (the two statuses differ) is the pod's."""
+    if not ref.template:
+        return claim_key(namespace, ref.name)
+    if not pod.group:
+        return None
+    claims = cluster.group_claims(namespace, pod.group)
+    made_for_group = claims.get((ref.entry, ref.name)) if claims is not None else None
+    if made_for_group is None:
+        return claim_key(namespace, ref.made) if ref.made else None
+    if made_for_group and ref.made and ref.made != made_for_group:
+        return None
+    made = made_for_group or ref.made
+    return claim_key(namespace, made) if made else group_claim_key(namespace, pod.group, ref.entry)
+
+
 def _served(
     resource: str, amount: int, classes: DeviceClasses, devices: DeviceReach, pod: PodView, catalog: Catalog
 ) -> Usage | None:
@@ -146,16 +176,17 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
         demand = cluster.claim_demand(namespace, False, ref.made) if ref.made else None
         if demand is None:
             demand = cluster.claim_demand(namespace, ref.template, ref.name)
-        named = not (ref.template or ref.made)
+        # A claim by name, or the one a pod's PodGroup makes for all its pods, is charged once.
+        key = _shared_key(pod, ref, namespace, cluster)
         if demand is None:
             missing.append(ref)
-            if named:  # named still: made again, it is judged for what it adds to this pod's budgets
-                shared.append((claim_key(namespace, ref.name), EMPTY))
+            if key is not None:  # named still: made again, it is judged for what it adds to this pod's budgets
+                shared.append((key, EMPTY))
             continue
         found.append((ref, demand))
         held, endless = demand_charge(demand, classes, devices, pod.placement, catalog)
-        if named:
-            shared.append((claim_key(namespace, ref.name), held))
+        if key is not None:
+            shared.append((key, held))
         else:
             own = own + held
         unbounded += [(ref, name) for name in endless]

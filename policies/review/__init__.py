@@ -6,7 +6,7 @@
     request.py    what the API server says of the request (RequestInfo): namespace, operation,
                   user, old object; and what CEL sees of it
     cluster.py    what may be known of the cluster (ClusterState): namespace labels, free
-                  capacity, ResourceQuotas, DRA claims
+                  capacity, ResourceQuotas, DRA claims, the claims PodGroups share
 
 Layers, bottom up: document and containers; pod; request and cluster. Above the policy model
 (request.py builds CEL's input) and the GPUs; below planning.

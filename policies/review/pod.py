@@ -33,6 +33,10 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 FRACTION_ANNOTATION = "gpu-fraction"
 FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 SHARED_MEMORY_ANNOTATION = "gpu-memory"
+# Run:ai's dynamic fractions: what a pod may grow into beyond its request when memory is free
+# (burstable), so what it can get. A memory limit, like a memory request, is a whole device's.
+FRACTION_LIMIT_ANNOTATION = "gpu-fraction-limit"
+MEMORY_LIMIT_ANNOTATION = "gpu-memory-limit"
 
 
 class ClaimRef(NamedTuple):
@@ -46,6 +50,7 @@ class ClaimRef(NamedTuple):
     # written only through the status subresource): what the pod holds, whatever becomes of the
     # template after.
     made: str = ""
+    entry: str = ""  # the pod's own name for the claim (spec.resourceClaims[i].name)
 
 
 class PodView(NamedTuple):
@@ -76,6 +81,9 @@ class PodView(NamedTuple):
     # all containers): a DRA DeviceClass may serve any of them (KEP-5004), which only the
     # cluster's classes tell.
     extended: tuple[tuple[str, int], ...] = ()
+    # The PodGroup the pod belongs to (spec.schedulingGroup.podGroupName, Kubernetes 1.36 on): a
+    # template claim the group makes too is one claim for all its pods (KEP-5729).
+    group: str = ""
 
     @property
     def mirror(self) -> bool:
@@ -140,8 +148,9 @@ def _device_list_mounts(spec: Mapping[str, object]) -> tuple[tuple[str, str], ..
 
 
 def _gpu_share(annotations: Mapping[str, str]) -> Fraction:
-    """The GPU-equivalents a KAI or Run:ai pod asks for by annotation: the fraction, exact, times
-    its devices; a memory amount (whose share depends on the GPU it lands on) a whole device each."""
+    """The GPU-equivalents a KAI or Run:ai pod can get by annotation: the fraction (or the dynamic
+    fraction's limit, where higher), exact, times its devices; a memory amount or memory limit
+    (whose share depends on the GPU it lands on) a whole device each."""
     fraction, memory = annotations.get(FRACTION_ANNOTATION), annotations.get(SHARED_MEMORY_ANNOTATION)
     if fraction is None and memory is None:
         return Fraction(0)
@@ -149,16 +158,23 @@ def _gpu_share(annotations: Mapping[str, str]) -> Fraction:
     if not devices_text.isdigit() or int(devices_text) < 1:
         raise InputError(f"metadata.annotations.{FRACTION_DEVICES_ANNOTATION}", "must be a whole number, 1 or more")
     devices = int(devices_text)
-    if fraction is None:
+    if fraction is None or MEMORY_LIMIT_ANNOTATION in annotations:
         return Fraction(devices)
-    share = Fraction(-1)
-    if len(fraction) <= 32 and "e" not in fraction.lower():  # never build a number from an exponent
-        with contextlib.suppress(ValueError, ZeroDivisionError):
-            share = Fraction(fraction.strip())
-    if not 0 < share <= 1:
-        field = f"metadata.annotations.{FRACTION_ANNOTATION}"
-        raise InputError(field, f"{fraction[:40]!r} is not a fraction of a GPU in (0, 1]")
+    share = _fraction(fraction, FRACTION_ANNOTATION)
+    limit = annotations.get(FRACTION_LIMIT_ANNOTATION)
+    if limit is not None:  # the most it may burst to: what it can get
+        share = max(share, _fraction(limit, FRACTION_LIMIT_ANNOTATION))
     return share * devices
+
+
+def _fraction(text: str, annotation: str) -> Fraction:
+    share = Fraction(-1)
+    if len(text) <= 32 and "e" not in text.lower():  # never build a number from an exponent
+        with contextlib.suppress(ValueError, ZeroDivisionError):
+            share = Fraction(text.strip())
+    if not 0 < share <= 1:
+        raise InputError(f"metadata.annotations.{annotation}", f"{text[:40]!r} is not a fraction of a GPU in (0, 1]")
+    return share
 
 
 def _made_claims(status: Mapping[str, object]) -> dict[str, str]:
@@ -184,10 +200,21 @@ def _claims(spec: Mapping[str, object], status: Mapping[str, object]) -> tuple[C
                 if not isinstance(name, str) or not name:
                     raise InputError(f"{path}.{key}", "must be a name")
                 own = claim.get("name")
-                found.append(
-                    ClaimRef(path, template, name, made.get(own, "") if template and isinstance(own, str) else "")
-                )
+                entry = own if isinstance(own, str) else ""
+                found.append(ClaimRef(path, template, name, made.get(entry, "") if template else "", entry))
     return tuple(found)
+
+
+def _scheduling_group(spec: Mapping[str, object]) -> str:
+    group = spec.get("schedulingGroup")
+    if group is None:
+        return ""
+    name = mapping(group, "spec.schedulingGroup").get("podGroupName")
+    if name is None:
+        return ""
+    if not isinstance(name, str):
+        raise InputError("spec.schedulingGroup.podGroupName", "must be a name")
+    return name
 
 
 # What parse_pod reads of a pod's status (pod_fingerprint leaves the rest out: keep them one).
@@ -260,4 +287,5 @@ def parse_pod(raw: object) -> PodView:
         gpu_share=_gpu_share(annotations),
         claims=_claims(spec, status) if "resourceClaims" in spec else (),
         extended=tuple(sorted(extended.items())),
+        group=_scheduling_group(spec) if "schedulingGroup" in spec else "",
     )

@@ -24,7 +24,7 @@ def started_plane(version: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         binaries = ensure_binaries(version)
     except BuildError as error:
         pytest.fail(f"the e2e control plane (Kubernetes {version}) cannot be built here: {error}", pytrace=False)
-    plane = ControlPlane(binaries, tmp_path_factory.mktemp(f"control-plane-{version}"))
+    plane = ControlPlane(binaries, tmp_path_factory.mktemp(f"control-plane-{version}"), version)
     try:
         plane.start()
     except StartError as error:

@@ -124,3 +124,54 @@ def test_a_claim_template_of_the_same_input_is_known_to_the_workloads_after_it(t
     told = [v["message"] for v in deployment["verdicts"]]
     assert not any("not known here" in m for m in told), told
     assert any("3 replicas would hold gpus 0 + 3x2 = 6, over 4" in m for m in told), told
+
+
+GANG = """\
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: gang, namespace: ml}
+spec:
+  schedulingPolicy: {basic: {}}
+  resourceClaims: [{name: gpus, resourceClaimTemplateName: two-gpus}]
+"""
+
+
+def test_a_pod_group_of_the_same_input_shares_its_claim_with_its_pods_after_it(tmp_path, capsys):
+    """No webhook of ours is sent a PodGroup, but the pods of the group after it share its claim:
+    three replicas of the gang hold 2 GPUs, not 6."""
+    policies = tmp_path / "quota.yaml"
+    policies.write_text(QUOTA)
+    gang = TEMPLATE_AND_DEPLOYMENT.replace(
+        "      resourceClaims:", "      schedulingGroup: {podGroupName: gang}\n      resourceClaims:"
+    )
+    main(["validate", "-f", write(tmp_path, GANG + "---\n" + gang), "--policies", str(policies), "-o", "json"])
+    out, err = capsys.readouterr()
+    deployment = next(r for r in json.loads(out)["results"] if "Deployment" in r["object"])
+    assert not [v["message"] for v in deployment["verdicts"]]
+    assert "PodGroup gang" in err  # listed as skipped, as every kind no webhook is sent
+
+
+def test_a_pod_group_of_the_cluster_state_shares_its_claim_with_its_running_pods(tmp_path, capsys):
+    running = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: ml}
+spec:
+  nodeName: node-1
+  schedulingGroup: {podGroupName: gang}
+  resourceClaims: [{name: gpus, resourceClaimTemplateName: two-gpus}]
+  containers: [{name: main, image: vllm, resources: {claims: [{name: gpus}]}}]
+status: {phase: Running}
+"""
+    template = TEMPLATE_AND_DEPLOYMENT.split("---")[0]
+    state = tmp_path / "state.yaml"
+    state.write_text("---\n".join([template, GANG, running, running.replace("name: a,", "name: b,")]))
+    policies = tmp_path / "quota.yaml"
+    policies.write_text(QUOTA.replace("gpus: 4", "gpus: 3"))
+    third = (
+        running.replace("name: a,", "name: c,")
+        .replace("  nodeName: node-1\n", "")
+        .replace("status: {phase: Running}\n", "")
+    )
+    code = main(["validate", "-f", write(tmp_path, third), "--policies", str(policies), "--cluster-state", str(state)])
+    assert code == 0, capsys.readouterr()

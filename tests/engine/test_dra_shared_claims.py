@@ -140,11 +140,15 @@ class World:
     allocated: set[str] = field(default_factory=set)
     templates: dict[str, int] = field(default_factory=dict)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # PodGroup `g`, making claim `c0` from template `t` for all its pods: the claim made for it
+    # ("" while the template is missing: the controller waits), or no group.
+    group: str | None = None
 
     def cluster(self) -> KnownCluster:
         demands = {("ml", False, n): claim_demand(gpus(n, c)["spec"]) for n, c in self.claims.items()}
         demands |= {("ml", True, n): claim_demand(gpus(n, c)["spec"]) for n, c in self.templates.items()}
-        return KnownCluster(claims=demands, knows_claims=True, device_classes=cluster().device_classes)
+        groups = {("ml", "g"): {("c0", "t"): self.group}} if self.group is not None else {}
+        return KnownCluster(claims=demands, knows_claims=True, device_classes=cluster().device_classes, groups=groups)
 
     def ledger(self) -> Ledger:
         """The budget as a replica's watches count it (claims changed: the pods counted again)."""
@@ -174,8 +178,15 @@ def happen(world: World, event: tuple[Any, ...], serial: int) -> None:
             world.templates["t"] = event[1]
     elif what == "delete template":
         world.templates.pop("t", None)
+    elif what == "group" and world.group is None:
+        world.group = ""
+        make_group_claim(world)
+    elif what == "delete group" and world.group is not None:
+        if world.group not in world.allocated:  # owned by the group; in use: Kubernetes keeps it
+            world.claims.pop(world.group, None)
+        world.group = None
     elif what == "pod":
-        found = pod_naming(f"p{serial}", event[1], world)
+        found = pod_naming(f"p{serial}", event[1], world, in_group=event[2])
         if found is not None and world.admitted(found[0]):
             world.pods[f"p{serial}"] = found[0]
             for claim_name, template in found[1].items():  # the claim controller's part
@@ -193,15 +204,36 @@ def happen(world: World, event: tuple[Any, ...], serial: int) -> None:
                 world.allocated.update(names)
 
 
+def make_group_claim(world: World) -> None:
+    """The controller's part for the group: its claim made from the template, once there; the
+    group's pods waiting for it get it in their status."""
+    if world.group != "" or "t" not in world.templates:
+        return
+    world.group = "g-c0"
+    world.claims["g-c0"] = world.templates["t"]
+    for each in world.pods.values():
+        if each["spec"].get("schedulingGroup") and each["spec"]["resourceClaims"][0].get("name") == "c0":
+            statuses = each["status"]["resourceClaimStatuses"]
+            if (
+                not any(s["name"] == "c0" for s in statuses)
+                and "resourceClaimTemplateName" in each["spec"]["resourceClaims"][0]
+            ):
+                statuses.append({"name": "c0", "resourceClaimName": "g-c0"})
+
+
 def claim_names(made: dict[str, Any]) -> list[str]:
     """The claims a pod holds: those it names, and those made for it from its templates."""
     named = [c["resourceClaimName"] for c in made["spec"]["resourceClaims"] if "resourceClaimName" in c]
     return named + [c["resourceClaimName"] for c in made["status"]["resourceClaimStatuses"]]
 
 
-def pod_naming(name: str, refs: list[str], world: World) -> tuple[dict[str, Any], dict[str, str]] | None:
+def pod_naming(
+    name: str, refs: list[str], world: World, in_group: bool = False
+) -> tuple[dict[str, Any], dict[str, str]] | None:
     """A pod naming claims and templates, with the claims the controller makes from its templates
-    (name -> template); None where a template is missing: no claim could be made of it."""
+    (name -> template); None where a template is missing: no claim could be made of it. A pod of
+    the group whose first claim is the group's (`c0` of `t`) shares the group's claim, or waits
+    for it while the group is not there (no claim made for it)."""
     claims: list[dict[str, str]] = []
     made: list[dict[str, str]] = []
     templates: dict[str, str] = {}
@@ -210,12 +242,19 @@ def pod_naming(name: str, refs: list[str], world: World) -> tuple[dict[str, Any]
             if ref not in world.templates:
                 return None
             claims.append({"name": f"c{i}", "resourceClaimTemplateName": ref})
+            if in_group and i == 0:
+                if world.group:
+                    made.append({"name": "c0", "resourceClaimName": world.group})
+                continue  # the group's claim: made once, for the group, or waited for
             made.append({"name": f"c{i}", "resourceClaimName": f"{name}-c{i}"})
             templates[f"{name}-c{i}"] = ref
         else:
             claims.append({"name": f"c{i}", "resourceClaimName": ref})
     container = {"name": "main", "image": "cuda", "resources": {"claims": [{"name": "c0"}]}}
-    body = pod(container, namespace="ml", resourceClaims=claims)
+    spec: dict[str, Any] = {"resourceClaims": claims}
+    if in_group:
+        spec["schedulingGroup"] = {"podGroupName": "g"}
+    body = pod(container, namespace="ml", **spec)
     body["metadata"]["name"] = name
     body["status"] = {"resourceClaimStatuses": made}
     return body, templates
@@ -245,14 +284,23 @@ class Namespace(RuleBasedStateMachine):
     @rule(count=COUNTS)
     def make_template(self, count: int) -> None:
         self.happen("template", count)
+        make_group_claim(self.world)
 
     @rule()
     def delete_template(self) -> None:
         self.happen("delete template")
 
-    @rule(refs=st.lists(st.sampled_from(["a", "b", "t"]), min_size=1, max_size=2, unique=True))
-    def make_pod(self, refs: list[str]) -> None:
-        self.happen("pod", refs)
+    @rule(refs=st.lists(st.sampled_from(["a", "b", "t"]), min_size=1, max_size=2, unique=True), grouped=st.booleans())
+    def make_pod(self, refs: list[str], grouped: bool) -> None:
+        self.happen("pod", refs, grouped)
+
+    @rule()
+    def make_group(self) -> None:
+        self.happen("group")
+
+    @rule()
+    def delete_group(self) -> None:
+        self.happen("delete group")
 
     @rule(name=CLAIMS, count=COUNTS)
     def make_claim_again(self, name: str, count: int) -> None:

@@ -24,7 +24,7 @@ import yaml
 
 from certs.files import ensure_dev_certificates
 from tests.support.builders import child_pythonpath, policy
-from tests.support.cluster import WATCHED, namespace
+from tests.support.cluster import STREAMS, namespace
 from tests.support.kube_fake import FakeKube
 from tests.support.processes import SERVICE_NAME, free_port
 from tests.support.reviews import review
@@ -153,10 +153,10 @@ def test_each_replica_keeps_one_set_of_watch_streams_whatever_it_serves(kube, la
     reviews = [(replica, review(slice_pod(n), uid=f"u{n}", dry_run=True)) for replica in replicas for n in range(64)]
     with concurrent.futures.ThreadPoolExecutor(48) as pool:  # busy: every replica's threads serving at once
         assert {status for status, _ in pool.map(lambda r: r[0].call("POST", "/validate", r[1]), reviews)} == {200}
-    assert kube.wait_for(lambda: len(kube.open_watches) == 3 * len(WATCHED), timeout=10)
+    assert kube.wait_for(lambda: len(kube.open_watches) == 3 * len(STREAMS), timeout=10)
     for replica in replicas:
         streams = {resource: n for (agent, resource), n in kube.open_watches.items() if f"({replica.name})" in agent}
-        assert streams == dict.fromkeys(WATCHED, 1), replica.name
+        assert streams == dict.fromkeys(STREAMS, 1), replica.name
         lists = kube.requests_by(f"({replica.name})", "list", "pods")
         assert len(lists) == 1, f"{replica.name} listed pods {len(lists)} times"
 

@@ -35,9 +35,14 @@ WATCHED = (
     "deviceclasses",
     "resourceslices",
     "devicetaintrules",
+    "podgroups.v1beta1",
+    "podgroups.v1alpha2",
     "leases",
     "pods",
 )
+# The resources a replica keeps a watch stream open on, one each, where the API server serves
+# PodGroups at v1beta1 alone (as Kubernetes 1.37 and the fake do).
+STREAMS = tuple(name.partition(".")[0] for name in WATCHED if name != "podgroups.v1alpha2")
 
 
 class Replica:

@@ -12,7 +12,7 @@ from policies.gpu.claims import claim_demand, with_allocation
 from policies.gpu.device_classes import DeviceClasses, read_device_class
 from policies.gpu.device_reach import NO_DEVICES
 from policies.gpu.dra_inventory import DraInventory, WithDra, allocated_devices, read_slice
-from policies.review.cluster import KnownCluster
+from policies.review.cluster import KnownCluster, pod_group_claims
 from tests.support.builders import pod
 
 API_VERSION = "resource.k8s.io/v1"
@@ -142,10 +142,13 @@ CLASSES = [GPU_CLASS, MIG_CLASS, NIC_CLASS, H100_CLASS, SERVED, profile_class("1
 
 
 def cluster(
-    *claims: dict[str, Any], classes: list[dict[str, Any]] = CLASSES, slices: tuple[dict[str, Any], ...] = ()
+    *claims: dict[str, Any],
+    classes: list[dict[str, Any]] = CLASSES,
+    slices: tuple[dict[str, Any], ...] = (),
+    groups: tuple[dict[str, Any], ...] = (),
 ) -> KnownCluster:
     """A cluster with these claims and templates (as their status says, allocated or not), every
-    class above, and the devices of `slices` shown (none: no device is known)."""
+    class above, the devices of `slices` shown (none: no device is known) and PodGroups `groups`."""
     demands = {}
     for c in claims:
         template = c["kind"] == "ResourceClaimTemplate"
@@ -156,7 +159,45 @@ def cluster(
         )
     known = DeviceClasses.of(read_device_class(c) for c in classes)
     devices = inventory(*slices) if slices else NO_DEVICES
-    return KnownCluster(claims=demands, knows_claims=True, device_classes=known, devices=devices)
+    known_groups = {(g["metadata"]["namespace"], g["metadata"]["name"]): pod_group_claims(g) for g in groups}
+    return KnownCluster(claims=demands, knows_claims=True, device_classes=known, devices=devices, groups=known_groups)
+
+
+def pod_group(
+    name: str, templates: dict[str, str], namespace: str = "ml", made: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A PodGroup (scheduling.k8s.io/v1beta1, Kubernetes 1.37) making the claims `templates`
+    (claim name: template) for all its pods; `made`: the claims its status says were made."""
+    group: dict[str, Any] = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": 2}},
+            "resourceClaims": [{"name": n, "resourceClaimTemplateName": t} for n, t in templates.items()],
+        },
+    }
+    if made:
+        group["status"] = {"resourceClaimStatuses": [{"name": n, "resourceClaimName": c} for n, c in made.items()]}
+    return group
+
+
+def group_pod(
+    name: str, group: str, claims: dict[str, str], namespace: str = "ml", made: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A pod of PodGroup `group` whose claims are made from templates (claim name: template), its
+    one container using them all; `made`: the claims its status says it holds."""
+    container = {"name": "main", "image": "cuda", "resources": {"claims": [{"name": n} for n in claims]}}
+    made_pod = pod(
+        container,
+        namespace=namespace,
+        resourceClaims=[{"name": n, "resourceClaimTemplateName": t} for n, t in claims.items()],
+        schedulingGroup={"podGroupName": group},
+    )
+    made_pod["metadata"]["name"] = name
+    if made:
+        made_pod["status"] = {"resourceClaimStatuses": [{"name": n, "resourceClaimName": c} for n, c in made.items()]}
+    return made_pod
 
 
 def inventory(*slices: dict[str, Any], claims: tuple[dict[str, Any], ...] = ()) -> DraInventory:

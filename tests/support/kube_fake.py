@@ -44,6 +44,7 @@ KINDS = {
     "deviceclasses": "DeviceClass",
     "resourceslices": "ResourceSlice",
     "devicetaintrules": "DeviceTaintRule",
+    "podgroups": "PodGroup",
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
 }
@@ -111,6 +112,8 @@ class FakeKube:
     def __init__(self) -> None:
         self.forbidden: set[str] = set()  # resources whose reads answer 403, as RBAC would
         self.unserved: set[str] = set()  # resources of an API group this server lacks: 404
+        # API versions it lacks: 404 (PodGroups are served at v1beta1 alone, as Kubernetes 1.37 does)
+        self.unserved_versions: set[str] = {"scheduling.k8s.io/v1alpha2"}
         self.version = 1
         self.objects: dict[Key, dict[str, Any]] = {}
         self.history: list[tuple[int, str, str, dict[str, Any]]] = []  # (version, resource, type, object)
@@ -265,7 +268,7 @@ class FakeKube:
         if route.resource in self.forbidden:
             self._reply(request, 403, self._status(403, "Forbidden", f"{route.resource} is forbidden"))
             return
-        if route.resource in self.unserved:
+        if route.resource in self.unserved or route.group_version in self.unserved_versions:
             self._reply(request, 404, self._status(404, "NotFound", "the server could not find the requested resource"))
             return
         if route.name:

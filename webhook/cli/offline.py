@@ -16,6 +16,7 @@ from policies import (
     ClusterState,
     Decision,
     Engine,
+    GroupClaims,
     InputError,
     KnownCluster,
     Ledger,
@@ -28,11 +29,13 @@ from policies import (
     counts_against_quota,
     dual_advertised,
     gpus_held,
+    is_pod_group,
     load_texts,
     node_gpus,
     node_uses,
     overlapping_profiles,
     parse_pod,
+    pod_group_claims,
     policy_ladders,
     publishes,
     read_slice,
@@ -47,7 +50,7 @@ from webhook.sources.files import directory_texts, read_manifests
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 CLUSTER_KINDS = (
     "cluster state holds Pods, Namespaces, Nodes, ResourceQuotas, ResourceClaims, ResourceClaimTemplates, "
-    "DeviceClasses, ResourceSlices, ConfigMaps and Secrets only"
+    "DeviceClasses, ResourceSlices, PodGroups, ConfigMaps and Secrets only"
 )
 
 
@@ -123,6 +126,7 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     device_classes: list[dict[str, Any]] = []
     slices: list[dict[str, Any]] = []
     env_sources: list[dict[str, Any]] = []
+    groups: dict[tuple[str, str], GroupClaims] = {}
     capacity = CapacityLedger(CATALOG)
     for label, item in read_manifests(path):
         if not isinstance(item, dict):
@@ -152,6 +156,8 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
             slices.append(item)
         elif kind in ("ConfigMap", "Secret"):
             env_sources.append(item)
+        elif is_pod_group(item.get("apiVersion"), kind):
+            groups[_group_key(item, "default")] = pod_group_claims(item)
         else:
             raise InputError("kind", CLUSTER_KINDS, label)
     capacity.replace_uses(node_uses((v.node_name, gpus_held(v)) for v in views if counts_against_quota(v)))
@@ -169,7 +175,13 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     with_dra = WithDra(capacity, inventory, lambda: classes.classes)
     # Claims a file does not hold may exist: a pod naming one is warned of, not denied.
     cluster = KnownCluster(
-        namespaces, with_dra, quotas.by_namespace(), known.demands(), device_classes=classes.classes, devices=inventory
+        namespaces,
+        with_dra,
+        quotas.by_namespace(),
+        known.demands(),
+        device_classes=classes.classes,
+        devices=inventory,
+        groups=groups,
     )
     return pods, cluster, nodes, env_sources
 
@@ -180,18 +192,31 @@ def judge_all(
     """Every judgeable document of `files` (those the shipped webhooks of `webhook` would be sent;
     None: all the engine judges), in order, as the API server would admit them one by one: the
     pods of the cluster state (a file, or none) counted first, earlier ones of `files` counted for
-    later ones, and a claim or claim template admitted known to what comes after it."""
+    later ones, and a claim, claim template or PodGroup admitted known to what comes after it."""
     pods, cluster = cluster_state(state) if state else ([], KnownCluster())
     ledger = Ledger.from_pods(pods, engine.policy_set, cluster)
     inputs = read_inputs(files, engine, namespace, webhook)
     cluster = with_ladders(cluster, engine, {_namespace_of(doc, namespace) for _, doc in inputs.judged})
     results: list[Judged] = []
-    for label, document in inputs.judged:
+    for label, document, judging in inputs.documents:
+        if not isinstance(document, dict):
+            continue
+        if not judging:  # no webhook of ours is sent a PodGroup, but its pods share its claims
+            if is_pod_group(document.get("apiVersion"), document.get("kind")):
+                groups = {**cluster.groups, _group_key(document, namespace): pod_group_claims(document)}
+                cluster = replace(cluster, groups=groups)
+            continue
         judged = judge(engine, label, document, ledger, cluster)
         results.append(judged)
         if judged.decision.allowed and document.get("kind") in CLAIM_KINDS:
             cluster = _knowing(cluster, document)
     return inputs, results
+
+
+def _group_key(document: dict[str, Any], namespace: str) -> tuple[str, str]:
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return _namespace_of(document, namespace), name if isinstance(name, str) else ""
 
 
 def _knowing(cluster: KnownCluster, document: dict[str, Any]) -> KnownCluster:

@@ -13,6 +13,7 @@ from policies import (
     ClaimDemand,
     DeviceClasses,
     GPUPolicy,
+    GroupClaims,
     PolicySet,
     QuotaLine,
     Usage,
@@ -26,6 +27,7 @@ from webhook.cluster.watches.claims import ClaimCache
 from webhook.cluster.watches.device_classes import DeviceClassCache
 from webhook.cluster.watches.namespaces import GpuQuotaCache, NamespaceCache
 from webhook.cluster.watches.nodes import NodeCapacity
+from webhook.cluster.watches.pod_groups import PodGroupCache
 from webhook.cluster.watches.slices import DraCapacity
 from webhook.metrics import DUAL_ADVERTISED_NODES
 
@@ -43,6 +45,7 @@ class ClusterView:
         self.namespaces = NamespaceCache()
         self.quotas = GpuQuotaCache()
         self.claims = ClaimCache()
+        self.pod_groups = PodGroupCache()
         self.device_class_cache = DeviceClassCache()
         self.nodes = NodeCapacity()
         self.slices = DraCapacity()
@@ -81,6 +84,9 @@ class ClusterView:
 
     def claim_demand(self, namespace: str, template: bool, name: str) -> ClaimDemand | None:
         return self.claims.demand(namespace, template, name)
+
+    def group_claims(self, namespace: str, group: str) -> GroupClaims | None:
+        return self.pod_groups.claims(namespace, group)
 
     @property
     def device_classes(self) -> DeviceClasses:

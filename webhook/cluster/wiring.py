@@ -14,6 +14,7 @@ by the policies in force.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -41,6 +42,9 @@ from webhook.cluster.quota.shares.escrow import Escrow
 from webhook.cluster.quota.tracking import build_tracking
 from webhook.cluster.watches.gpupolicies import gpupolicy_watch
 from webhook.cluster.watches.listwatch import ListWatch
+from webhook.cluster.watches.pod_groups import GROUP as POD_GROUPS_API
+from webhook.cluster.watches.pod_groups import PLURAL as POD_GROUPS
+from webhook.cluster.watches.pod_groups import VERSIONS as POD_GROUP_VERSIONS
 from webhook.cluster.watches.policy_configmaps import configmap_watch
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
 from webhook.cluster.watches.watch_stream import JSON
@@ -194,6 +198,7 @@ def connect(
 
     view.on_policy_set(recharge_or_relist)
     view.claims.on_changed(pods.relist)  # a pod's charge includes what its claims can allocate
+    view.pod_groups.on_changed(pods.relist)  # once for all the pods of a group that shares one
     view.device_class_cache.on_changed(pods.relist)  # and what their classes can select
     view.watches.extend(watches)
     for watch in watches[:-1]:
@@ -221,7 +226,7 @@ def connect(
 
 
 def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: Any) -> list[ListWatch]:
-    """DRA ResourceClaims, ResourceClaimTemplates, DeviceClasses, ResourceSlices and
+    """DRA ResourceClaims, ResourceClaimTemplates, DeviceClasses, ResourceSlices, PodGroups and
     DeviceTaintRules (resource.k8s.io/v1, Kubernetes 1.34 on, taint rules 1.37; optional: an API
     server without them has none). The
     claim watch feeds two keepers: what each claim asks for, and the devices its allocation holds."""
@@ -266,7 +271,22 @@ def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: An
         optional=True,
         **options,
     )
-    return [*claims, device_classes, slices, taints]
+    # The claims PodGroups make for all their pods (scheduling.k8s.io, served from 1.36 behind a
+    # feature gate): each version served is listed apart.
+    custom = client.CustomObjectsApi(api_client)
+    groups = [
+        ListWatch(
+            f"podgroups.{version}",
+            functools.partial(custom.list_cluster_custom_object, POD_GROUPS_API, version, POD_GROUPS),
+            (),
+            view.pod_groups.lister(version),
+            view.pod_groups.observer(version),
+            optional=True,
+            **options,
+        )
+        for version in POD_GROUP_VERSIONS
+    ]
+    return [*claims, device_classes, slices, taints, *groups]
 
 
 class ForgedReservationSweep:

@@ -76,13 +76,34 @@ def loopback_env() -> dict[str, str]:
     return env
 
 
+# Beta gates off by default that the suite turns on where the release has them: PodGroups and the
+# claims they make for all their pods (scheduling.k8s.io/v1beta1, Kubernetes 1.37).
+WORKLOAD_GATES = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
+WORKLOAD_API = "scheduling.k8s.io/v1beta1=true"
+
+
+def minor(version: str) -> int:
+    """37 of "v1.37.2"."""
+    return int(version.lstrip("v").split(".")[1])
+
+
 @dataclass
 class ControlPlane:
     bin_dir: Path
     workdir: Path
+    version: str = ""  # "v1.37.2": the gates and APIs the release has to turn on
     processes: list[Process] = field(default_factory=list)
     api_port: int = 0
     files: pki.Files | None = None
+
+    @property
+    def workloads(self) -> bool:
+        """Whether PodGroups are served (turned on from 1.37, where they are beta)."""
+        return bool(self.version) and minor(self.version) >= 37
+
+    @property
+    def _workload_api(self) -> list[str]:
+        return [WORKLOAD_API] if self.workloads else []
 
     @property
     def url(self) -> str:
@@ -154,8 +175,10 @@ class ControlPlane:
                 f"--service-account-signing-key-file={files.service_account_key}",
                 "--authorization-mode=RBAC",
                 "--allow-privileged=true",
-                "--feature-gates=MutatingAdmissionPolicy=true",
-                "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
+                ",".join(
+                    ["--feature-gates=MutatingAdmissionPolicy=true", *([WORKLOAD_GATES] if self.workloads else [])]
+                ),
+                ",".join(["--runtime-config=admissionregistration.k8s.io/v1beta1=true", *self._workload_api]),
                 "--enable-admission-plugins=MutatingAdmissionPolicy",
                 "--profiling=false",
                 # Pods' audit events, where webhooks' auditAnnotations land (a key the API server
@@ -173,6 +196,7 @@ class ControlPlane:
             f"--authorization-kubeconfig={self.kubeconfig}",
             "--bind-address=127.0.0.1",
             "--leader-elect=false",
+            *([f"--feature-gates={WORKLOAD_GATES}"] if self.workloads else []),
         ]
         self._run(
             "kube-controller-manager",
