@@ -44,7 +44,7 @@ CONTAINER_FIELDS = frozenset(
 # An Argo Workflows template's pod-level fields besides its one container (or script).
 CONTAINER_SITE_POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "volumes", "initContainers", "securityContext")
 # The pod-level fields an operator copies into the pods it builds from a `resources` site.
-OPERATOR_POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "runtimeClassName", "schedulerName")
+OPERATOR_POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "runtimeClassName", "schedulerName", "resourceClaims")
 KSERVE_CONTAINER = "kserve-container"
 
 
@@ -134,7 +134,33 @@ def _operator_pod(value: dict[str, object], pod_fields: object, dotted: str) -> 
     spec: JSON = {"containers": [{"name": "main", "resources": resources}]}
     if isinstance(pod_fields, dict):
         spec.update({k: pod_fields[k] for k in OPERATOR_POD_FIELDS if k in pod_fields})
+        if "draResources" in pod_fields:
+            claims = _nim_claims(pod_fields["draResources"], dotted.rpartition(".")[0] + ".draResources")
+            spec["resourceClaims"] = [*json_list_or_empty(spec.get("resourceClaims")), *claims]
     return spec
+
+
+def json_list_or_empty(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _nim_claims(raw: object, dotted: str) -> list[JSON]:
+    """The NIM Operator's `draResources` as the pod claims it writes (internal/shared/
+    resourceclaims.go): a ResourceClaim by name (one, shared by every pod) or a template (one
+    claim per pod). A `claimCreationSpec` is a template the operator makes under a name of its
+    own: judged by the claim webhook when it is made, and charged to each pod then."""
+    if not isinstance(raw, list):
+        raise InputError(dotted, "must be a list of DRA resources")
+    claims: list[JSON] = []
+    for i, item in enumerate(raw):
+        entry = mapping(item, f"{dotted}[{i}]")
+        for field in ("resourceClaimName", "resourceClaimTemplateName"):
+            name = entry.get(field)
+            if name is not None:
+                if not isinstance(name, str) or not name:
+                    raise InputError(f"{dotted}[{i}].{field}", "must be a name")
+                claims.append({"name": f"dra-{i}", field: name})
+    return claims
 
 
 def operator_resources(raw: object, dotted: str) -> dict[str, object]:

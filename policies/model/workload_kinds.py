@@ -8,14 +8,19 @@ generated from), at the version named:
   `spec.trainer.numNodes` nodes; its pods are the JobSet of the runtime `spec.runtimeRef` names,
   whose own templates (TrainingRuntime, ClusterTrainingRuntime: `spec.template`, a JobSet
   template) are judged where the runtime is applied.
-- NVIDIA NIM Operator, apps.nvidia.com/v1alpha1 (NVIDIA/k8s-nim-operator, api/apps/v1alpha1):
-  a NIMService's `spec.resources` for each of `spec.replicas` pods, beside `spec.nodeSelector`,
-  `spec.tolerations`.
+- NVIDIA NIM Operator, apps.nvidia.com/v1alpha1 (NVIDIA/k8s-nim-operator, api/apps/v1alpha1,
+  read at f63f74d, Aug 2026): a NIMService's `spec.resources` for each of `spec.replicas` pods,
+  beside `spec.nodeSelector`, `spec.tolerations`; with `spec.multiNode`, a LeaderWorkerSet of
+  `spec.replicas` groups of `multiNode.parallelism.pipeline` pods (GetLWSSize), leader and workers
+  each given `spec.resources` (manifests/lws.yaml); `spec.draResources` become every pod's
+  resourceClaims (a claim by name is shared by all, a template makes one per pod;
+  `claimCreationSpec` makes a template the operator names, judged when it is made).
 - NVIDIA Dynamo, nvidia.com/v1alpha1 (ai-dynamo/dynamo, deploy/cloud/operator/api/v1alpha1):
   each of a DynamoGraphDeployment's `spec.services` asks `resources` (`gpu` a count of `gpuType`,
   default nvidia.com/gpu; `custom` more) for each of `replicas` x `multinode.nodeCount` pods,
-  beside `extraPodSpec`. At nvidia.com/v1beta1 (deploy/operator/api/v1beta1, the storage version
-  its examples ship now) each of `spec.components` holds a native `podTemplate` for each of
+  beside `extraPodSpec` (a PodSpec the operator merges into each pod: its resourceClaims too).
+  At nvidia.com/v1beta1 (deploy/operator/api/v1beta1, the storage version its examples ship
+  now) each of `spec.components` holds a native `podTemplate` for each of
   `replicas` x `multinode.nodeCount` pods (a leader and nodeCount - 1 workers per replica).
 - vLLM production stack, production-stack.vllm.ai/v1alpha1 (vllm-project/production-stack,
   operator/api/v1alpha1): a VLLMRuntime's `spec.deploymentConfig.resources` (`gpu`, `gpuType`)
@@ -63,7 +68,7 @@ OPERATOR_KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(
         "apps.nvidia.com",
         "NIMService",
-        (_site("spec.resources", Form.RESOURCES, "spec.replicas", pod="spec"),),
+        (_site("spec.resources", Form.RESOURCES, "spec.replicas", "spec.multiNode.parallelism.pipeline", pod="spec"),),
         "nimservices",
         made_by="the NIM Operator makes its pods (a Deployment, or a LeaderWorkerSet for multi-node)",
     ),

@@ -12,6 +12,8 @@ site's path, which may stand for list items or map values, is written for both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from policies.model.workload_kinds import BUILT_IN
 from policies.model.workloads import KSERVE_MODEL_FIELDS, WILDCARD, Form, Over, WorkloadKind
 from policies.native.reach import BOUND  # every comprehension reads at most BOUND items
@@ -45,7 +47,18 @@ def _pod_spec(s: str, depth: int) -> str:
         for field in ("containers", "initContainers")
     )
     runtime = f"({_is(f'{s}.runtimeClassName', 'string')} && {s}.runtimeClassName.startsWith('nvidia'))"
-    return " || ".join((*lists, runtime))
+    return " || ".join((*lists, runtime, _claims(s, "resourceClaims")))
+
+
+def _claims(s: str, field: str) -> str:
+    """DRA claims every pod made from it names (each allocated, used by a container or not)."""
+    return f"({_is(f'{s}.{field}', 'list')} && size({s}.{field}) > 0)"
+
+
+def _operator_claims(x: str, depth: int) -> str:
+    """An operator's pod-level fields: a PodSpec's resourceClaims (Dynamo's extraPodSpec) or the
+    NIM Operator's draResources."""
+    return f"{_claims(x, 'resourceClaims')} || {_claims(x, 'draResources')}"
 
 
 def _at_site(x: str, form: Form, depth: int, model: bool = True) -> str:
@@ -73,21 +86,31 @@ def _at_site(x: str, form: Form, depth: int, model: bool = True) -> str:
     return " || ".join(f"({_is(f'{x}.{f}', 'map')} && {_container(f'{x}.{f}')})" for f in ("container", "script"))
 
 
-def _path(base: str, path: tuple[str, ...], form: Form, over: Over, depth: int = 0, model: bool = True) -> str:
+def _path(
+    base: str,
+    path: tuple[str, ...],
+    form: Form,
+    over: Over,
+    depth: int = 0,
+    model: bool = True,
+    at: Callable[[str, int], str] | None = None,
+) -> str:
+    """The condition that `path` from `base` leads to a site of `form` asking for GPUs (or what
+    `at` says of the value there)."""
     if not path:
-        return _at_site(base, form, depth, model)
+        return at(base, depth) if at is not None else _at_site(base, form, depth, model)
     head, rest = path[0], path[1:]
     if head == WILDCARD:
         k, v = f"k{depth}", f"v{depth}"
-        on_map = bounded(base, _path(f"{base}[{k}]", rest, form, over, depth + 1, model), k)
-        on_list = bounded(base, _path(v, rest, form, over, depth + 1, model), v)
+        on_map = bounded(base, _path(f"{base}[{k}]", rest, form, over, depth + 1, model, at), k)
+        on_list = bounded(base, _path(v, rest, form, over, depth + 1, model, at), v)
         if over is Over.MAP:
             return on_map
         if over is Over.LIST:
             return on_list
         return f"(type({base}) == map ? {on_map} : {on_list})"
     field = f"{base}.{head}"
-    inner = _path(field, rest, form, over, depth, model)
+    inner = _path(field, rest, form, over, depth, model, at)
     if rest and rest[0] == WILDCARD:
         kind = {Over.MAP: "map", Over.LIST: "list"}.get(over)
         return f"{_is(field, kind) if kind else f'has({field})'} && ({inner})"
@@ -95,10 +118,14 @@ def _path(base: str, path: tuple[str, ...], form: Form, over: Over, depth: int =
 
 
 def kind_condition(entry: WorkloadKind) -> str:
-    sites = " || ".join(
-        f"({_path('object', site.path, site.form, site.over, model=site.model)})" for site in entry.sites
-    )
-    return f"(object.kind == '{entry.kind}' && ({sites}))"
+    sites = [f"({_path('object', site.path, site.form, site.over, model=site.model)})" for site in entry.sites]
+    # Where an operator builds the pods, the claims it gives each sit beside the resources.
+    sites += [
+        f"({_path('object', site.pod, site.form, site.over, at=_operator_claims)})"
+        for site in entry.sites
+        if site.form is Form.RESOURCES and site.pod
+    ]
+    return f"(object.kind == '{entry.kind}' && ({' || '.join(sites)}))"
 
 
 def custom_kinds(kinds: tuple[WorkloadKind, ...] = BUILT_IN) -> tuple[WorkloadKind, ...]:

@@ -3,6 +3,7 @@ matchCondition generated from the table (tools/webhook_manifests.py), so GPU-fre
 reach the webhook and every kind of the table does."""
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,38 @@ def test_the_condition_sends_gpu_workloads_and_leaves_gpu_free_ones_out(document
 def test_every_form_of_site_is_covered(obj):
     assert matches(obj) is True
     assert matches(strip_gpus(obj)) is ("triton" in str(obj) and "annotations" in str(obj))
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param(
+            {
+                "kind": "LeaderWorkerSet",
+                "spec": {
+                    "leaderWorkerTemplate": {
+                        "workerTemplate": {
+                            "spec": {
+                                "containers": [{"name": "vllm"}],
+                                "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "eight-gpus"}],
+                            }
+                        }
+                    }
+                },
+            },
+            id="a-pod-template-naming-a-claim",
+        ),
+        pytest.param({"kind": "NIMService", "spec": {"draResources": [{"resourceClaimName": "gpus"}]}}, id="nim-dra"),
+        pytest.param(
+            {
+                "kind": "DynamoGraphDeployment",
+                "spec": {"services": {"Worker": {"extraPodSpec": {"resourceClaims": [{"name": "g"}]}}}},
+            },
+            id="dynamo-extra-pod-spec",
+        ),
+    ],
+)
+def test_a_workload_whose_pods_hold_gpus_only_by_dra_claims_is_sent(obj):
+    assert matches(obj) is True
+    spec = json.loads(json.dumps(obj).replace('"resourceClaims"', '"other"').replace('"draResources"', '"other"'))
+    assert matches(spec) is False

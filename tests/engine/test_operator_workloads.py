@@ -229,3 +229,64 @@ def test_a_dynamo_deployment_at_a_version_whose_shape_is_not_read_is_skipped_and
     assert response["allowed"] is True
     (warning,) = response["warnings"]
     assert "DynamoGraphDeployment nvidia.com/v2 is not judged: gpu-admission reads nvidia.com/v1alpha1" in warning
+
+
+def nimservice(namespace: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:
+    """A NIMService (apps.nvidia.com/v1alpha1) asking 8 GPUs a pod, as NVIDIA's multi-node samples do."""
+    return {
+        "apiVersion": "apps.nvidia.com/v1alpha1",
+        "kind": "NIMService",
+        "metadata": {"name": "llama-405b", "namespace": namespace},
+        "spec": {"replicas": replicas, "resources": {"limits": {"nvidia.com/gpu": 8}}, **spec},
+    }
+
+
+@pytest.mark.parametrize(
+    "multi_node, pods",
+    [
+        ({"parallelism": {"pipeline": 2, "tensor": 8}}, 2),  # a leader and one worker, 8 GPUs each
+        ({"backendType": "lws", "parallelism": {"tensor": 8}}, 1),  # no pipeline: no more pods than one
+        (None, 1),
+    ],
+    ids=["pipeline-of-two", "tensor-only", "single-node"],
+)
+def test_a_multi_node_nimservice_makes_replicas_times_pipeline_pods_each_with_its_resources(multi_node, pods):
+    """The NIM Operator's LeaderWorkerSet has size `parallelism.pipeline` (GetLWSSize), leader and
+    workers each asking `spec.resources` (manifests/lws.yaml): 16 GPUs in two pods, not 8 in one."""
+    engine = engine_from(policy("p", "match: {namespaces: [ml]}"))
+    extra = {"multiNode": multi_node} if multi_node else {}
+    (found,) = pod_templates(nimservice("ml", 2, **extra), "ml", engine.policy_set.workloads)
+    assert found.replicas == 2 * pods
+
+
+def test_a_multi_node_nimservice_is_warned_of_for_all_the_gpus_its_groups_hold():
+    engine = engine_from(policy("sixteen", "match: {namespaces: [ml]}\nquota: {limits: {gpus: 12}}"))
+    decision = engine.validate(nimservice("ml", multiNode={"parallelism": {"pipeline": 2}}), NoUsage())
+    assert any("2 replicas would hold gpus 0 + 2x8 = 16, over 12" in w for w in decision.warnings), decision.warnings
+
+
+def test_a_nimservices_dra_resources_are_every_pods_claims():
+    """draResources become the resourceClaims of each pod the operator makes (its
+    resourceclaims.go): a claim by name, a template; a claimCreationSpec names a template the
+    operator makes later, judged then."""
+    engine = engine_from(policy("p", "match: {namespaces: [ml]}"))
+    dra = [
+        {"resourceClaimName": "shared-gpus"},
+        {"resourceClaimTemplateName": "one-gpu", "requests": ["gpu"]},
+        {"claimCreationSpec": {"devices": [{"name": "gpu", "count": 2, "deviceClassName": "gpu.nvidia.com"}]}},
+    ]
+    (found,) = pod_templates(nimservice("ml", draResources=dra), "ml", engine.policy_set.workloads)
+    assert found.pod["spec"]["resourceClaims"] == [
+        {"name": "dra-0", "resourceClaimName": "shared-gpus"},
+        {"name": "dra-1", "resourceClaimTemplateName": "one-gpu"},
+    ]
+
+
+def test_a_dynamo_v1alpha1_services_extra_pod_spec_claims_are_its_pods_claims():
+    engine = engine_from(policy("p", "match: {namespaces: [ml]}"))
+    graph = dynamo("ml", gpu="1")
+    graph["spec"]["services"]["Worker"]["extraPodSpec"]["resourceClaims"] = [
+        {"name": "gpus", "resourceClaimTemplateName": "two-gpus"}
+    ]
+    (worker,) = pod_templates(graph, "ml", engine.policy_set.workloads)
+    assert worker.pod["spec"]["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
