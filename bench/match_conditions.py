@@ -38,11 +38,11 @@ import yaml
 from control_plane import histograms, metric_lines  # the script's own folder is on the path
 
 from policies.native.reach import pod_condition
+from policies.native.workload_conditions import custom_kinds, kind_condition
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane
 from tests.e2e.kubectl import Kubectl
 from tests.support.deploy import strip_gpus
-from tools.policy_schema.workload_conditions import custom_kinds, kind_condition
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 KINDS = {"PyTorchJob", "RayService", "InferenceService"}

@@ -117,8 +117,12 @@ def test_a_dra_extended_resource_of_an_nvidia_gpu_class_is_charged_a_whole_gpu(r
         ({"gpu-fraction": "0.5"}, "1/2"),
         ({"gpu-fraction": "0.25", "gpu-fraction-num-devices": "2"}, "1/2"),
         ({"gpu-memory": "8192"}, "1"),
+        # Run:ai's dynamic fractions: the limit is what the pod may burst to, so what it can get.
+        ({"gpu-fraction": "0.25", "gpu-fraction-limit": "0.8"}, "4/5"),
+        ({"gpu-fraction": "0.25", "gpu-fraction-limit": "0.8", "gpu-fraction-num-devices": "2"}, "8/5"),
+        ({"gpu-fraction": "0.25", "gpu-memory-limit": "40Gi"}, "1"),
     ],
-    ids=["half", "a-quarter-of-two", "memory"],
+    ids=["half", "a-quarter-of-two", "memory", "dynamic-limit", "dynamic-limit-of-two", "dynamic-memory-limit"],
 )
 def test_a_kai_or_runai_share_by_annotation_is_a_gpu_pod_charged_what_it_asks(annotations, charged):
     shared = pod({"name": "main", "image": "vllm"}, schedulerName="kai-scheduler")
@@ -135,12 +139,13 @@ def test_a_kai_or_runai_share_by_annotation_is_a_gpu_pod_charged_what_it_asks(an
 
 
 @pytest.mark.parametrize("fraction", ["0", "1.5", "1e600000", "half"], ids=["zero", "over-one", "exponent", "words"])
-def test_a_fraction_that_is_none_is_refused_naming_the_annotation(fraction):
+@pytest.mark.parametrize("annotation", ["gpu-fraction", "gpu-fraction-limit"])
+def test_a_fraction_that_is_none_is_refused_naming_the_annotation(fraction, annotation):
     asking = pod({"name": "main", "image": "x"})
-    asking["metadata"]["annotations"] = {"gpu-fraction": fraction}
+    asking["metadata"]["annotations"] = {"gpu-fraction": "0.5", annotation: fraction}
     with pytest.raises(InputError) as raised:
         parse_pod(asking)
-    assert raised.value.path == "metadata.annotations.gpu-fraction"
+    assert raised.value.path == f"metadata.annotations.{annotation}"
 
 
 @pytest.mark.parametrize(
