@@ -14,7 +14,10 @@ generated from), at the version named:
   `spec.replicas` groups of `multiNode.parallelism.pipeline` pods (GetLWSSize), leader and workers
   each given `spec.resources` (manifests/lws.yaml); `spec.draResources` become every pod's
   resourceClaims (a claim by name is shared by all, a template makes one per pod;
-  `claimCreationSpec` makes a template the operator names, judged when it is made).
+  `claimCreationSpec` makes a template the operator names, judged when it is made). A
+  NIMPipeline's `spec.services[*].spec` is a NIMServiceSpec the operator makes a NIMService of
+  where `enabled` is true (read here whatever `enabled` says: more, never less). A NIMCache's
+  caching Job asks CPU and memory only (internal/controller/nimcache_controller.go): no entry.
 - NVIDIA Dynamo, nvidia.com/v1alpha1 (ai-dynamo/dynamo, deploy/cloud/operator/api/v1alpha1):
   each of a DynamoGraphDeployment's `spec.services` asks `resources` (`gpu` a count of `gpuType`,
   default nvidia.com/gpu; `custom` more) for each of `replicas` x `multinode.nodeCount` pods,
@@ -26,7 +29,10 @@ generated from), at the version named:
   operator/api/v1alpha1): a VLLMRuntime's `spec.deploymentConfig.resources` (`gpu`, `gpuType`)
   for each of `spec.deploymentConfig.replicas` pods.
 - KServe, serving.kserve.io/v1alpha1 LLMInferenceService: pod specs `spec.template` and
-  `spec.worker` (and `spec.prefill`'s) for each of `replicas`.
+  `spec.worker` (and `spec.prefill`'s) for each of `replicas`. An LLMInferenceServiceConfig has the
+  same spec (LLMInferenceServiceSpec; KServe merges well-known configs, then `spec.baseRefs`, then
+  the service's own spec): its templates are judged where the config is applied, for every
+  service that names it.
 - Volcano, batch.volcano.sh/v1alpha1 Job: `spec.tasks[*].template` for each task's `replicas`.
 """
 
@@ -37,6 +43,16 @@ from dataclasses import replace
 from policies.model.workloads import POD_TEMPLATE_KINDS, Form, Over, WorkloadKind, WorkloadTable, _site
 
 TRAINER = "Kubeflow Trainer builds a JobSet from the runtime its spec.runtimeRef names"
+# KServe's LLMInferenceServiceSpec, of a service and of the configs it inherits from.
+LLM_SITES = tuple(
+    replace(_site(path, Form.PODSPEC, replicas), model=False)  # plain pod specs
+    for path, replicas in (
+        ("spec.template", "spec.replicas"),
+        ("spec.worker", "spec.replicas"),
+        ("spec.prefill.template", "spec.prefill.replicas"),
+        ("spec.prefill.worker", "spec.prefill.replicas"),
+    )
+)
 
 OPERATOR_KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(
@@ -71,6 +87,22 @@ OPERATOR_KINDS: tuple[WorkloadKind, ...] = (
         (_site("spec.resources", Form.RESOURCES, "spec.replicas", "spec.multiNode.parallelism.pipeline", pod="spec"),),
         "nimservices",
         made_by="the NIM Operator makes its pods (a Deployment, or a LeaderWorkerSet for multi-node)",
+    ),
+    WorkloadKind(
+        "apps.nvidia.com",
+        "NIMPipeline",
+        (
+            _site(
+                "spec.services.*.spec.resources",
+                Form.RESOURCES,
+                "spec.services.*.spec.replicas",
+                "spec.services.*.spec.multiNode.parallelism.pipeline",
+                over=Over.LIST,
+                pod="spec.services.*.spec",
+            ),
+        ),
+        "nimpipelines",
+        made_by="the NIM Operator makes a NIMService of each service whose `enabled` is true, and its pods",
     ),
     WorkloadKind(
         "nvidia.com",
@@ -109,20 +141,21 @@ OPERATOR_KINDS: tuple[WorkloadKind, ...] = (
         "vllmruntimes",
         made_by="the vLLM production-stack operator makes its pods (a Deployment)",
     ),
-    WorkloadKind(
-        "serving.kserve.io",
-        "LLMInferenceService",
-        tuple(
-            replace(_site(path, Form.PODSPEC, replicas), model=False)  # plain pod specs
-            for path, replicas in (
-                ("spec.template", "spec.replicas"),
-                ("spec.worker", "spec.replicas"),
-                ("spec.prefill.template", "spec.prefill.replicas"),
-                ("spec.prefill.worker", "spec.prefill.replicas"),
-            )
-        ),
-        "llminferenceservices",
-        made_by="KServe makes its pods (Deployments, or LeaderWorkerSets with a worker)",
+    *(
+        WorkloadKind(
+            "serving.kserve.io",
+            kind,
+            LLM_SITES,
+            kind.lower() + "s",
+            made_by=made_by,
+        )
+        for kind, made_by in (
+            ("LLMInferenceService", "KServe makes its pods (Deployments, or LeaderWorkerSets with a worker)"),
+            (
+                "LLMInferenceServiceConfig",
+                "KServe merges these into each LLMInferenceService that names the config in spec.baseRefs",
+            ),
+        )
     ),
     WorkloadKind(
         "batch.volcano.sh",

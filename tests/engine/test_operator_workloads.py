@@ -290,3 +290,35 @@ def test_a_dynamo_v1alpha1_services_extra_pod_spec_claims_are_its_pods_claims():
     ]
     (worker,) = pod_templates(graph, "ml", engine.policy_set.workloads)
     assert worker.pod["spec"]["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
+
+
+def test_a_nim_pipelines_services_are_judged_as_the_nimservices_it_makes():
+    engine = engine_from(policy("p", "match: {namespaces: [ml]}"))
+    multi = nimservice("ml", 2, multiNode={"parallelism": {"pipeline": 2}})["spec"]
+    single = nimservice("ml")["spec"]
+    pipeline = {
+        "apiVersion": "apps.nvidia.com/v1alpha1",
+        "kind": "NIMPipeline",
+        "metadata": {"name": "rag", "namespace": "ml"},
+        "spec": {"services": [{"name": "llm", "enabled": True, "spec": multi}, {"name": "embed", "spec": single}]},
+    }
+    found = pod_templates(pipeline, "ml", engine.policy_set.workloads)
+    assert {t.path: t.replicas for t in found} == {
+        "spec.services[0].spec.resources": 4,
+        "spec.services[1].spec.resources": 1,  # not enabled: read all the same, more never less
+    }
+
+
+def test_an_llm_inference_service_config_is_judged_for_the_pods_of_every_service_that_names_it():
+    """KServe merges a config's LLMInferenceServiceSpec into each service naming it in
+    spec.baseRefs: the config's templates are judged where the config is applied."""
+    engine = engine_from(policy("capped", 'match: {namespaces: [ml]}\nquota: {perPod: {gpuEquivalents: "1"}}'))
+    container = {"name": "main", "image": "vllm", "resources": {"limits": {"nvidia.com/gpu": 4}}}
+    config = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "LLMInferenceServiceConfig",
+        "metadata": {"name": "four-gpus", "namespace": "ml"},
+        "spec": {"replicas": 2, "template": {"containers": [container]}},
+    }
+    decision = engine.validate(config, NoUsage())
+    assert not decision.allowed and "spec.template" in decision.message, decision.message
