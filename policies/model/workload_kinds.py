@@ -33,6 +33,11 @@ generated from), at the version named:
   same spec (LLMInferenceServiceSpec; KServe merges well-known configs, then `spec.baseRefs`, then
   the service's own spec): its templates are judged where the config is applied, for every
   service that names it.
+- DisaggregatedSet, disaggregatedset.x-k8s.io/v1 (kubernetes-sigs/lws, lws >= 0.11, its only
+  served version): each of `spec.roles` inlines a LeaderWorkerSetTemplateSpec, so
+  `spec.roles[*].spec` is a LeaderWorkerSet's spec, made once in each of `spec.slices` (default
+  1) copies of the whole set; a role scaled `External` takes its replicas from a scaler object,
+  read here from `spec.replicas` as written.
 - Volcano, batch.volcano.sh/v1alpha1 Job: `spec.tasks[*].template` for each task's `replicas`.
 """
 
@@ -40,9 +45,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policies.model.workloads import POD_TEMPLATE_KINDS, Form, Over, WorkloadKind, WorkloadTable, _site
+from policies.model.workloads import POD_TEMPLATE_KINDS, Form, Over, WorkloadKind, WorkloadTable, _site, split
 
 TRAINER = "Kubeflow Trainer builds a JobSet from the runtime its spec.runtimeRef names"
+ROLE = "spec.roles.*.spec"  # a DisaggregatedSet role's LeaderWorkerSetSpec
 # KServe's LLMInferenceServiceSpec, of a service and of the configs it inherits from.
 LLM_SITES = tuple(
     replace(_site(path, Form.PODSPEC, replicas), model=False)  # plain pod specs
@@ -156,6 +162,32 @@ OPERATOR_KINDS: tuple[WorkloadKind, ...] = (
                 "KServe merges these into each LLMInferenceService that names the config in spec.baseRefs",
             ),
         )
+    ),
+    WorkloadKind(
+        "disaggregatedset.x-k8s.io",
+        "DisaggregatedSet",
+        (
+            _site(
+                f"{ROLE}.leaderWorkerTemplate.leaderTemplate",
+                Form.TEMPLATE,
+                "spec.slices",
+                f"{ROLE}.replicas",
+                over=Over.LIST,
+            ),
+            replace(
+                _site(
+                    f"{ROLE}.leaderWorkerTemplate.workerTemplate",
+                    Form.TEMPLATE,
+                    "spec.slices",
+                    f"{ROLE}.replicas",
+                    f"{ROLE}.leaderWorkerTemplate.size",
+                    over=Over.LIST,
+                ),
+                one_less_with=split(f"{ROLE}.leaderWorkerTemplate.leaderTemplate"),
+            ),
+        ),
+        "disaggregatedsets",
+        made_by="the DisaggregatedSet controller makes a LeaderWorkerSet of each role in each slice",
     ),
     WorkloadKind(
         "batch.volcano.sh",

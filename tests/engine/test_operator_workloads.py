@@ -322,3 +322,28 @@ def test_an_llm_inference_service_config_is_judged_for_the_pods_of_every_service
     }
     decision = engine.validate(config, NoUsage())
     assert not decision.allowed and "spec.template" in decision.message, decision.message
+
+
+def test_a_disaggregated_set_makes_each_roles_leader_worker_set_in_every_slice():
+    """disaggregatedset.x-k8s.io/v1 (the LeaderWorkerSet project): each role inlines a
+    LeaderWorkerSet's spec, made once per slice: 2 slices of a decode role of 3 groups of 4 (a
+    leader and 3 workers) and a prefill role of 2 single pods."""
+    engine = engine_from(policy("p", "match: {namespaces: [ml]}"))
+    pod_spec = {"containers": [{"name": "vllm", "image": "vllm", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}
+    decode = {
+        "replicas": 3,
+        "leaderWorkerTemplate": {"size": 4, "leaderTemplate": {"spec": pod_spec}, "workerTemplate": {"spec": pod_spec}},
+    }
+    prefill = {"replicas": 2, "leaderWorkerTemplate": {"workerTemplate": {"spec": pod_spec}}}
+    dset = {
+        "apiVersion": "disaggregatedset.x-k8s.io/v1",
+        "kind": "DisaggregatedSet",
+        "metadata": {"name": "pd", "namespace": "ml"},
+        "spec": {"slices": 2, "roles": [{"name": "decode", "spec": decode}, {"name": "prefill", "spec": prefill}]},
+    }
+    found = pod_templates(dset, "ml", engine.policy_set.workloads)
+    assert {t.path: t.replicas for t in found} == {
+        "spec.roles[0].spec.leaderWorkerTemplate.leaderTemplate": 6,
+        "spec.roles[0].spec.leaderWorkerTemplate.workerTemplate": 18,
+        "spec.roles[1].spec.leaderWorkerTemplate.workerTemplate": 4,
+    }
