@@ -38,6 +38,12 @@ generated from), at the version named:
   `spec.roles[*].spec` is a LeaderWorkerSet's spec, made once in each of `spec.slices` (default
   1) copies of the whole set; a role scaled `External` takes its replicas from a scaler object,
   read here from `spec.replicas` as written.
+- KAITO, kaito.sh/v1beta1 (kaito-project/kaito, api/v1beta1, read at 056b828, Aug 2026): a
+  Workspace's top-level `inference.template` (a PodTemplateSpec) becomes a StatefulSet of
+  `status.targetNodeCount` pods (pkg/workspace/manifests), read here as `resource.count`; an
+  InferenceSet makes `spec.replicas` Workspaces of `spec.template`. A preset (no template) asks
+  `nvidia.com/gpu` (or a MIG profile's resource) of the node's GPU count from KAITO's SKU tables
+  (pkg/workspace/inference/preset_inferences.go): not read here; its pods are judged when made.
 - Volcano, batch.volcano.sh/v1alpha1 Job: `spec.tasks[*].template` for each task's `replicas`.
 """
 
@@ -49,6 +55,7 @@ from policies.model.workloads import POD_TEMPLATE_KINDS, Form, Over, WorkloadKin
 
 TRAINER = "Kubeflow Trainer builds a JobSet from the runtime its spec.runtimeRef names"
 ROLE = "spec.roles.*.spec"  # a DisaggregatedSet role's LeaderWorkerSetSpec
+KAITO_TEMPLATE = "this template (a preset's pods ask each node's GPUs: judged as pods when made)"
 # KServe's LLMInferenceServiceSpec, of a service and of the configs it inherits from.
 LLM_SITES = tuple(
     replace(_site(path, Form.PODSPEC, replicas), model=False)  # plain pod specs
@@ -188,6 +195,20 @@ OPERATOR_KINDS: tuple[WorkloadKind, ...] = (
         ),
         "disaggregatedsets",
         made_by="the DisaggregatedSet controller makes a LeaderWorkerSet of each role in each slice",
+    ),
+    WorkloadKind(
+        "kaito.sh",
+        "Workspace",
+        (_site("inference.template", Form.TEMPLATE, "resource.count"),),
+        "workspaces",
+        made_by=f"KAITO makes a StatefulSet of {KAITO_TEMPLATE}",
+    ),
+    WorkloadKind(
+        "kaito.sh",
+        "InferenceSet",
+        (_site("spec.template.inference.template", Form.TEMPLATE, "spec.replicas"),),
+        "inferencesets",
+        made_by=f"KAITO makes a Workspace of each replica, and a StatefulSet of {KAITO_TEMPLATE}",
     ),
     WorkloadKind(
         "batch.volcano.sh",

@@ -347,3 +347,34 @@ def test_a_disaggregated_set_makes_each_roles_leader_worker_set_in_every_slice()
         "spec.roles[0].spec.leaderWorkerTemplate.workerTemplate": 18,
         "spec.roles[1].spec.leaderWorkerTemplate.workerTemplate": 4,
     }
+
+
+def test_kaito_workspaces_and_inference_sets_are_judged_by_their_pod_templates():
+    """KAITO (kaito.sh/v1beta1): a Workspace's top-level inference.template is a StatefulSet of
+    resource.count pods; an InferenceSet makes spec.replicas Workspaces of its template."""
+    engine = engine_from(policy("capped", 'match: {namespaces: [ml]}\nquota: {perPod: {gpuEquivalents: "1"}}'))
+    container = {"name": "phi", "image": "vllm", "resources": {"limits": {"nvidia.com/gpu": 2}}}
+    template = {"spec": {"containers": [container]}}
+    workspace = {
+        "apiVersion": "kaito.sh/v1beta1",
+        "kind": "Workspace",
+        "metadata": {"name": "phi", "namespace": "ml"},
+        "resource": {"count": 2, "labelSelector": {"matchLabels": {"apps": "phi"}}},
+        "inference": {"template": template},
+    }
+    inference_set = {
+        "apiVersion": "kaito.sh/v1beta1",
+        "kind": "InferenceSet",
+        "metadata": {"name": "phi", "namespace": "ml"},
+        "spec": {"replicas": 3, "template": {"resource": {}, "inference": {"template": template}}},
+    }
+    for obj, path, pods in (
+        (workspace, "inference.template", 2),
+        (inference_set, "spec.template.inference.template", 3),
+    ):
+        (found,) = pod_templates(obj, "ml", engine.policy_set.workloads)
+        assert (found.path, found.replicas) == (path, pods)
+        decision = engine.validate(obj, NoUsage())
+        assert not decision.allowed and "over the per-pod cap of 1" in decision.message, decision.message
+    preset = dict(workspace, inference={"preset": {"name": "phi-4"}})
+    assert pod_templates(preset, "ml", engine.policy_set.workloads) == ()
