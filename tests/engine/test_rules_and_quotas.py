@@ -372,3 +372,19 @@ def test_a_rule_text_shared_by_policies_is_evaluated_once_a_request_and_judges_f
     engine = engine_from(*(policy(f"p{i}", f"match: {{namespaces: [ml]}}\n{rule}") for i in range(3)))
     decision = engine.validate(pod(gpu_container(), namespace="ml"), NoUsage())
     assert sorted(v.policy for v in decision.verdicts if v.rule == "team") == ["p0", "p1", "p2"]
+
+
+def test_a_bound_pod_keeps_the_dynamic_limit_it_may_burst_to():
+    """Run:ai's dynamic fractions: the limit is what the pod can get, so lowering it on a bound
+    pod lowers its charge while what it holds stays: refused as a lowered fraction is."""
+    from policies.judge.ledger import Ledger
+    from policies.review.request import Operation, RequestInfo
+
+    engine = engine_from(policy("shares", "match: {namespaces: [ml]}\nquota: {limits: {gpuEquivalents: '4'}}\n"))
+    before, after = fraction_pod("0.25"), fraction_pod("0.25")
+    before["metadata"]["annotations"]["gpu-fraction-limit"] = "0.8"
+    after["metadata"]["annotations"]["gpu-fraction-limit"] = "0.3"
+    decision = engine.validate(
+        after, Ledger.from_pods([], engine.policy_set), RequestInfo("ml", Operation.UPDATE, old_object=before)
+    )
+    assert not decision.allowed and "[rule quota.boundShare" in decision.message, decision.message
