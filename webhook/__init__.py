@@ -14,8 +14,9 @@
     wsgi.py     the WSGI entry point a container's gunicorn loads
     metrics.py, logs.py
                 shared by every part of the edge
+    service.py  the Service protocol every background part keeps, and the one periodic Loop
 
 Layers, top to bottom (pyproject.toml's import contracts): cli, wsgi, replica, serving, state,
-cluster, sources, then metrics and logs; serving and cluster never import each other
+cluster, sources, then metrics, logs and service; serving and cluster never import each other
 directly, and the engine is reached through policies/__init__ alone.
 """

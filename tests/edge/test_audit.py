@@ -260,7 +260,7 @@ def test_a_node_that_stays_settled_starts_nothing():
     auditor = BackgroundAudit(lambda: [], leading=lambda: True, every=3600, runner=runner)
     auditor.node_seen("ADDED", node(state="success"))
     auditor.node_seen("MODIFIED", node(state="success"))
-    assert not auditor._wake.is_set()
+    assert not auditor.pending
 
 
 def test_the_real_audit_process_runs_against_the_cluster(kube, tmp_path):

@@ -77,4 +77,4 @@ def test_the_thread_stops():
     publisher.start()
     publisher.wake()
     publisher.stop()
-    assert publisher._thread is not None and not publisher._thread.is_alive()
+    assert not publisher.running

@@ -12,12 +12,12 @@ ladder is a new template (it is named by what it holds).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from policies import CATALOG, PolicySet, policy_ladders, why_published
 from webhook.cluster.live import ClusterView
+from webhook.service import Loop
 
 log = logging.getLogger("gpu_admission.ladders")
 RESYNC_SECONDS = 60.0
@@ -26,6 +26,10 @@ RESYNC_SECONDS = 60.0
 SKIPPED = frozenset({"kube-system", "kube-node-lease", "kube-public"})
 
 Create = Callable[[str, dict[str, Any]], object]  # (namespace, template); raises ApiException
+
+
+def _not_published() -> None:
+    log.exception("ladder templates not published")
 
 
 class LadderPublisher:
@@ -41,10 +45,7 @@ class LadderPublisher:
         self._policy_set = policy_set
         self._create = create
         self._skipped = SKIPPED | {own_namespace}
-        self._every = every
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Loop("ladder-templates", lambda _: self.reconcile(), every, _not_published)
         self._reasons: dict[str, str] = {}
         self.published = 0  # templates created by this replica (tests, metrics)
 
@@ -102,25 +103,14 @@ class LadderPublisher:
 
     # -- the thread -------------------------------------------------------------------------------
     def wake(self, *_: object) -> None:
-        self._wake.set()
+        self._loop.wake()
+
+    @property
+    def running(self) -> bool:
+        return self._loop.running
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="ladder-templates", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, wait: bool = True) -> None:
-        self._stop.set()
-        self._wake.set()
-        if wait and self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self._every)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self.reconcile()
-            except Exception:
-                log.exception("ladder templates not published")
+        self._loop.stop(wait)

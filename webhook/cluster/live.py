@@ -30,6 +30,7 @@ from webhook.cluster.watches.nodes import NodeCapacity
 from webhook.cluster.watches.pod_groups import PodGroupCache
 from webhook.cluster.watches.slices import DraCapacity
 from webhook.metrics import DUAL_ADVERTISED_NODES
+from webhook.service import Service
 
 # (group, version, plural, namespace, name) -> the object, or None where there is none
 ReadWorkload = Callable[[str, str, str, str, str], "dict[str, Any] | None"]
@@ -60,7 +61,7 @@ class ClusterView:
         # strict budgets' Leases and swaps it in whole (`connect_tracking`).
         self.tracking: QuotaTracking = build_tracking(self.counting)
         self.watches: list[Any] = []  # webhook.cluster.watches.listwatch.ListWatch, one per resource watched
-        self.background: list[Any] = []  # other threads with a stop() (leadership)
+        self.background: list[Service] = []  # the other background parts (leadership, the audit, ...)
         self._policy_set_listeners: list[Callable[[], None]] = []
         # A workload as the API server holds it, for a review of its Scale subresource (which
         # carries a count, no template): webhook.cluster.wiring reads it; none without a cluster.

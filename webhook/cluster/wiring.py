@@ -48,6 +48,7 @@ from webhook.cluster.watches.pod_groups import VERSIONS as POD_GROUP_VERSIONS
 from webhook.cluster.watches.policy_configmaps import configmap_watch
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
 from webhook.cluster.watches.watch_stream import JSON
+from webhook.service import Loop
 from webhook.sources.store import PolicyStore
 
 NAMESPACE_TIMEOUT = 2.0
@@ -294,26 +295,24 @@ class ForgedReservationSweep:
     `interval` seconds, until stopped (or the pod watch is)."""
 
     def __init__(self, view: ClusterView, pods: ListWatch, core: client.CoreV1Api, interval: float = 1.0) -> None:
-        self._view, self._pods, self._core, self._interval = view, pods, core, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="reservation-sweep", daemon=True)
+        self._view, self._pods, self._core = view, pods, core
+        self._loop = Loop(
+            "reservation-sweep",
+            self._sweep,
+            interval,
+            lambda: log.exception("reservation sweep failed"),
+            until=lambda: pods.stopping,
+        )
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, wait: bool = True) -> None:
-        self._stop.set()
-        if wait and self._thread.is_alive():
-            self._thread.join(10)
+        self._loop.stop(wait)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval) and not self._pods.stopping:
-            if not (self._pods.synced.is_set() and self._pods.healthy):
-                continue
-            try:
-                self._view.tracking.admission.sweep_forged(lambda ref: _pod_exists(self._core, ref))
-            except Exception:
-                log.exception("reservation sweep failed")
+    def _sweep(self, _: bool) -> None:
+        if self._pods.synced.is_set() and self._pods.healthy:
+            self._view.tracking.admission.sweep_forged(lambda ref: _pod_exists(self._core, ref))
 
 
 def _pod_exists(api: client.CoreV1Api, ref: PodRef) -> bool | None:

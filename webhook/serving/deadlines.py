@@ -18,6 +18,7 @@ import threading
 import time
 
 from webhook.metrics import connection_metrics
+from webhook.service import Loop
 
 log = logging.getLogger("gpu_admission.deadlines")
 _current = threading.local()
@@ -33,15 +34,15 @@ class Deadlines:
         # the request began with, and the TLS socket keeps the same one.
         self._due: dict[int, float] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Loop(
+            "request-deadlines", lambda _: self._reap(), tick, lambda: log.exception("cutting requests failed"), join=5
+        )
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="request-deadlines", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
-    def stop(self) -> None:
-        self._stop.set()
+    def stop(self, wait: bool = True) -> None:
+        self._loop.stop(wait)
 
     def arm(self, fd: int) -> None:
         """This thread now reads a request from the connection on `fd`: it must arrive within
@@ -61,19 +62,18 @@ class Deadlines:
             if fd in self._due:
                 self._due[fd] = time.monotonic() + self.answer_timeout
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.tick):
-            now = time.monotonic()
-            with self._lock:  # cut under the lock: a disarmed (then closed) descriptor is never cut
-                overdue = [fd for fd, deadline in self._due.items() if deadline <= now]
-                for fd in overdue:
-                    del self._due[fd]
-                    # Counted before the cut: whoever sees the connection close sees it counted.
-                    self.cut += 1
-                    connection_metrics().cut.inc()
-                    cut_short(fd)
-            if overdue:
-                log.info("requests cut past their deadline", extra={"fields": {"count": len(overdue)}})
+    def _reap(self) -> None:
+        now = time.monotonic()
+        with self._lock:  # cut under the lock: a disarmed (then closed) descriptor is never cut
+            overdue = [fd for fd, deadline in self._due.items() if deadline <= now]
+            for fd in overdue:
+                del self._due[fd]
+                # Counted before the cut: whoever sees the connection close sees it counted.
+                self.cut += 1
+                connection_metrics().cut.inc()
+                cut_short(fd)
+        if overdue:
+            log.info("requests cut past their deadline", extra={"fields": {"count": len(overdue)}})
 
 
 def cut_short(fd: int) -> None:

@@ -219,11 +219,12 @@ class DirectoryWatcher:
             target = self.checks + count
             return self._checks.wait_for(lambda: self.checks >= target, timeout)
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         self._stop.set()
         self._woken.set()
         if self._observer is not None:
             self._observer.stop()
-            self._observer.join(5)
-        if self._thread is not None:
+            if wait:
+                self._observer.join(5)
+        if wait and self._thread is not None:
             self._thread.join(5)

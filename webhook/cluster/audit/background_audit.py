@@ -19,13 +19,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from policies import CONFIG_STATE_LABEL
 from webhook.environment import AUDIT_SECONDS_DEFAULT
 from webhook.metrics import AUDIT_RUNS, AUDIT_SECONDS, AUDIT_VIOLATIONS
+from webhook.service import Loop
 
 log = logging.getLogger("gpu_admission.audit")
 SETTLED = "success"
@@ -60,17 +60,26 @@ class BackgroundAudit:
         self.events = events
         self.runs = 0
         self.last_summary: dict[str, Any] | None = None
-        self._wake = threading.Event()
-        self._stop = threading.Event()
         self._why = "start"
         self._states: dict[str, str | None] = {}
         self._violations: set[tuple[str, str]] = set()
-        self._thread: threading.Thread | None = None
+        self._loop = Loop(
+            "background-audit",
+            lambda woken: self.tick(self._why if woken else "periodic"),
+            every,
+            lambda: log.exception("background audit failed"),
+            join=5,
+        )
 
     # -- triggers --------------------------------------------------------------------------------
     def trigger(self, why: str) -> None:
         self._why = why
-        self._wake.set()
+        self._loop.wake()
+
+    @property
+    def pending(self) -> bool:
+        """Whether an audit has been asked for and not run yet."""
+        return self._loop.pending
 
     def policy_set_changed(self) -> None:
         self.trigger("policy change")
@@ -86,22 +95,10 @@ class BackgroundAudit:
 
     # -- the loop ------------------------------------------------------------------------------
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="background-audit", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, wait: bool = True) -> None:
-        self._stop.set()
-        self._wake.set()
-        if wait and self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            woken = self._wake.wait(self.every)
-            if self._stop.is_set():
-                return
-            self._wake.clear()
-            self.tick(self._why if woken else "periodic")
+        self._loop.stop(wait)
 
     def tick(self, why: str) -> dict[str, Any] | None:
         """An audit now if this replica leads; followers run nothing."""

@@ -48,7 +48,12 @@ class PolicyNamespaces:
         for name in sorted(wanted):
             self._set(name, True)
 
-    def stop(self) -> None:
+    def start(self) -> None:
+        """Nothing of its own to start: a team's watch opens as its namespace is seen."""
+
+    def stop(self, wait: bool = True) -> None:
+        """Every team's watch told to stop, none waited for (each ends on its own): `wait` is the
+        Service protocol's, and a replica on its way out need not wait for a team's watch."""
         with self._lock:
             watches, self.watches = list(self.watches.values()), {}
         for watch in watches:

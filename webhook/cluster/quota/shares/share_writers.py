@@ -6,7 +6,6 @@ admissions have drawn it under half its last grant."""
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 
 from policies import Quota, Usage
@@ -14,8 +13,14 @@ from webhook.cluster.quota.leases.ledger import GRANT_PREFIX
 from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
 from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.shares.escrow import Dims, Escrow, Key, as_usage
+from webhook.service import Loop
 
 log = logging.getLogger("gpu_admission.quota")
+
+
+def _not_written() -> None:
+    # An API server away: the entries expire, or are written next time.
+    log.warning("quota shares not written", exc_info=True)
 
 
 def refill(
@@ -85,53 +90,37 @@ class ShareKeeper:
         # Lease moves (`moved`, from the Lease watch) and when a refill ahead is refused.
         self.crowded = crowded
         self._to_check: set[Key] = set()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="quota-shares", daemon=True)
+        self._loop = Loop("quota-shares", lambda _: self.keep(), self.every, _not_written, join=5)
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def low(self, key: Key) -> None:
         """Admissions drew this replica's share of `key` under half its last grant (Escrow.on_low):
         refilled now, in this thread."""
-        self._wake.set()
+        self._loop.wake()
 
     def wanted(self, key: Key, asking: frozenset[str]) -> None:
         """Replicas (`asking`: their entries' names) ask for the budget of `key` back, as the Lease
         watch shows: what is left of this replica's share goes back now, not when it turns idle."""
         if asking - {self.escrow.key.removeprefix(GRANT_PREFIX)}:
             self.escrow.give_back(key)
-            self._wake.set()  # written again if it says other than it should (`due`), given back or not
+            self._loop.wake()  # written again if it says other than it should (`due`), given back or not
 
     def moved(self, key: Key) -> None:
         """The Lease watch shows the Lease of `key` written: if this replica holds a share of it,
         whether the budget is near the limit now is looked at in this thread."""
         if self.escrow.holding(key) is not None:
             self._to_check.add(key)
-            self._wake.set()
+            self._loop.wake()
 
     def warm_soon(self) -> None:
         """Grant shares of the budgets in use that this replica holds none of, in this thread."""
         self._warm_due = True
-        self._wake.set()
+        self._loop.wake()
 
     def stop(self, wait: bool = True) -> None:
-        self._stop.set()
-        self._wake.set()
-        if wait and self._thread.is_alive():
-            self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.every)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self.keep()
-            except Exception:  # an API server away: the entries expire, or are written next time
-                log.warning("quota shares not written", exc_info=True)
+        self._loop.stop(wait)
 
     def keep(self) -> None:
         if self._warm_due:
