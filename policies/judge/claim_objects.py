@@ -21,7 +21,7 @@ from policies.errors import InputError
 from policies.gpu.claims import claim_demand
 from policies.gpu.placement import ANYWHERE
 from policies.judge.claim_checks import claim_checks
-from policies.judge.claim_usage import claim_key, unbounded_verdict
+from policies.judge.claim_usage import awaiting_prefix, claim_key, unbounded_verdict
 from policies.judge.device_charge import demand_charge
 from policies.judge.quota import UsageSource, check_quota, scope_of
 from policies.judge.security import applying_to_every_pod, settings
@@ -69,8 +69,8 @@ def judge_claim_object(
     classes = cluster.device_classes
     usage, unbounded = demand_charge(demand, classes, cluster.devices, ANYWHERE, policy_set.catalog)
     verdicts = []
-    if usage_source is not None and kind == "ResourceClaim" and not usage.is_zero:
-        verdicts += _named_already(raw, namespace, usage, policy_set, usage_source)
+    if usage_source is not None and not usage.is_zero:
+        verdicts += _named_already(raw, kind, namespace, usage, policy_set, usage_source)
     if not policies and not verdicts:
         return Decision(True)
     verdicts += claim_checks(demand, policies, classes, cluster.devices, policy_set.catalog)
@@ -93,17 +93,20 @@ def judge_claim_object(
 
 
 def _named_already(
-    raw: JSON, namespace: str, usage: Usage, policy_set: PolicySet, usage_source: UsageSource
+    raw: JSON, kind: str, namespace: str, usage: Usage, policy_set: PolicySet, usage_source: UsageSource
 ) -> list[Verdict]:
     """A claim made while pods already name it (deleted under a pending pod and made again, or
     made after its pods): it adds what it can allocate to every budget those pods are charged
     to, at once, and is judged against them as they stand. Pods naming no claim yet are counted
-    with their budgets, so a claim made again for 8 GPUs under a limit of 2 is denied here."""
+    with their budgets, so a claim made again for 8 GPUs under a limit of 2 is denied here. A
+    template is judged likewise for each pod still waiting for a claim to be made from it (its
+    template deleted before the claim was made: a pod waiting for its PodGroup)."""
     metadata = raw.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     if not isinstance(name, str) or not name:
         return []  # generateName: no pod can name it yet
-    key = claim_key(namespace, name)
+    template = kind == "ResourceClaimTemplate"
+    key = awaiting_prefix(namespace, name) if template else claim_key(namespace, name)
     adds = usage.with_pods(0)  # its pods are counted already
     found: list[Verdict] = []
     for policy in policy_set.policies:
@@ -111,9 +114,11 @@ def _named_already(
         if quota is None:
             continue
         scope = scope_of(quota, namespace)
-        if key in usage_source.shared_claims(policy, scope):
+        held = usage_source.shared_claims(policy, scope)
+        waiting = sum(1 for k in held if k.startswith(key)) if template else int(key in held)
+        if waiting:
             current = usage_source.usage(policy, scope)
-            verdicts = check_quota(policy, quota, namespace, adds, current)
+            verdicts = check_quota(policy, quota, namespace, adds.times(waiting), current)
             found += [_named(v) for v in verdicts if not v.rule.startswith("quota.perPod.")]
     return found
 

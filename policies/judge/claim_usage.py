@@ -73,6 +73,17 @@ def group_claim_key(namespace: str, group: str, entry: str) -> str:
     return f"{namespace}/PodGroup {group} {entry}"
 
 
+def awaiting_key(namespace: str, template: str, pod: str) -> str:
+    """How budgets remember a pod waiting for a claim to be made from a template the cluster does
+    not hold (deleted under it before its claim was made, as under a pod waiting for its
+    PodGroup): the template made again is judged against those budgets, once a pod waiting."""
+    return f"{awaiting_prefix(namespace, template)}{pod}"
+
+
+def awaiting_prefix(namespace: str, template: str) -> str:
+    return f"{namespace}/ResourceClaimTemplate {template} for "
+
+
 def _shared_key(pod: PodView, ref: ClaimRef, namespace: str, cluster: ClusterState) -> str | None:
     """The key budgets charge a pod's claim under where other pods may hold the same claim; None
     for a claim that is the pod's alone. A claim by name is keyed by its name. A template claim
@@ -182,6 +193,8 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
             missing.append(ref)
             if key is not None:  # named still: made again, it is judged for what it adds to this pod's budgets
                 shared.append((key, EMPTY))
+            if ref.template and not ref.made:  # and so is a template its claim is still to be made from
+                shared.append((awaiting_key(namespace, ref.name, pod.uid or pod.name), EMPTY))
             continue
         found.append((ref, demand))
         held, endless = demand_charge(demand, classes, devices, pod.placement, catalog)

@@ -105,3 +105,18 @@ def test_a_workload_whose_pods_share_their_groups_claim_is_charged_it_once_at_ap
     alone = cluster(two_gpus())
     warned = ENGINE.validate(job_of_the_gang(4), Ledger.from_pods([], ENGINE.policy_set, alone), cluster=alone)
     assert any("4 replicas would hold gpus" in w for w in warned.warnings), warned.warnings
+
+
+def test_a_template_made_again_under_pods_still_waiting_for_their_claim_is_judged_for_each():
+    """A pod of a group not made yet waits for its claim; its template deleted meanwhile and made
+    again bigger would hand it more than its budget had room for: the template's creation is
+    judged against the budgets of the pods waiting for it, once a pod."""
+    waiting = [group_pod(name, "later", {"gpus": "two-gpus"}) for name in "ab"]
+    state = cluster()  # the template deleted under them
+    ledger = Ledger.from_pods(waiting, ENGINE.policy_set, state)
+    one_gpu = claim("two-gpus", "ml", claim_spec(exactly("gpu.nvidia.com", 1)), template=True)
+    denied = ENGINE.validate(one_gpu, ledger, cluster=state)  # 2 waiting pods x 1 GPU, under 3: fits
+    assert denied.allowed, denied.message
+    bigger = claim("two-gpus", "ml", claim_spec(exactly("gpu.nvidia.com", 2)), template=True)
+    denied = ENGINE.validate(bigger, ledger, cluster=state)  # 2 x 2 over 3
+    assert not denied.allowed and "pods here name this claim already" in denied.message, denied.message
