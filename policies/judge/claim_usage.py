@@ -193,7 +193,7 @@ def claims_charge(pod: PodView, namespace: str, cluster: ClusterState, catalog: 
             missing.append(ref)
             if key is not None:  # named still: made again, it is judged for what it adds to this pod's budgets
                 shared.append((key, EMPTY))
-            if ref.template and not ref.made:  # and so is a template its claim is still to be made from
+            if ref.template:  # and so is a template, charged in its stead (its claim not made, or gone)
                 shared.append((awaiting_key(namespace, ref.name, pod.uid or pod.name), EMPTY))
             continue
         found.append((ref, demand))
