@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from policies.errors import InputError
 from policies.gpu.models import WHOLE_GPU_RESOURCE
-from policies.json_fields import mapping
+from policies.json_fields import json_list, mapping
 from policies.model.workloads import KSERVE_MODEL_FIELDS, Form, Found, WorkloadKind, WorkloadTable, templates
 from policies.review.document import JSON
 
@@ -135,13 +135,11 @@ def _operator_pod(value: dict[str, object], pod_fields: object, dotted: str) -> 
     if isinstance(pod_fields, dict):
         spec.update({k: pod_fields[k] for k in OPERATOR_POD_FIELDS if k in pod_fields})
         if "draResources" in pod_fields:
-            claims = _nim_claims(pod_fields["draResources"], dotted.rpartition(".")[0] + ".draResources")
-            spec["resourceClaims"] = [*json_list_or_empty(spec.get("resourceClaims")), *claims]
+            pod_path = dotted.rpartition(".")[0]  # NIM's draResources sit beside its resources
+            claims = _nim_claims(pod_fields["draResources"], f"{pod_path}.draResources")
+            own = json_list(spec.get("resourceClaims"), f"{pod_path}.resourceClaims")
+            spec["resourceClaims"] = [*own, *claims]
     return spec
-
-
-def json_list_or_empty(value: object) -> list[object]:
-    return value if isinstance(value, list) else []
 
 
 def _nim_claims(raw: object, dotted: str) -> list[JSON]:

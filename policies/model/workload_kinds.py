@@ -51,7 +51,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policies.model.workloads import POD_TEMPLATE_KINDS, Form, Over, WorkloadKind, WorkloadTable, _site, split
+from policies.model.workloads import (
+    POD_TEMPLATE_KINDS,
+    Form,
+    Over,
+    WorkloadKind,
+    WorkloadTable,
+    _site,
+    leader_worker_sites,
+)
 
 TRAINER = "Kubeflow Trainer builds a JobSet from the runtime its spec.runtimeRef names"
 ROLE = "spec.roles.*.spec"  # a DisaggregatedSet role's LeaderWorkerSetSpec
@@ -173,26 +181,7 @@ OPERATOR_KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(
         "disaggregatedset.x-k8s.io",
         "DisaggregatedSet",
-        (
-            _site(
-                f"{ROLE}.leaderWorkerTemplate.leaderTemplate",
-                Form.TEMPLATE,
-                "spec.slices",
-                f"{ROLE}.replicas",
-                over=Over.LIST,
-            ),
-            replace(
-                _site(
-                    f"{ROLE}.leaderWorkerTemplate.workerTemplate",
-                    Form.TEMPLATE,
-                    "spec.slices",
-                    f"{ROLE}.replicas",
-                    f"{ROLE}.leaderWorkerTemplate.size",
-                    over=Over.LIST,
-                ),
-                one_less_with=split(f"{ROLE}.leaderWorkerTemplate.leaderTemplate"),
-            ),
-        ),
+        leader_worker_sites(ROLE, "spec.slices", over=Over.LIST),
         "disaggregatedsets",
         made_by="the DisaggregatedSet controller makes a LeaderWorkerSet of each role in each slice",
     ),

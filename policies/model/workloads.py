@@ -120,6 +120,24 @@ def _site(path: str, form: Form = Form.TEMPLATE, *replicas: str, over: Over = Ov
     return Site(split(path), form, tuple(split(r) for r in replicas), over=over, pod=split(pod))
 
 
+def leader_worker_sites(spec: str, *outer: str, over: Over = Over.ANY) -> tuple[Site, Site]:
+    """A LeaderWorkerSet's spec at `spec`: a leader for each of its `replicas` groups, and `size`
+    workers a group, one less where the leader has a template of its own; `outer`: the counts of
+    whatever makes that spec more than once (a DisaggregatedSet's slices)."""
+    leader = f"{spec}.leaderWorkerTemplate.leaderTemplate"
+    workers = (*outer, f"{spec}.replicas", f"{spec}.leaderWorkerTemplate.size")
+    return (
+        _site(leader, Form.TEMPLATE, *outer, f"{spec}.replicas", over=over),
+        Site(
+            split(f"{spec}.leaderWorkerTemplate.workerTemplate"),
+            Form.TEMPLATE,
+            tuple(split(r) for r in workers),
+            over=over,
+            one_less_with=split(leader),
+        ),
+    )
+
+
 def _core(group: str, kind: str, path: str, *replicas: str) -> WorkloadKind:
     site = Site(split(path), Form.TEMPLATE, tuple(split(r) for r in replicas), required=True)
     return WorkloadKind(group, kind, (site,), kind.lower() + "s")
@@ -162,15 +180,7 @@ POD_TEMPLATE_KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(
         "leaderworkerset.x-k8s.io",
         "LeaderWorkerSet",
-        (
-            _site("spec.leaderWorkerTemplate.leaderTemplate", Form.TEMPLATE, "spec.replicas"),
-            Site(
-                split("spec.leaderWorkerTemplate.workerTemplate"),
-                Form.TEMPLATE,
-                (split("spec.replicas"), split("spec.leaderWorkerTemplate.size")),
-                one_less_with=split("spec.leaderWorkerTemplate.leaderTemplate"),
-            ),
-        ),
+        leader_worker_sites("spec"),
         "leaderworkersets",
     ),
     WorkloadKind(

@@ -18,6 +18,7 @@ from policies.gpu.capacity import Capacity, NoCapacity
 from policies.gpu.claims import ClaimDemand
 from policies.gpu.device_classes import DEFAULT_CLASSES, DeviceClasses
 from policies.gpu.device_reach import NO_DEVICES, DeviceReach
+from policies.review.pod import claims_made
 
 # A PodGroup's claims made from templates (scheduling.k8s.io spec.resourceClaims, immutable):
 # (name, template) -> the claim made for the group (its status.resourceClaimStatuses; "" until made).
@@ -103,23 +104,19 @@ def pod_group_claims(pod_group: Mapping[str, object]) -> GroupClaims:
     not; entries the API server would refuse are left out (a pod's template claim then counts
     for it alone)."""
     spec, status = pod_group.get("spec"), pod_group.get("status")
-    entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
-    made: dict[str, str] = {}
-    for item in _items(status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None):
-        name, claim = item.get("name"), item.get("resourceClaimName")
-        if isinstance(name, str) and isinstance(claim, str):
-            made[name] = claim
+    made = claims_made(_list(status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None))
     found = {}
-    for entry in _items(entries):
-        if "resourceClaimName" not in entry:
+    for entry in _list(spec.get("resourceClaims") if isinstance(spec, Mapping) else None):
+        if isinstance(entry, Mapping) and "resourceClaimName" not in entry:
             name, template = entry.get("name"), entry.get("resourceClaimTemplateName")
             if isinstance(name, str) and name and isinstance(template, str) and template:
                 found[(name, template)] = made.get(name, "")
     return found
 
 
-def _items(value: object) -> list[Mapping[str, object]]:
-    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+def _list(value: object) -> list[object]:
+    # A PodGroup is read as the cluster holds it (from a watch): what is not a list holds nothing.
+    return value if isinstance(value, list) else []
 
 
 def limits_whole_gpus(resource_quota: Mapping[str, object]) -> bool:

@@ -9,7 +9,7 @@ be said (resources, env, envFrom, hostPath volumes, CDI annotations, ephemeral c
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -179,8 +179,14 @@ def _fraction(text: str, annotation: str) -> Fraction:
 
 def _made_claims(status: Mapping[str, object]) -> dict[str, str]:
     """status.resourceClaimStatuses: the pod's claim name -> the claim made for it."""
+    return claims_made(json_list(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"))
+
+
+def claims_made(statuses: Iterable[object]) -> dict[str, str]:
+    """The entries of a `resourceClaimStatuses` list (a Pod's, or a PodGroup's, of the same shape):
+    claim name -> the ResourceClaim made for it, where one was."""
     made: dict[str, str] = {}
-    for item in json_list(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"):
+    for item in statuses:
         if isinstance(item, Mapping) and isinstance(item.get("name"), str):
             claim = item.get("resourceClaimName")
             if isinstance(claim, str) and claim:

@@ -8,13 +8,21 @@ same template gets a claim of its own and is charged it."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
 from tests.e2e.harness import Installation, policy_configmap, register_nodes, wait_for
 from tests.e2e.kubectl import Kubectl
-from tests.support.dra import claim, claim_spec, device_class, exactly, nvidia, resource_slice, slice_device
+from tests.support.dra import (
+    claim,
+    claim_spec,
+    device_class,
+    exactly,
+    group_pod,
+    nvidia,
+    resource_slice,
+    slice_device,
+)
 
 NAMESPACE = "gang-team"
 POLICY = f"""\
@@ -46,17 +54,7 @@ GROUP = {
 
 
 def gang_pod(name: str, group: str | None = "gang") -> str:
-    container: dict[str, Any] = {"name": "main", "image": "cuda", "resources": {"claims": [{"name": "gpus"}]}}
-    spec: dict[str, Any] = {
-        "containers": [container],
-        "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}],
-        "tolerations": TOLERATE,
-    }
-    if group:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    return json.dumps(
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
-    )
+    return json.dumps(group_pod(name, group, {"gpus": "two-gpus"}, namespace=NAMESPACE, tolerations=TOLERATE))
 
 
 @pytest.fixture(scope="module")

@@ -183,16 +183,24 @@ def pod_group(
 
 
 def group_pod(
-    name: str, group: str, claims: dict[str, str], namespace: str = "ml", made: dict[str, str] | None = None
+    name: str,
+    group: str | None,
+    claims: dict[str, str],
+    namespace: str = "ml",
+    made: dict[str, str] | None = None,
+    **spec: Any,
 ) -> dict[str, Any]:
-    """A pod of PodGroup `group` whose claims are made from templates (claim name: template), its
-    one container using them all; `made`: the claims its status says it holds."""
+    """A pod of PodGroup `group` (None: of none) whose claims are made from templates (claim name:
+    template), its one container using them all; `made`: the claims its status says it holds;
+    `spec`: more of its spec (tolerations)."""
     container = {"name": "main", "image": "cuda", "resources": {"claims": [{"name": n} for n in claims]}}
+    if group is not None:
+        spec["schedulingGroup"] = {"podGroupName": group}
     made_pod = pod(
         container,
         namespace=namespace,
         resourceClaims=[{"name": n, "resourceClaimTemplateName": t} for n, t in claims.items()],
-        schedulingGroup={"podGroupName": group},
+        **spec,
     )
     made_pod["metadata"]["name"] = name
     if made:
