@@ -255,3 +255,30 @@ def test_a_watch_event_delivered_after_its_update_was_undone_may_overcount_but_n
         history.deliver_a_watch_event()
         history.the_budget_holds_whatever_the_watch_has_delivered()
     assert history.charged().gpu_equivalents == history.truth().gpu_equivalents == Fraction(9, 7)
+
+
+def test_pods_relabelled_where_no_budget_grew_are_charged_as_relabelled_by_the_next_policy_set():
+    # Relabelled under a namespace-wide budget, the pods grow nothing and are held already; the
+    # labelled budget a reload brings in must see them as they stand, not as first admitted.
+    history = BudgetHistory()
+    for name in ("p1", "p2"):
+        history.create({"nvidia.com/gpu": "1"}, labelled=False, split=False, gated=False)
+        history.relabel_a_pod(Draws(name))
+    history.reload("labelled")
+    assert history.charged() == history.truth()
+    history.create({"nvidia.com/gpu": "1"}, labelled=True, split=False, gated=False)
+    assert sorted(history.stored) == ["p1", "p2"]
+
+
+def test_a_gated_pod_widened_where_no_budget_charged_it_is_charged_widened_by_the_next_policy_set():
+    history = BudgetHistory()
+    history.reload("labelled")
+    history.create({"nvidia.com/gpu": "1"}, labelled=False, split=True, gated=True)  # charged nothing: 1/7
+    history.create({"nvidia.com/gpu": "1"}, labelled=False, split=True, gated=True)
+    history.narrow_or_widen_a_gated_pod(Draws("p1", False))  # off split nodes: a whole GPU, still unlabelled
+    history.reload("namespace-wide")
+    assert history.charged().gpu_equivalents == Fraction(8, 7)
+    history.create({"nvidia.com/gpu": "1"}, labelled=False, split=False, gated=False)
+    assert sorted(history.stored) == ["p1", "p2"]
+    history.deliver_a_watch_event()  # p1 as created: the update still holds what it grew to
+    assert history.charged().gpu_equivalents == Fraction(8, 7)

@@ -82,7 +82,8 @@ class BudgetView:
         total = reservations.total(key)  # a strict budget's too: pods admitted from a share
         for update in reservations.updates(key):
             created = reservations.get(updated_pod(update.pod.key) or "")
-            held = created.usage if created is not None and key in created.charges else None
+            # Its CREATE's held here, or in the Lease (which `pending` counts): beyond that only.
+            held = created.usage if created is not None and (key in created.charges or key in created.strict) else None
             total = total + self._outstanding(update.pod.key, update.usage, held, key)
         if self.shared is not None and is_strict(policy):
             total = total + self.shared.pending(key, lambda at, usage, held: self._outstanding(at, usage, held, key))
@@ -112,8 +113,8 @@ class BudgetView:
         if counting.gone(pod):
             return EMPTY
         facts = counting.facts(pod)
-        if facts is None:
-            return usage.more_than(created or EMPTY)
+        if facts is None:  # not shown yet: beyond its CREATE's reservation, whole where that is not here
+            return usage if created is None else usage.more_than(created)
         shown_here = budget is None or budget in counting.charges_of(pod)
         return usage.more_than(facts.total) if shown_here else usage
 

@@ -122,8 +122,16 @@ class QuotaAdmission:
             decision = judged.settle(self.budgets)
             if dry_run or not decision.allowed or decision.usage.empty:
                 return decision, ()
+            now = counting.clock()
+            kept = _in(raw, pod.namespace)
             if updated_pod(pod.key) is not None and not decision.charges:
-                return decision, ()  # an UPDATE that grows no budget: the pod is held already
+                # An UPDATE that grows no budget adds nothing to one, yet the pod is held as it
+                # stands now, in every budget it is in: a new policy set charges it as updated,
+                # not as first admitted nor as the watch last showed it (a relabelled pod, a gated
+                # one widened where no budget charged it), until the watch shows it so.
+                held = Reservation(pod, (), decision.usage, now + counting.ttl, now, (), kept)
+                counting.reservations.add(held.charged(counting.reservation_charges(held)))
+                return decision, ()
             strict = self._strict_charges(decision.charges)
             if (
                 strict
@@ -132,10 +140,7 @@ class QuotaAdmission:
             ):
                 strict = ()  # taken from this replica's shares: held here, like a local budget's
             local = tuple(c for c in decision.charges if c not in strict)
-            now = counting.clock()
-            counting.reservations.add(
-                Reservation(pod, local, decision.usage, now + counting.ttl, now, strict, _in(raw, pod.namespace))
-            )
+            counting.reservations.add(Reservation(pod, local, decision.usage, now + counting.ttl, now, strict, kept))
             return decision, strict
 
     def _look_again(self, decision: Decision, deadline: float, dry_run: bool) -> bool:

@@ -190,7 +190,7 @@ class PodCounting:
         with self.lock:
             self._counts, self._needs, self._read = counts, needs, read
             counts.recharge(self._charge)  # a policy set swapped in meanwhile: charged by it
-            self.reservations.recharge(self._reservation_charges)
+            self.reservations.recharge(self.reservation_charges)
             self.nodes.replace_pods((facts.node, facts.gpus) for facts in counts.pods.values())
             self.reservations.release_seen(counts.pods)
             until = self.clock() + self.ttl
@@ -209,7 +209,7 @@ class PodCounting:
             if not self._needs.covers(needs_of(policy_set)):
                 return False
             moved = self._counts.recharge(self._charge)
-            moved += self.reservations.recharge(self._reservation_charges)
+            moved += self.reservations.recharge(self.reservation_charges)
             for listener in self._recharged:
                 listener()
             shapes = self._counts.shapes
@@ -221,7 +221,7 @@ class PodCounting:
         changed = frozenset(namespaces)
         with self.lock:
             self._counts.recharge(self._charge, changed)
-            self.reservations.recharge(self._reservation_charges, changed)
+            self.reservations.recharge(self.reservation_charges, changed)
 
     def charges_of(self, key: str) -> Charges:
         """The budgets the counted pod `key` (its uid) is charged to now."""
@@ -267,9 +267,10 @@ class PodCounting:
             return ()
         return charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
 
-    def _reservation_charges(self, reservation: Reservation) -> Charges | None:
+    def reservation_charges(self, reservation: Reservation) -> Charges | None:
         """The local budgets a reserved pod is charged to by the policy set in force (its strict
-        ones stay in the Leases they were written to); None where it cannot be said."""
+        ones stay in the Leases they were written to); None where it cannot be said. Under the
+        lock."""
         policy_set = self.policy_set()
         if reservation.raw is None or policy_set is None:
             return None

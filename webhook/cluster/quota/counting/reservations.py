@@ -3,10 +3,12 @@
 A reservation is released when its pod shows up (matched by uid, by name, or by the prefix of a
 generateName), or when it expires.
 
-An UPDATE that grows a pod's charge (a gated pod's node selector widened off split nodes) holds
-what the pod grows to, under the pod's key and UPDATE, until it expires; what it adds to a budget
-is only what the watch does not show the pod holding yet (`outstanding`), so it counts until the
-updated pod is seen, and again if an older event of the pod comes after, never twice.
+An admitted UPDATE holds the pod as it stands after it (a gated pod's node selector widened off
+split nodes, its labels moved into a budget), under the pod's key and UPDATE, until it expires;
+what it adds to a budget is only what the watch does not show the pod holding there yet
+(`outstanding`), so it counts until the updated pod is seen, and again if an older event of the
+pod comes after, never twice. One that grows no budget adds nothing now, and is kept all the same:
+a new policy set charges the pod as updated.
 
 Totals are kept per (policy, scope), so reading what a budget has reserved costs the same with
 one reservation or thousands (an UPDATE's few are worked out when read). Not thread-safe on its own: the
@@ -63,6 +65,10 @@ class Reservation:
     strict: Charges = ()  # the budgets whose shared Lease holds an entry for the pod
     raw: Mapping[str, Any] | None = None  # the pod as admitted: a new policy set charges it again
 
+    def charged(self, charges: Charges | None) -> Reservation:
+        """The reservation charged to `charges` (None: as it is)."""
+        return self if charges is None or charges == self.charges else replace(self, charges=charges)
+
 
 class Reservations:
     def __init__(self) -> None:
@@ -71,7 +77,8 @@ class Reservations:
         self._expiry: deque[tuple[float, str]] = deque()
         self._prefixed: set[str] = set()  # reservations of pods known only by generateName
         self._checked: set[str] = set()  # asked of the API server already (forged-review sweep)
-        self._updates: dict[str, Reservation] = {}  # UPDATE reservations, out of the totals
+        # UPDATE reservations, out of the totals, by budget: what one adds is worked out when read
+        self._updates: dict[tuple[str, str], dict[str, Reservation]] = {}
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -86,15 +93,15 @@ class Reservations:
         for reservation in list(self._by_key.values()):
             if namespaces and reservation.pod.namespace not in namespaces:
                 continue
-            fresh = charges(reservation)
-            if fresh is not None and fresh != reservation.charges:
-                self.add(replace(reservation, charges=fresh))
+            fresh = reservation.charged(charges(reservation))
+            if fresh is not reservation:
+                self.add(fresh)
                 moved += 1
         return moved
 
     def updates(self, charge: tuple[str, str]) -> list[Reservation]:
         """The UPDATE reservations charged to a budget (their part is worked out by the caller)."""
-        return [r for r in self._updates.values() if charge in r.charges]
+        return list(self._updates.get(charge, {}).values())
 
     def add(self, reservation: Reservation) -> None:
         self.release(reservation.pod.key)
@@ -103,7 +110,8 @@ class Reservations:
             self._prefixed.add(reservation.pod.key)
         self._expiry.append((reservation.expires, reservation.pod.key))
         if updated_pod(reservation.pod.key) is not None:
-            self._updates[reservation.pod.key] = reservation
+            for key in reservation.charges:
+                self._updates.setdefault(key, {})[reservation.pod.key] = reservation
             return
         for key in reservation.charges:
             self._totals[key] = self._totals.get(key, EMPTY) + reservation.usage
@@ -114,7 +122,11 @@ class Reservations:
             return
         self._prefixed.discard(key)
         self._checked.discard(key)
-        if self._updates.pop(key, None) is not None:
+        if updated_pod(key) is not None:
+            for charge in reservation.charges:
+                held = self._updates.get(charge)
+                if held is not None and held.pop(key, None) is not None and not held:
+                    del self._updates[charge]
             return
         for charge in reservation.charges:
             left = self._totals.get(charge, EMPTY) - reservation.usage
