@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from certs.files import ensure_dev_certificates  # noqa: E402
+from certs.cert_files import ensure_dev_certificates  # noqa: E402
 from tests.support.kube_fake import FakeKube  # noqa: E402
 
 NS = "gpu-admission"

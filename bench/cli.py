@@ -25,7 +25,7 @@ import collections, inspect, sys, yaml
 from policies.engine import Engine
 from policies.judge.ledger import Ledger
 from policies.quantity import parse_quantity
-from webhook.sources.files import load_policies
+from webhook.sources.policy_files import load_policies
 policy_set = load_policies(None)[0]
 extra = (parse_quantity,) if "parse_quantity" in inspect.signature(Engine).parameters else ()
 engine = Engine(policy_set, *extra)

@@ -68,7 +68,7 @@ from tests.e2e.policies import TEAM_LABEL_VAP
 from tests.support.dra import GPU_CLASS, MIG_CLASS
 from tools.compile_engine import ROOT, build
 from webhook.cli.native import render
-from webhook.sources.files import load_policies
+from webhook.sources.policy_files import load_policies
 
 TEAM_RULE = """\
 apiVersion: gpu-admission.io/v1alpha1

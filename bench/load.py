@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from wire import KeepAliveClient, serve_floor  # noqa: E402  (the script's own folder is on the path)
 
-from certs.files import generate  # noqa: E402
+from certs.cert_files import generate  # noqa: E402
 from tools.compile_engine import build  # noqa: E402
 
 
@@ -84,7 +84,7 @@ def bodies(path: str) -> list[bytes]:
     if path != "/validate":
         return [review(i) for i in range(64)]
     from policies.engine import Engine
-    from webhook.sources.files import load_policies
+    from webhook.sources.policy_files import load_policies
 
     engine = Engine(load_policies(None)[0])
     return [review(i, engine.mutate(pod(i)).object) for i in range(64)]

@@ -23,7 +23,7 @@ CHILD = r"""
 import collections, json, sys
 sys.path.append(sys.argv[3])
 from webhook.cluster.quota.counting.pod_counting import PodCounting
-from webhook.sources.files import load_policies
+from webhook.sources.policy_files import load_policies
 
 spec = json.load(open(sys.argv[1]))
 calls = int(sys.argv[2])

@@ -36,12 +36,12 @@ from webhook import logs
 from webhook.serving import admission
 from webhook.serving.app import create_app
 from webhook.serving.review import parse_review
-from webhook.state import EngineHolder, Settings
+from webhook.state import EngineHolder, AdmissionSettings
 
 spec = json.load(open(sys.argv[1]))
 calls = int(sys.argv[2])
 logs.configure("INFO")
-holder = EngineHolder(Settings())
+holder = EngineHolder(AdmissionSettings())
 holder.swap(Engine(PolicySet(load_texts([tuple(t) for t in spec["texts"]]).policies)))
 app = create_app(holder)
 endpoint, layer = spec["endpoint"], spec["layer"]

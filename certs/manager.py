@@ -25,7 +25,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from certs.authority import CA_VALIDITY, SERVING_VALIDITY, covers, serving_names
-from certs.files import CA_FILE, CERT_FILE, KEY_FILE, write_atomically
+from certs.cert_files import CA_FILE, CERT_FILE, KEY_FILE, write_atomically
 from certs.lease import LeaseLock
 from certs.material import BUNDLE, TLS_CERT, TLS_KEY, read, step
 from certs.rotation import Action, RotationPolicy, next_action

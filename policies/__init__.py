@@ -56,6 +56,7 @@ from policies.gpu.dra_inventory import (
 )
 from policies.gpu.models import CONFIG_STATE_LABEL
 from policies.judge.env_sources import ENV_SOURCE_KINDS
+from policies.judge.headroom import QuotaLine, amount_text, bar, quota_lines, scopes
 from policies.judge.ledger import Ledger, PodCounts
 from policies.judge.pod_facts import (
     Charges,
@@ -69,7 +70,6 @@ from policies.judge.pod_facts import (
     read_facts,
 )
 from policies.judge.quota import Amount, dimensions
-from policies.judge.quota_view import QuotaLine, amount_text, bar, quota_lines, scopes
 from policies.judge.usage import EMPTY, FINISHED_PHASES, Usage, counts_against_quota, gpus_held
 from policies.judge.validation import Decision
 from policies.judge.verdict import Verdict

@@ -17,7 +17,7 @@ if os.environ.get("GPU_ADMISSION_EXPECT_COMPILED") and not COMPILED:  # tests/en
 
 @pytest.fixture
 def default_engine() -> Engine:
-    from webhook.sources.files import load_policies
+    from webhook.sources.policy_files import load_policies
 
     policy_set, result = load_policies(None)
     assert not result.problems

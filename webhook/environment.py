@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from certs.files import CERT_FILE, KEY_FILE
+from certs.cert_files import CERT_FILE, KEY_FILE
 
 DEFAULT_CERT_DIR = Path(".gpu-admission/certs")  # serve's, outside a cluster
 IMAGE_CERT = "/etc/gpu-admission/certs/tls.crt"  # where the image's Secret volume puts them

@@ -13,17 +13,18 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from certs.files import CA_FILE, ensure_dev_certificates
-from policies import COMPILED, PolicyProblem
+from certs.cert_files import CA_FILE, ensure_dev_certificates
+from policies import COMPILED
 from webhook import logs
 from webhook.cluster.api import identity  # imported here: fixes this replica's name in the master, before the fork
 from webhook.environment import DEFAULT_CERT_DIR, ServerConfig, use
+from webhook.events import SourceProblems
 from webhook.serving import background
 from webhook.serving.server import WebhookServer
 from webhook.sources.directories import DirectoryWatcher
-from webhook.sources.files import bundled_texts
+from webhook.sources.policy_files import bundled_texts
 from webhook.sources.store import PolicyStore
-from webhook.state import EngineHolder, Settings
+from webhook.state import AdmissionSettings, EngineHolder
 
 log = logging.getLogger("gpu_admission.server")
 __all__ = ["DEFAULT_CERT_DIR", "ServerConfig", "build_app", "prepare_certificates", "serve"]
@@ -34,14 +35,15 @@ def build_holder(config: ServerConfig) -> EngineHolder:
     from webhook.metrics import LOAD_ERRORS
 
     namespaced = "all" if config.all_namespaces else "labelled" if config.labelled_namespaces else ""
-    settings = Settings(config.fail_open, config.watch_namespace, namespaced)
+    settings = AdmissionSettings(config.fail_open, config.watch_namespace, namespaced)
     holder = EngineHolder(settings)
 
-    def count(source: str, problems: list[PolicyProblem]) -> None:
-        LOAD_ERRORS.inc(len(problems))
-        holder.load_errors += len(problems)
+    def count(loaded: SourceProblems) -> None:
+        LOAD_ERRORS.inc(len(loaded.problems))
+        holder.load_errors += len(loaded.problems)
 
-    store = PolicyStore(holder.swap, on_result=count)
+    holder.events.subscribe(SourceProblems, count)
+    store = PolicyStore(holder.swap, holder.events)
     if config.watch_namespace:
         background.register(lambda: _watch_cluster(holder, store, config))
     elif config.policy_dirs:

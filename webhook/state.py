@@ -11,15 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies import Decision, Engine, PolicySet
-from webhook.cluster.live import ClusterView
-from webhook.cluster.quota.budget_view import BudgetView
+from webhook.cluster.live import LiveCluster
+from webhook.cluster.quota.budget_holdings import BudgetHoldings
 from webhook.cluster.quota.counting.reservations import UPDATE, PodRef
 from webhook.cluster.quota.quota_metrics import QuotaCollector
 from webhook.cluster.quota.tracking import QuotaTracking
+from webhook.events import Events
 
 
 @dataclass(frozen=True)
-class Settings:
+class AdmissionSettings:
     fail_open: bool = False
     # The webhook's own namespace: policy ConfigMaps there are cluster-wide, elsewhere namespaced.
     policy_namespace: str = ""
@@ -29,10 +30,11 @@ class Settings:
 
 
 class EngineHolder:
-    def __init__(self, settings: Settings | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self.settings = settings or Settings()
+    def __init__(self, settings: AdmissionSettings | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings or AdmissionSettings()
         self._engine: Engine | None = None
-        self.view = ClusterView(self._policy_set, clock)
+        self.events = Events()  # what happens in the replica, and who reacts (webhook.events)
+        self.view = LiveCluster(self._policy_set, self.events, clock)
         self._loaded = threading.Event()
         self.load_errors = 0
         self.sources: list[Any] = []  # policy sources with a thread (webhook.sources.directories)
@@ -53,7 +55,7 @@ class EngineHolder:
         return self._engine
 
     @property
-    def cluster(self) -> ClusterView:
+    def cluster(self) -> LiveCluster:
         return self.view
 
     @property
@@ -62,7 +64,7 @@ class EngineHolder:
         return self.view.tracking
 
     @property
-    def budgets(self) -> BudgetView:
+    def budgets(self) -> BudgetHoldings:
         """What each budget holds: the engine's UsageSource."""
         return self.view.tracking.budgets
 

@@ -19,7 +19,7 @@ from tests.e2e.harness import Installation, pod, policy_configmap, replicas_behi
 from tests.e2e.install import Replica
 from tests.e2e.policies import QUOTA
 from tools.compile_engine import build
-from webhook.cluster.quota.leases.ledger import (
+from webhook.cluster.quota.leases.lease_entries import (
     LEDGER_LABEL,
     RESERVATIONS,
     Entry,

@@ -29,7 +29,7 @@ from webhook.cluster.api.policy_status import LOAD_ERRORS_ANNOTATION
 from webhook.cluster.wiring import connect
 from webhook.sources.configmaps import LAST_GOOD_ANNOTATION
 from webhook.sources.store import PolicyStore
-from webhook.state import EngineHolder, Settings
+from webhook.state import AdmissionSettings, EngineHolder
 
 
 def test_a_replica_is_ready_only_once_policies_pods_namespaces_and_nodes_have_listed(kube, replicas):
@@ -251,9 +251,9 @@ def test_dry_run_under_a_strict_quota_writes_nothing(kube, replicas):
 
 def test_a_relist_asked_for_in_the_middle_of_a_long_watch_starts_at_once(kube, replicas):
     kube.put(NS, "quota", {"q.yaml": TEAM_QUOTA})
-    holder = EngineHolder(Settings(policy_namespace=NS))
+    holder = EngineHolder(AdmissionSettings(policy_namespace=NS))
     api = api_client(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
-    watches = connect(holder.view, PolicyStore(holder.swap), NS, api, watch_seconds=300)
+    watches = connect(holder.view, PolicyStore(holder.swap, holder.events), NS, api, watch_seconds=300)
     try:
         pods = watches[-1]
         assert pods.synced.wait(10)

@@ -8,6 +8,7 @@ from kubernetes import client
 
 from tests.support.builders import policy
 from webhook.cluster.watches.policy_configmaps import configmap_watch
+from webhook.events import SourceLoaded, SourceProblems
 from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder
 
@@ -22,9 +23,8 @@ def names(holder: EngineHolder) -> list[str]:
 def watching(kube):
     holder = EngineHolder()
     reported: list[tuple[str, list]] = []
-    store = PolicyStore(
-        holder.swap, on_result=lambda source, problems: problems and reported.append((source, problems))
-    )
+    holder.events.subscribe(SourceProblems, lambda e: e.problems and reported.append((e.source, e.problems)))
+    store = PolicyStore(holder.swap, holder.events)
     api = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}")))
     watcher = configmap_watch(api, NS, store, watch_seconds=1, backoff=(0.05, 0.2))
     yield holder, store, watcher, reported
@@ -106,7 +106,7 @@ def test_a_policy_directory_reloads_on_change_and_keeps_its_last_good_version(tm
     from webhook.sources.directories import DirectoryWatcher
 
     holder = EngineHolder()
-    store = PolicyStore(holder.swap)
+    store = PolicyStore(holder.swap, holder.events)
     (tmp_path / "a.yaml").write_text(policy("team-a"))
     watcher = DirectoryWatcher([tmp_path], store)
     assert watcher.check_once(settle=False) and names(holder) == ["team-a"]
@@ -123,7 +123,8 @@ def test_a_policy_directory_reloads_on_change_and_keeps_its_last_good_version(tm
 def test_a_source_seen_for_the_first_time_loads_its_good_documents_and_reports_the_bad():
     holder = EngineHolder()
     reported = []
-    store = PolicyStore(holder.swap, on_result=lambda source, problems: reported.append(problems))
+    holder.events.subscribe(SourceProblems, lambda e: reported.append(e.problems))
+    store = PolicyStore(holder.swap, holder.events)
     bad = policy("bad", "mig: {strategy: half}")
     store.update("configmap/ns/mixed", (("configmap/ns/mixed/a.yaml", policy("good") + "---\n" + bad),))
     assert holder.ready and names(holder) == ["good"]
@@ -140,7 +141,7 @@ FILE = "configmap/team-a/caps/c.yaml"
 
 def test_a_policy_that_never_loaded_fails_closed_in_its_namespace_until_it_loads():
     holder = EngineHolder()
-    store = PolicyStore(holder.swap)
+    store = PolicyStore(holder.swap, holder.events)
     store.update("configmap/team-a/caps", ((FILE, BROKEN_CAP),), namespace="team-a")
     (lapsed,) = holder.engine.policy_set.lapsed
     assert (lapsed.policy, lapsed.file, lapsed.namespace) == ("team-a/cap", FILE, "team-a")
@@ -151,9 +152,9 @@ def test_a_policy_that_never_loaded_fails_closed_in_its_namespace_until_it_loads
 
 def test_a_broken_file_with_a_persisted_version_keeps_it_and_a_clean_source_is_offered_for_persisting():
     holder = EngineHolder()
-    store = PolicyStore(holder.swap)
+    store = PolicyStore(holder.swap, holder.events)
     offered = []
-    store.good_listeners.append(lambda source, texts: offered.append((source, texts)))
+    holder.events.subscribe(SourceLoaded, lambda e: offered.append((e.source, e.texts)))
     store.update("configmap/team-a/caps", ((FILE, BROKEN_CAP),), namespace="team-a", persisted={FILE: GOOD_CAP})
     assert names(holder) == ["team-a/cap"] and not holder.engine.policy_set.lapsed
     assert store.problems_of("configmap/team-a/caps") and offered == []  # broken: nothing to persist
@@ -161,7 +162,7 @@ def test_a_broken_file_with_a_persisted_version_keeps_it_and_a_clean_source_is_o
     assert offered == [("configmap/team-a/caps", ((FILE, GOOD_CAP),))]
     # A persisted version that does not load either is no version: out of force.
     fresh = EngineHolder()
-    PolicyStore(fresh.swap).update(
+    PolicyStore(fresh.swap, fresh.events).update(
         "configmap/team-a/caps", ((FILE, BROKEN_CAP),), namespace="team-a", persisted={FILE: BROKEN_CAP + "x"}
     )
     assert fresh.engine is not None and fresh.engine.policy_set.lapsed

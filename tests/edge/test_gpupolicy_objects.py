@@ -9,6 +9,7 @@ from typing import Any
 
 from policies import PolicyProblem, load_texts
 from webhook.cluster.api.gpupolicy_status import GPUPolicyStatusWriter, Verdict, desired_status
+from webhook.events import Events, SourceRetried
 from webhook.sources.gpupolicies import document_text, persisted_of, texts_of
 from webhook.sources.store import PolicyStore
 
@@ -65,7 +66,7 @@ def test_the_last_good_version_is_read_from_the_status_only_as_text():
 
 
 def test_the_store_says_which_version_is_in_force():
-    store = PolicyStore(lambda engine: None)
+    store = PolicyStore(lambda engine: None, Events())
     good, broken = gpupolicy(), gpupolicy(rules=[{"name": "bad", "expression": "object.("}])
     source = texts_of(good)[0]
     assert store.in_force(source, source) == (None, None)
@@ -73,10 +74,10 @@ def test_the_store_says_which_version_is_in_force():
     assert store.in_force(source, source) == ("current", texts_of(good)[1][0][1])
     store.update(*texts_of(broken))
     assert store.in_force(source, source) == ("lastGood", texts_of(good)[1][0][1])
-    fresh = PolicyStore(lambda engine: None)
+    fresh = PolicyStore(lambda engine: None, Events())
     fresh.update(*texts_of(broken))
     assert fresh.in_force(source, source) == ("none", None)
-    persisted = PolicyStore(lambda engine: None)
+    persisted = PolicyStore(lambda engine: None, Events())
     persisted.update(*texts_of(broken), persisted={source: texts_of(good)[1][0][1]})
     assert persisted.in_force(source, source) == ("lastGood", texts_of(good)[1][0][1])
 
@@ -142,8 +143,9 @@ def test_a_refused_write_is_tried_again_and_a_gone_object_forgotten():
 
 def test_a_policy_kept_out_for_its_name_takes_over_once_the_holder_goes():
     engines, retried = [], []
-    store = PolicyStore(engines.append)
-    store.retried_listeners.append(lambda source, problems: retried.append((source, problems)))
+    events = Events()
+    events.subscribe(SourceRetried, lambda e: retried.append((e.source, e.problems)))
+    store = PolicyStore(engines.append, events)
     store.update(
         "configmap/gpu-admission/old", (("configmap/gpu-admission/old/p.yaml", document_text(gpupolicy("moving"))),)
     )

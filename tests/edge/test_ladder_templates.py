@@ -9,7 +9,8 @@ from typing import Any
 from tests.support.builders import engine_from, policy
 from tests.support.dra import GPU_CLASS, MIG_CLASS, resource_slice, slice_device
 from webhook.cluster.ladders import LadderPublisher
-from webhook.cluster.live import ClusterView
+from webhook.cluster.live import LiveCluster
+from webhook.events import Events
 
 CLAIMING = policy(
     "team-a",
@@ -29,9 +30,9 @@ class AlreadyThere(Exception):
     status = 409
 
 
-def view_of(*documents: str) -> ClusterView:
+def view_of(*documents: str) -> LiveCluster:
     engine = engine_from(*documents)
-    view = ClusterView(lambda: engine.policy_set)
+    view = LiveCluster(lambda: engine.policy_set, Events())
     view.namespaces.replace_all([namespace(n) for n in ("team-a", "team-b", "other", "kube-system")])
     view.device_class_cache.replace_all([GPU_CLASS, MIG_CLASS])
     view.slices.slices_listed([SLICE])

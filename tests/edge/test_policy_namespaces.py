@@ -27,7 +27,7 @@ def names(holder: EngineHolder) -> list[str]:
 def test_only_opened_namespaces_are_read_and_closing_one_drops_its_policies(kube, monkeypatch):
     holder = EngineHolder()
     swaps = Calls(monkeypatch, holder, "swap")  # each new policy set is an event to wait on
-    store = PolicyStore(holder.swap)
+    store = PolicyStore(holder.swap, holder.events)
     api = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{kube.port}")))
     kube.put(NS, "cluster", {"c.yaml": policy("cluster-wide")})
     kube.put("team-a", "mine", {"a.yaml": policy("team-a-policy")})

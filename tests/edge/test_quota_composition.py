@@ -32,7 +32,7 @@ def quota_classes() -> list[type]:
 
 def test_no_quota_class_extends_another_of_the_project():
     """Composition, not inheritance: a subclass reading its base's private state spread one
-    object over several files (PodUsageTracker(BudgetView(PodCounting)) once)."""
+    object over several files (PodUsageTracker(BudgetHoldings(PodCounting)) once)."""
     extended = {
         cls.__qualname__: [base.__qualname__ for base in cls.__mro__[1:] if base.__module__.startswith("webhook.")]
         for cls in quota_classes()

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policies.judge.usage import Usage
-from webhook.cluster.quota.leases.ledger import Entry, decode_entries, encode_entries
+from webhook.cluster.quota.leases.lease_entries import Entry, decode_entries, encode_entries
 
 ANNOTATIONS_LIMIT = 256 * 1024
 

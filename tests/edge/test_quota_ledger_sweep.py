@@ -9,7 +9,7 @@ from kubernetes import client
 
 from policies.judge.usage import EMPTY
 from webhook.cluster.quota.counting.reservations import PodRef
-from webhook.cluster.quota.leases.ledger import LEDGER_LABEL, lease_name
+from webhook.cluster.quota.leases.lease_entries import LEDGER_LABEL, lease_name
 from webhook.cluster.quota.leases.ledger_leases import LedgerLeases
 from webhook.cluster.quota.leases.shared_quota import SharedReservations
 

@@ -209,7 +209,7 @@ def test_under_concurrent_load_no_pod_is_refused_as_over_a_budget_that_holds_it(
 
 
 def lease_entries(kube: FakeKube) -> list[str]:
-    from webhook.cluster.quota.leases.ledger import parse_lease
+    from webhook.cluster.quota.leases.lease_entries import parse_lease
 
     leases = [obj for (resource, _, _), obj in kube.objects.items() if resource == "leases"]
     return [e.key for lease in leases for e in parse_lease(lease).entries]

@@ -12,7 +12,7 @@ from policies.judge.usage import Usage
 from tests.support.builders import engine_from
 from tests.support.server_harness import holder_of
 from webhook.cli.main import main
-from webhook.cluster.quota.leases.ledger import LEDGER_LABEL, RESERVATIONS, Entry
+from webhook.cluster.quota.leases.lease_entries import LEDGER_LABEL, RESERVATIONS, Entry
 from webhook.metrics import exposition
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "policies"

@@ -10,6 +10,7 @@ from tests.support.builders import policy
 from tests.support.cluster import NS, TEAM_QUOTA, Replica, eventually, namespace, slice_pod, start
 from tests.support.kube_fake import FakeKube
 from webhook.cluster import wiring
+from webhook.events import SourceProblems
 
 
 def pod_lists(kube: FakeKube, replica: Replica) -> int:
@@ -129,7 +130,7 @@ def test_a_replica_that_becomes_leader_tells_a_configmap_what_no_one_had(kube, r
     first = start(kube, replicas)
     assert eventually(lambda: first.holder.view.background[0].leading)
     second = start(kube, replicas)
-    first.store.listeners.clear()  # the leader will write nothing more ...
+    first.holder.events.silence(SourceProblems)  # the leader will write nothing more ...
     kube.put(NS, "team", {"a.yaml": policy("team", "mig: {defaultProfile: 1g.11gb}")})
     assert eventually(lambda: second.store.problems_of("configmap/gpu-admission/team"))
     assert not rejected(kube)  # ... and the follower does not write

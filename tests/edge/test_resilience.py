@@ -10,6 +10,7 @@ import pytest
 
 from policies.engine import COMPILED
 from tests.support.builders import engine_from, policy
+from webhook.events import SourceProblems
 from webhook.sources.directories import DirectoryWatcher
 from webhook.sources.store import PolicyStore
 from webhook.state import EngineHolder
@@ -25,7 +26,8 @@ def names(holder: EngineHolder) -> list[str]:
 def watched(directory: Path) -> tuple[EngineHolder, PolicyStore, DirectoryWatcher, list]:
     holder = EngineHolder()
     reported: list = []
-    store = PolicyStore(holder.swap, on_result=lambda source, problems: reported.append(problems))
+    holder.events.subscribe(SourceProblems, lambda e: reported.append(e.problems))
+    store = PolicyStore(holder.swap, holder.events)
     watcher = DirectoryWatcher([directory], store)
     return holder, store, watcher, reported
 
@@ -113,7 +115,7 @@ def test_a_reader_bug_on_one_file_costs_that_file_only(monkeypatch):
         raise KeyError("a gap in a reader")
 
     holder = EngineHolder()
-    store = PolicyStore(holder.swap)
+    store = PolicyStore(holder.swap, holder.events)
     monkeypatch.setattr(loader.PolicyReader, "read", broken)
     problems = store.update("configmap/ns/x", (("configmap/ns/x/a.yaml", policy("a")),))
     assert "could not be read: KeyError" in problems[0].message
@@ -121,7 +123,7 @@ def test_a_reader_bug_on_one_file_costs_that_file_only(monkeypatch):
 
 def test_yaml_nested_too_deep_is_a_problem_not_a_crash():
     holder = EngineHolder()
-    store = PolicyStore(holder.swap)
+    store = PolicyStore(holder.swap, holder.events)
     problems = store.update("configmap/ns/x", (("configmap/ns/x/deep.yaml", "[" * 100000 + "]" * 100000),))
     assert problems and problems[0].file == "configmap/ns/x/deep.yaml"
     assert holder.engine is not None and names(holder) == []

@@ -31,7 +31,7 @@ from tests.support.dra import (
     shareable,
     slice_device,
 )
-from webhook.sources.files import bundled_texts
+from webhook.sources.policy_files import bundled_texts
 
 TWO_GPUS = policy("two", "match: {namespaces: [ml]}\nquota: {limits: {gpus: 2}}")
 BUDGET = policy("budget", 'match: {namespaces: [ml]}\nquota: {limits: {gpuEquivalents: "16"}}')

@@ -16,7 +16,7 @@ from policies.engine import Engine
 from policies.judge.quota import NoUsage
 from policies.model import loader
 from policies.model.loader import load_texts
-from webhook.sources.files import load_policies
+from webhook.sources.policy_files import load_policies
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from certs.files import CA_FILE, generate_client
+from certs.cert_files import CA_FILE, generate_client
 from tests.support.processes import free_port, wait_ready
 from tests.support.server_harness import Client
 

@@ -24,7 +24,7 @@ from gunicorn.http.wsgi import create as wsgi_environ
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certs.files import CA_FILE
+from certs.cert_files import CA_FILE
 from tests.support.processes import serving
 from tests.support.reviews import gpu_pod, review
 from webhook.serving import lean_http

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 import yaml
 
-from certs.files import ensure_dev_certificates
+from certs.cert_files import ensure_dev_certificates
 from tests.support.builders import child_pythonpath, policy
 from tests.support.cluster import STREAMS, namespace
 from tests.support.kube_fake import FakeKube
 from tests.support.processes import SERVICE_NAME, free_port
 from tests.support.reviews import review
-from webhook.cluster.quota.leases.ledger import parse_lease
+from webhook.cluster.quota.leases.lease_entries import parse_lease
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from certs.files import CA_FILE, generate
+from certs.cert_files import CA_FILE, generate
 from tests.support.builders import child_pythonpath
 from tests.support.processes import free_port, serving, wait_ready
 from tests.support.reviews import gpu_pod, review, send_chunked

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certs.files import generate
+from certs.cert_files import generate
 from policies.engine import Engine
 from tests.support.builders import as_v1pod_and_back, engine_from, gpu_container, plain_container, pod, policy
 from tests.support.reviews import gpu_pod, review, send_chunked
 from tests.support.server_harness import Client, https_server
-from webhook.state import EngineHolder, Settings
+from webhook.state import AdmissionSettings, EngineHolder
 
 POLICY = policy(
     "team-a",
@@ -37,7 +37,7 @@ rules:
 
 
 def holder_with(engine: Engine | None = None, **settings) -> EngineHolder:
-    holder = EngineHolder(Settings(**settings))
+    holder = EngineHolder(AdmissionSettings(**settings))
     holder.swap(engine or engine_from(POLICY))
     return holder
 

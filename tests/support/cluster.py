@@ -18,7 +18,7 @@ from webhook.cluster.wiring import connect
 from webhook.serving import admission
 from webhook.serving.review import parse_review
 from webhook.sources.store import PolicyStore
-from webhook.state import EngineHolder, Settings
+from webhook.state import AdmissionSettings, EngineHolder
 
 NS = "gpu-admission"
 
@@ -53,8 +53,8 @@ class Replica:
     def __init__(self, kube: FakeKube, all_namespaces: bool = False, page: int = 500, **connected: Any) -> None:
         Replica.count += 1
         self.identity = f"replica-{Replica.count}"
-        self.holder = EngineHolder(Settings(policy_namespace=NS))
-        self.store = PolicyStore(self.holder.swap)
+        self.holder = EngineHolder(AdmissionSettings(policy_namespace=NS))
+        self.store = PolicyStore(self.holder.swap, self.holder.events)
         api = api_client(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))  # the replica's pool
         api.user_agent = f"gpu-admission/test ({self.identity})"
         options: dict[str, Any] = {"watch_seconds": 1, "backoff": (0.05, 0.2), "page": page}

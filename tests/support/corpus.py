@@ -15,7 +15,7 @@ from policies.engine import Engine
 from policies.judge.controllers import pod_templates
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.review.cluster import KnownCluster
-from webhook.sources.files import load_policies
+from webhook.sources.policy_files import load_policies
 
 CORPUS = Path(__file__).parents[1] / "corpus"
 EXAMPLES = Path(__file__).parents[2] / "examples" / "policies"

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from certs.files import CA_FILE
+from certs.cert_files import CA_FILE
 from tests.support.server_harness import Client
 
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from werkzeug.serving import make_server
 
-from certs.files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
+from certs.cert_files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
 from policies.engine import Engine
 from webhook.serving.app import create_app
 from webhook.serving.tls import server_context
-from webhook.state import EngineHolder, Settings
+from webhook.state import AdmissionSettings, EngineHolder
 
 
 class Client:
@@ -138,7 +138,7 @@ def api_server(holder: EngineHolder, cert_dir: Path) -> Iterator[ApiServer]:
 
 def holder_of(engine: Engine) -> EngineHolder:
     """A replica's holder with `engine` in force (no cluster behind it)."""
-    holder = EngineHolder(Settings())
+    holder = EngineHolder(AdmissionSettings())
     holder.swap(engine)
     return holder
 

@@ -18,7 +18,7 @@ import yaml
 from policies import AuditReport, Engine, Finding, KnownCluster, audit_env_sources, audit_pods, policy_reports
 from webhook.cli.offline import cluster_state_with_nodes
 from webhook.cli.parsing import DEFAULT_POLICY_NAMESPACE, cluster_options, command
-from webhook.sources.files import load_policies, policy_set_of
+from webhook.sources.policy_files import load_policies, policy_set_of
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 EVENTS_PER_RUN = 20

@@ -57,7 +57,7 @@ def _key_directory(out: Path) -> None:
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
-    from certs.files import generate
+    from certs.cert_files import generate
 
     _key_directory(args.out)
     if (args.out / "ca.key").exists() and not args.force:
@@ -68,7 +68,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_client_certs(args: argparse.Namespace) -> int:
-    from certs.files import generate_client
+    from certs.cert_files import generate_client
 
     _key_directory(args.out)
     generate_client(args.out, args.name)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from policies import Engine, InputError, why_not_sent
-from webhook.sources.files import POLICY_SUFFIXES, read_manifests
+from webhook.sources.policy_files import POLICY_SUFFIXES, read_manifests
 
 DEFAULT_NAMESPACE = "default"  # where kubectl puts an object that names none
 NOT_JUDGED = "not a kind gpu-admission judges"

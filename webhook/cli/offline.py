@@ -45,7 +45,8 @@ from webhook.cluster.watches.claims import CLAIM_KINDS, ClaimCache
 from webhook.cluster.watches.device_classes import DeviceClassCache
 from webhook.cluster.watches.namespaces import GpuQuotaCache, namespace_labels
 from webhook.cluster.watches.slices import DraCapacity
-from webhook.sources.files import directory_texts, read_manifests
+from webhook.events import Events  # offline, nothing reacts to what the caches learn
+from webhook.sources.policy_files import directory_texts, read_manifests
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 CLUSTER_KINDS = (
@@ -163,10 +164,10 @@ def cluster_state_with_nodes(path: str) -> tuple[list[Any], KnownCluster, dict[s
     capacity.replace_uses(node_uses((v.node_name, gpus_held(v)) for v in views if counts_against_quota(v)))
     quotas = GpuQuotaCache()
     quotas.replace_all(resource_quotas)
-    known = ClaimCache()
+    known = ClaimCache(Events())
     for template in (False, True):
         known.lister(template)(c for c in claims if (c.get("kind") == CLAIM_KINDS[1]) is template)
-    classes = DeviceClassCache()
+    classes = DeviceClassCache(Events())
     if device_classes:  # a file that holds classes holds them all; one that holds none says nothing of them
         classes.replace_all(device_classes)
     inventory = DraCapacity()
@@ -223,7 +224,7 @@ def _knowing(cluster: KnownCluster, document: dict[str, Any]) -> KnownCluster:
     """The cluster once a claim or claim template of the input is made: known to the pods and
     workloads after it, read as the claim watch reads one."""
     template = document.get("kind") == CLAIM_KINDS[1]
-    made = ClaimCache()
+    made = ClaimCache(Events())
     made.lister(template)([document])
     return replace(cluster, claims={**cluster.claims, **made.demands()})
 
@@ -288,7 +289,7 @@ def _finding(problem: PolicyProblem, severity: str) -> dict[str, object]:
 def class_collisions(path: str) -> list[PolicyProblem]:
     """DeviceClasses of a cluster state (`kubectl get deviceclasses -o yaml`) that serve one extended
     resource: the scheduler takes the one made last, so the others serve nothing by that name."""
-    cache = DeviceClassCache()
+    cache = DeviceClassCache(Events())
     cache.replace_all(
         item for _, item in read_manifests(path) if isinstance(item, dict) and item.get("kind") == "DeviceClass"
     )
@@ -361,7 +362,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 def load_engine(policies: list[Path] | None) -> Engine:
     """The engine of `--policies` (bundled without), or exit 2 naming each problem."""
-    from webhook.sources.files import load_policies
+    from webhook.sources.policy_files import load_policies
 
     policy_set, result = load_policies(policies)
     for problem in result.problems:

@@ -38,7 +38,7 @@ from policies import Engine, InputError
 from webhook.cli.inputs import DEFAULT_NAMESPACE, files_of
 from webhook.cli.offline import Judged, judge_all
 from webhook.cli.parsing import command, regex
-from webhook.sources.files import load_policies, read_manifests
+from webhook.sources.policy_files import load_policies, read_manifests
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 TEST_KIND = "Test"

@@ -13,7 +13,7 @@ from typing import Any
 from policies import Ledger, PolicySet, QuotaLine, amount_text, bar, quota_lines, scopes
 from webhook.cli.offline import cluster_state
 from webhook.cli.parsing import DEFAULT_POLICY_NAMESPACE, cluster_options, command
-from webhook.sources.files import load_policies, policy_set_of
+from webhook.sources.policy_files import load_policies, policy_set_of
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 

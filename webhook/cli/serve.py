@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from certs.files import CERT_FILE, KEY_FILE
+from certs.cert_files import CERT_FILE, KEY_FILE
 from policies import InputError
 from webhook.cli.offline import EXIT_OK
 from webhook.cli.parsing import command

@@ -1,7 +1,7 @@
 """The Kubernetes API, by concern; folders are layers (pyproject.toml's import contracts):
 
     wiring.py   every watch one replica runs, and how they feed its view (connect)
-    live.py     one replica's view of its cluster (ClusterView): the cluster as the engine sees
+    live.py     one replica's view of its cluster (LiveCluster): the cluster as the engine sees
                 it (namespace labels, ResourceQuotas, DRA claims, free capacity) and its quota
                 counters, with the quota lines the metrics show
     audit/      the background audit: its runs, and reading pods and writing PolicyReports

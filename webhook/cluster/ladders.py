@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from policies import CATALOG, PolicySet, policy_ladders, why_published
-from webhook.cluster.live import ClusterView
+from webhook.cluster.live import LiveCluster
 from webhook.service import Loop
 
 log = logging.getLogger("gpu_admission.ladders")
@@ -35,7 +35,7 @@ def _not_published() -> None:
 class LadderPublisher:
     def __init__(
         self,
-        view: ClusterView,
+        view: LiveCluster,
         policy_set: Callable[[], PolicySet | None],
         create: Create,
         own_namespace: str = "",

@@ -29,6 +29,7 @@ from webhook.cluster.watches.namespaces import GpuQuotaCache, NamespaceCache
 from webhook.cluster.watches.nodes import NodeCapacity
 from webhook.cluster.watches.pod_groups import PodGroupCache
 from webhook.cluster.watches.slices import DraCapacity
+from webhook.events import Events, NamespaceLabelsChanged, PolicySetInForce
 from webhook.metrics import DUAL_ADVERTISED_NODES
 from webhook.service import Service
 
@@ -40,14 +41,20 @@ def _no_workload(group: str, version: str, plural: str, namespace: str, name: st
     return None
 
 
-class ClusterView:
-    def __init__(self, policy_set: Callable[[], PolicySet | None], clock: Callable[[], float] = time.monotonic) -> None:
+class LiveCluster:
+    """The caches the watches feed, the pod counters, and `events`: what they publish, and the
+    new policy sets announced through `policy_set_changed` (webhook.events)."""
+
+    def __init__(
+        self, policy_set: Callable[[], PolicySet | None], events: Events, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.policy_set = policy_set  # the policies in force, if loaded
-        self.namespaces = NamespaceCache()
+        self.events = events
+        self.namespaces = NamespaceCache(self.events)
         self.quotas = GpuQuotaCache()
-        self.claims = ClaimCache()
-        self.pod_groups = PodGroupCache()
-        self.device_class_cache = DeviceClassCache()
+        self.claims = ClaimCache(self.events)
+        self.pod_groups = PodGroupCache(self.events)
+        self.device_class_cache = DeviceClassCache(self.events)
         self.nodes = NodeCapacity()
         self.slices = DraCapacity()
         # What node labels say, with what DRA devices offer to names a DeviceClass serves.
@@ -56,13 +63,14 @@ class ClusterView:
         self.counting = PodCounting(
             policy_set, clock, namespace_labels=self.namespaces.known, nodes=self.nodes, cluster=self
         )
-        self.namespaces.on_labels_changed(self.counting.recharge_namespaces)
+        # Pods of namespaces whose labels changed may match other namespaceSelectors now.
+        counting = self.counting
+        events.subscribe(NamespaceLabelsChanged, lambda changed: counting.recharge_namespaces(changed.namespaces))
         # Admission against them: local until webhook.cluster.wiring builds it again with the
         # strict budgets' Leases and swaps it in whole (`connect_tracking`).
         self.tracking: QuotaTracking = build_tracking(self.counting)
         self.watches: list[Any] = []  # webhook.cluster.watches.listwatch.ListWatch, one per resource watched
         self.background: list[Service] = []  # the other background parts (leadership, the audit, ...)
-        self._policy_set_listeners: list[Callable[[], None]] = []
         # A workload as the API server holds it, for a review of its Scale subresource (which
         # carries a count, no template): webhook.cluster.wiring reads it; none without a cluster.
         self.read_workload: ReadWorkload = _no_workload
@@ -119,13 +127,9 @@ class ClusterView:
                 return f"watch {watch.name} has not listed yet"
         return ""
 
-    def on_policy_set(self, listener: Callable[[], None]) -> None:
-        """`listener` runs whenever a new policy set is in force (the pod counters follow it)."""
-        self._policy_set_listeners.append(listener)
-
     def policy_set_changed(self) -> None:
-        for listener in self._policy_set_listeners:
-            listener()
+        """A new policy set is in force: PolicySetInForce published (the pod counters follow it)."""
+        self.events.publish(PolicySetInForce())
 
     def connect_tracking(self, tracking: QuotaTracking) -> None:
         """Tracking built over this view's counting (strict budgets through their Leases) in

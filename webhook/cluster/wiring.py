@@ -32,9 +32,9 @@ from webhook.cluster.api.leadership import Leadership
 from webhook.cluster.api.policy_status import PolicyStatusReporter
 from webhook.cluster.audit.background_audit import BackgroundAudit
 from webhook.cluster.ladders import LadderPublisher
-from webhook.cluster.live import ClusterView
+from webhook.cluster.live import LiveCluster
 from webhook.cluster.quota.counting.reservations import PodRef, updated_pod
-from webhook.cluster.quota.leases.ledger import LEDGER_LABEL
+from webhook.cluster.quota.leases.lease_entries import LEDGER_LABEL
 from webhook.cluster.quota.leases.ledger_leases import LedgerLeases
 from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.quota_admission import CONFIRM_AFTER
@@ -48,6 +48,16 @@ from webhook.cluster.watches.pod_groups import VERSIONS as POD_GROUP_VERSIONS
 from webhook.cluster.watches.policy_configmaps import configmap_watch
 from webhook.cluster.watches.policy_namespaces import PolicyNamespaces
 from webhook.cluster.watches.watch_stream import JSON
+from webhook.events import (
+    ClaimsChanged,
+    DeviceClassesChanged,
+    NamespaceLabelsChanged,
+    PodGroupsChanged,
+    PolicySetInForce,
+    SourceLoaded,
+    SourceProblems,
+    SourceRetried,
+)
 from webhook.service import Loop
 from webhook.sources.store import PolicyStore
 
@@ -76,7 +86,7 @@ def _both_lists(first: Callable[[Any], None], second: Callable[[Any], None]) -> 
 
 
 def connect(
-    view: ClusterView,
+    view: LiveCluster,
     store: PolicyStore,
     namespace: str,
     api_client: client.ApiClient | None = None,
@@ -101,14 +111,20 @@ def connect(
     escrow = Escrow(identity, ttl=strict_ttl) if strict_shares else None  # shares of strict budgets
     tracking = build_tracking(view.counting, shared, escrow, confirm_after)
     view.connect_tracking(tracking)
+    events = view.events
     status_lease = LeaseLock(api_client, namespace, STATUS_LEASE, identity, STATUS_LEASE_SECONDS)
     reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)
-    store.listeners.append(reporter)
-    store.good_listeners.append(reporter.persist)
+    # What a policy source shows: its problems and its last good versions on its ConfigMap; a
+    # GPUPolicy's status once a name it was kept out for is free.
+    events.subscribe(SourceProblems, lambda loaded: reporter(loaded.source, loaded.problems))
+    events.subscribe(SourceLoaded, lambda loaded: reporter.persist(loaded.source, loaded.texts))
     custom = client.CustomObjectsApi(api_client)
     gpupolicy_status = GPUPolicyStatusWriter(custom, leads=lambda: status_lease.held)
-    store.retried_listeners.append(
-        lambda source, problems: gpupolicy_status.revise(source, problems, *store.in_force(source, source))
+    events.subscribe(
+        SourceRetried,
+        lambda retried: gpupolicy_status.revise(
+            retried.source, retried.problems, *store.in_force(retried.source, retried.source)
+        ),
     )
 
     def on_lead() -> None:
@@ -126,7 +142,7 @@ def connect(
         keeper.start()
     auditor = BackgroundAudit(store.snapshot, leading=lambda: status_lease.held, every=audit_every or 0)
     if audit_every:
-        view.on_policy_set(auditor.policy_set_changed)
+        events.subscribe(PolicySetInForce, lambda _: auditor.policy_set_changed())
         view.background.append(auditor)
         auditor.start()
     view.namespaces.set_fetch(lambda name: _read_namespace(core, name))
@@ -151,9 +167,10 @@ def connect(
         lambda ns, body: resource_api.create_namespaced_resource_claim_template(ns, body, _request_timeout=(2.0, 5.0)),  # type: ignore[arg-type]
         namespace,
     )
-    view.on_policy_set(publisher.wake)
-    namespaces.on_labels_changed(publisher.wake)
-    view.device_class_cache.on_changed(publisher.wake)
+    # The templates ladders want follow the policies, the namespaces they select and the classes.
+    events.subscribe(PolicySetInForce, publisher.wake)
+    events.subscribe(NamespaceLabelsChanged, publisher.wake)
+    events.subscribe(DeviceClassesChanged, publisher.wake)
     view.background.append(publisher)
     publisher.start()
     watches = [
@@ -197,10 +214,12 @@ def connect(
         if keeper is not None and pods.synced.is_set():  # shares of budgets the set changed, before admissions ask
             keeper.warm_soon()
 
-    view.on_policy_set(recharge_or_relist)
-    view.claims.on_changed(pods.relist)  # a pod's charge includes what its claims can allocate
-    view.pod_groups.on_changed(pods.relist)  # once for all the pods of a group that shares one
-    view.device_class_cache.on_changed(pods.relist)  # and what their classes can select
+    events.subscribe(PolicySetInForce, lambda _: recharge_or_relist())
+    # A pod's charge includes what its claims can allocate (once for all the pods of a group
+    # that shares one) and what their classes can select.
+    events.subscribe(ClaimsChanged, lambda _: pods.relist())
+    events.subscribe(PodGroupsChanged, lambda _: pods.relist())
+    events.subscribe(DeviceClassesChanged, lambda _: pods.relist())
     view.watches.extend(watches)
     for watch in watches[:-1]:
         watch.start()
@@ -226,7 +245,7 @@ def connect(
     return watches
 
 
-def claim_watches(view: ClusterView, api_client: client.ApiClient, **options: Any) -> list[ListWatch]:
+def claim_watches(view: LiveCluster, api_client: client.ApiClient, **options: Any) -> list[ListWatch]:
     """DRA ResourceClaims, ResourceClaimTemplates, DeviceClasses, ResourceSlices, PodGroups and
     DeviceTaintRules (resource.k8s.io/v1, Kubernetes 1.34 on, taint rules 1.37; optional: an API
     server without them has none). The
@@ -294,7 +313,7 @@ class ForgedReservationSweep:
     """Once the pod watch is live, reservations it has not shown the pod of are asked about, every
     `interval` seconds, until stopped (or the pod watch is)."""
 
-    def __init__(self, view: ClusterView, pods: ListWatch, core: client.CoreV1Api, interval: float = 1.0) -> None:
+    def __init__(self, view: LiveCluster, pods: ListWatch, core: client.CoreV1Api, interval: float = 1.0) -> None:
         self._view, self._pods, self._core = view, pods, core
         self._loop = Loop(
             "reservation-sweep",

@@ -12,7 +12,7 @@ from typing import Any
 
 from policies import ENV_SOURCE_KINDS, InputError, Operation, PolicyProblem, load_texts
 from webhook.metrics import ENGINE_ERRORS
-from webhook.serving.errors import BadRequest
+from webhook.serving.http_errors import BadRequest
 from webhook.serving.review import AdmissionRequest, AdmissionResponse
 from webhook.sources import gpupolicies
 from webhook.sources.configmaps import holds_policies, is_policy_configmap, policy_owner, texts_of

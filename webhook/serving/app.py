@@ -10,7 +10,7 @@ from __future__ import annotations
 from flask import Flask, Response
 
 from webhook.metrics import CONTENT_TYPE, exposition
-from webhook.serving import errors
+from webhook.serving import http_errors
 from webhook.serving.review_endpoints import MAX_BODY, ReviewEndpoints
 from webhook.state import EngineHolder
 
@@ -20,7 +20,7 @@ def create_app(holder: EngineHolder, metrics_here: bool = True) -> Flask:
     the webhook's port answers it 404."""
     app = Flask("gpu_admission")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
-    errors.register(app)
+    http_errors.register(app)
     app.wsgi_app = ReviewEndpoints(holder, app.wsgi_app)  # type: ignore[method-assign]
 
     @app.get("/healthz")

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
-from webhook.serving.errors import failed, status_line
+from webhook.serving.http_errors import failed, status_line
 from webhook.serving.review_endpoints import ENDPOINTS, MAX_BODY
 
 HEAD_LIMIT = 8192  # request line and fields; gunicorn's own limits are of this order

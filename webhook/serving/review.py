@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from policies import Operation, RequestInfo
-from webhook.serving.errors import BadRequest
+from webhook.serving.http_errors import BadRequest
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 

@@ -20,7 +20,7 @@ import orjson
 
 from webhook.metrics import REJECTED, latency_of, reviews_counted
 from webhook.serving import admission, deadlines
-from webhook.serving.errors import BadRequest, failed, rejected, status_line
+from webhook.serving.http_errors import BadRequest, failed, rejected, status_line
 from webhook.serving.review import AdmissionRequest, AdmissionResponse, parse_review
 from webhook.state import EngineHolder
 

@@ -24,7 +24,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from policies import PolicyProblem
-from webhook.sources.files import POLICY_SUFFIXES
+from webhook.sources.policy_files import POLICY_SUFFIXES
 from webhook.sources.store import PolicyStore
 
 log = logging.getLogger("gpu_admission.directories")

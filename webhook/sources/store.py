@@ -7,16 +7,16 @@ whatever is wrong with a file (undecodable bytes, YAML, a value no check foresaw
 all because it is empty or was cut off) is a problem of that file, and the file's last good
 version stays in force; a file seen for the first time loads its good documents. Removing a file
 (or a ConfigMap key) removes its policies. A policy name another file already holds is a problem
-of the newcomer. Problems go to `on_result` per source (which logs, counts and tells the
-source), and so does a source becoming clean again.
+of the newcomer. Problems are published per source (webhook.events.SourceProblems: logged,
+counted and told to the source), and so is a source becoming clean again.
 
 No policy lapses silently. A source may come with the versions a replica persisted in the
 cluster once they loaded (a ConfigMap's `gpu-admission.io/last-good`): a bad file with no last
 good version here (a fresh replica) takes that one. A bad file with none at all is out of force
 and fails closed (policies.model.policyset.Lapsed): the pods it could hold are denied, naming it,
 until it loads. A file kept out only for a policy name another file holds loads again once the
-policies in force change (`retried_listeners` hear of it). `good_listeners` hear of each source
-whose files all loaded, to persist them.
+policies in force change (SourceRetried). Each source whose files all loaded is published
+(SourceLoaded), to persist them.
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from policies import BUILT_IN_TABLE, Engine, GPUPolicy, Lapsed, PolicyProblem, PolicySet, WorkloadKind, load_texts
+from webhook.events import Events, SourceLoaded, SourceProblems, SourceRetried
 
 log = logging.getLogger("gpu_admission.policies")
 Texts = tuple[tuple[str, str], ...]
-OnResult = Callable[[str, list[PolicyProblem]], None]
-OnGood = Callable[[str, Texts], None]
 Swap = Callable[[Engine], None]
 
 
@@ -52,15 +51,16 @@ class Seen:
 
 
 class PolicyStore:
-    def __init__(self, swap: Swap, on_result: OnResult | None = None) -> None:
+    """The sources' files and the engine built from them; what happens to a source is published
+    on `events` (the replica's hub: webhook.state.EngineHolder.events)."""
+
+    def __init__(self, swap: Swap, events: Events) -> None:
         self._swap_in = swap  # whoever holds the engine in force (webhook.state.EngineHolder.swap)
         self._swapped_once = False
-        self.listeners: list[OnResult] = [on_result] if on_result else []
+        self._events = events
         self._good: dict[str, dict[str, FileVersion]] = {}  # source -> file -> last good version
         self._seen: dict[str, dict[str, Seen]] = {}  # source -> file -> as last seen
         self._lapsed: dict[str, dict[str, Lapsed]] = {}  # source -> file -> out of force
-        self.good_listeners: list[OnGood] = []
-        self.retried_listeners: list[OnResult] = []  # a source loaded again with no change of its own
         self._lock = threading.Lock()
         self._swapped = threading.Condition()
         self.generation = 0
@@ -119,11 +119,8 @@ class PolicyStore:
         self._report(source, None if first else before, problems)
         self._report_retried(retried)
         if not problems and (changed or first):
-            for listener in self.good_listeners:
-                try:
-                    listener(source, texts)
-                except Exception:  # persisting never stands in the way of loading
-                    log.exception("policy persistence failed", extra={"fields": {"source": source}})
+            # Persisting never stands in the way of loading.
+            self._events.publish(SourceLoaded(source, texts), _failed(source, "policy persistence failed"))
         return problems
 
     def _problems(self, source: str) -> list[PolicyProblem]:
@@ -230,11 +227,7 @@ class PolicyStore:
     def _report_retried(self, retried: list[tuple[str, list[PolicyProblem], list[PolicyProblem]]]) -> None:
         for source, was, now in retried:
             self._report(source, was, now)
-            for listener in self.retried_listeners:
-                try:
-                    listener(source, now)
-                except Exception:
-                    log.exception("policy status listener failed", extra={"fields": {"source": source}})
+            self._events.publish(SourceRetried(source, now), _failed(source))
 
     def _retry_shadowed(self, exclude: str) -> list[tuple[str, list[PolicyProblem], list[PolicyProblem]]]:
         """Files kept out for a policy name another file held, loaded again once the policies in
@@ -287,12 +280,8 @@ class PolicyStore:
                 "policy source has problems: the last good version of each bad file is kept",
                 extra={"fields": {"source": source, "problems": [str(p) for p in problems]}},
             )
-        if problems != before:
-            for listener in self.listeners:
-                try:
-                    listener(source, problems)
-                except Exception:  # reporting never stands in the way of loading
-                    log.exception("policy status listener failed", extra={"fields": {"source": source}})
+        if problems != before:  # reporting never stands in the way of loading
+            self._events.publish(SourceProblems(source, problems), _failed(source))
 
     def _swap(self) -> None:
         from webhook.metrics import GENERATION, OUT_OF_FORCE, POLICIES
@@ -332,3 +321,8 @@ def name_clash(policy: GPUPolicy, other: str) -> PolicyProblem:
     return PolicyProblem(
         policy.source.file, policy.source.line, policy.name, "metadata.name", f"{NAME_CLASH} (also in {other})"
     )
+
+
+def _failed(source: str, what: str = "policy status listener failed") -> Callable[[], None]:
+    """What a reactor's failure leaves: a log line with its traceback, the source named."""
+    return lambda: log.exception(what, extra={"fields": {"source": source}})

@@ -10,7 +10,7 @@ compare-and-swap, unless the admission takes from this replica's share of the bu
 (webhook.cluster.quota.shares.escrow).
 
 What a budget holds in this replica's view, and the shares it grants itself, are
-webhook.cluster.quota.budget_view's; the pods themselves and the reservations are counted by
+webhook.cluster.quota.budget_holdings's; the pods themselves and the reservations are counted by
 webhook.cluster.quota.counting.pod_counting (only counters, never pod objects). The three are built
 together, complete, by webhook.cluster.quota.tracking.
 """
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from policies import Action, Charges, Decision, Verdict
-from webhook.cluster.quota.budget_view import BudgetView, is_strict
+from webhook.cluster.quota.budget_holdings import BudgetHoldings, is_strict
 from webhook.cluster.quota.counting.reservations import PodRef, Reservation, updated_pod
 from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
 from webhook.cluster.quota.shares.share_writers import refill
@@ -43,7 +43,7 @@ class QuotaAdmission:
     counters' lock; strict budgets through their Leases, from this replica's shares."""
 
     def __init__(
-        self, budgets: BudgetView, confirm_after: float = CONFIRM_AFTER, strict_budget: float = STRICT_BUDGET
+        self, budgets: BudgetHoldings, confirm_after: float = CONFIRM_AFTER, strict_budget: float = STRICT_BUDGET
     ) -> None:
         self.budgets = budgets
         self.counting = budgets.counting

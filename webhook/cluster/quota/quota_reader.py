@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from policies import CATALOG, Ledger, Usage, dual_advertised, node_gpus, read_slice
 from webhook.cluster.api.gpupolicy_reads import read_gpupolicy_texts
 from webhook.cluster.api.identity import api_client, impersonate, load_kubeconfig
-from webhook.cluster.quota.leases.ledger import GRANT_PREFIX, LEDGER_LABEL, lease_key, parse_lease
+from webhook.cluster.quota.leases.lease_entries import GRANT_PREFIX, LEDGER_LABEL, lease_key, parse_lease
 from webhook.sources.configmaps import POLICY_LABEL, texts_of
 
 Texts = list[tuple[str, str]]

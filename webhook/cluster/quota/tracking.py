@@ -1,6 +1,6 @@
 """Quota tracking in a replica, built complete in one place: the pods counted and reserved
 (webhook.cluster.quota.counting.pod_counting), what each budget holds in the replica's view
-(webhook.cluster.quota.budget_view), admission against it (webhook.cluster.quota.quota_admission)
+(webhook.cluster.quota.budget_holdings), admission against it (webhook.cluster.quota.quota_admission)
 and, where strict budgets lend shares, the thread that keeps them (ShareKeeper).
 
 Each part gets what it works with when it is made and holds the parts below it; none is
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from webhook.cluster.quota.budget_view import BudgetView
+from webhook.cluster.quota.budget_holdings import BudgetHoldings
 from webhook.cluster.quota.counting.pod_counting import PodCounting
 from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.quota_admission import CONFIRM_AFTER, QuotaAdmission
@@ -27,7 +27,7 @@ class QuotaTracking:
     `keeper` (not started here) keeps this replica's shares, where it lends any."""
 
     counting: PodCounting
-    budgets: BudgetView
+    budgets: BudgetHoldings
     admission: QuotaAdmission
     keeper: ShareKeeper | None = None
 
@@ -40,7 +40,7 @@ def build_tracking(
 ) -> QuotaTracking:
     """Tracking over `counting`: local (no `shared`), strict through the Leases (`shared`), and
     with shares of them (`escrow` too), kept by a ShareKeeper."""
-    budgets = BudgetView(counting, shared, escrow)
+    budgets = BudgetHoldings(counting, shared, escrow)
     admission = QuotaAdmission(budgets, confirm_after=confirm_after)
     if shared is None or escrow is None:
         return QuotaTracking(counting, budgets, admission)

@@ -9,7 +9,7 @@ charged by the template already, so they never ask for a recharge (their pods' c
 the pod's next event, its binding). A claim's `firstAvailable` requests are trued down to what its
 allocation records once the scheduler has allocated it. Any other claim whose demand changes
 (allocated, or deleted and made again, which is how a claim's immutable spec changes), and any
-template that does, asks for the pods to be charged again (`on_changed`).
+template that does, asks for the pods to be charged again (ClaimsChanged).
 
 On an API server without `resource.k8s.io/v1` nothing is listed, so nothing is known: a pod naming
 a claim there (DRA's beta versions) is warned of, not charged.
@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from policies import ClaimDemand, InputError, claim_demand, unreadable_claim, with_allocation
+from webhook.events import ClaimsChanged, Events
 
 log = logging.getLogger("gpu_admission.claims")
 GENERATED = "resource.kubernetes.io/pod-claim-name"
@@ -54,15 +55,14 @@ def _demand(obj: dict[str, Any], template: bool) -> ClaimDemand:
 
 
 class ClaimCache:
-    def __init__(self) -> None:
+    """What each claim and template asks; a change is published as ClaimsChanged on `events`."""
+
+    def __init__(self, events: Events) -> None:
         self._demands: dict[Key, ClaimDemand] = {}
         self._made: set[Key] = set()  # claims made from a template for one pod
         self._lock = threading.Lock()
         self.listed: set[bool] = set()  # which kinds (template or not) have listed once
-        self._listeners: list[Callable[[], None]] = []
-
-    def on_changed(self, listener: Callable[[], None]) -> None:
-        self._listeners.append(listener)
+        self._events = events
 
     def demands(self) -> dict[Key, ClaimDemand]:
         return dict(self._demands)
@@ -115,5 +115,4 @@ class ClaimCache:
         return replace_all
 
     def _changed(self) -> None:
-        for listener in self._listeners:
-            listener()
+        self._events.publish(ClaimsChanged())

@@ -1,7 +1,7 @@
 """The cluster's DRA DeviceClasses (resource.k8s.io/v1), as what each selects and which extended
 resource it serves (policies.gpu.device_classes): what a claim naming a class, or a container
 asking a class's extended resource, is charged. A change of any class asks for the pods to be
-charged again (`on_changed`), as a change of a claim does.
+charged again (DeviceClassesChanged), as a change of a claim does.
 
 Until the watch has listed, and on an API server without `resource.k8s.io/v1`, NVIDIA's classes
 are read as its driver publishes them and any other as a class that may select any GPU.
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from policies import DEFAULT_CLASSES, DeviceClass, DeviceClasses, InputError, read_device_class
+from webhook.events import DeviceClassesChanged, Events
 
 log = logging.getLogger("gpu_admission.device_classes")
 
@@ -28,18 +29,17 @@ def _read(obj: dict[str, Any]) -> DeviceClass | None:
 
 
 class DeviceClassCache:
-    def __init__(self) -> None:
+    """The DeviceClasses; a change is published as DeviceClassesChanged on `events`."""
+
+    def __init__(self, events: Events) -> None:
         self._classes: dict[str, DeviceClass] = {}
         self._view = DEFAULT_CLASSES
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[], None]] = []
+        self._events = events
 
     @property
     def classes(self) -> DeviceClasses:
         return self._view
-
-    def on_changed(self, listener: Callable[[], None]) -> None:
-        self._listeners.append(listener)
 
     def observe(self, kind: str, obj: dict[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name", ""))
@@ -74,5 +74,4 @@ class DeviceClassCache:
             )
 
     def _changed(self) -> None:
-        for listener in self._listeners:
-            listener()
+        self._events.publish(DeviceClassesChanged())

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from policies import limits_whole_gpus
+from webhook.events import Events, NamespaceLabelsChanged
 
 log = logging.getLogger("gpu_admission.namespaces")
 
@@ -25,15 +26,13 @@ def namespace_labels(namespace: dict[str, Any]) -> tuple[str, dict[str, str]]:
 
 
 class NamespaceCache:
-    def __init__(self, fetch: Callable[[str], dict[str, Any] | None] | None = None) -> None:
+    """Labels by namespace; a change is published as NamespaceLabelsChanged on `events`."""
+
+    def __init__(self, events: Events, fetch: Callable[[str], dict[str, Any] | None] | None = None) -> None:
         self._labels: dict[str, dict[str, str]] = {}
         self._fetch = fetch
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[set[str]], None]] = []
-
-    def on_labels_changed(self, listener: Callable[[set[str]], None]) -> None:
-        """`listener` gets the names of namespaces whose labels the watch showed changed."""
-        self._listeners.append(listener)
+        self._events = events
 
     def known(self, namespace: str) -> Mapping[str, str] | None:
         """The labels the watch has shown, never read from the API server."""
@@ -86,8 +85,7 @@ class NamespaceCache:
             self._changed(changed)
 
     def _changed(self, names: set[str]) -> None:
-        for listener in self._listeners:
-            listener(names)
+        self._events.publish(NamespaceLabelsChanged(frozenset(names)))
 
 
 class GpuQuotaCache:

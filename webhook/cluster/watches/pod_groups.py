@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from policies import GroupClaims, pod_group_claims
+from webhook.events import Events, PodGroupsChanged
 
 GROUP = "scheduling.k8s.io"
 VERSIONS = ("v1beta1", "v1alpha2")  # 1.37's, 1.36's
@@ -28,14 +29,13 @@ def _key(obj: dict[str, Any]) -> Key:
 
 
 class PodGroupCache:
-    def __init__(self) -> None:
+    """What each PodGroup shares; a change is published as PodGroupsChanged on `events` (its pods
+    are charged again)."""
+
+    def __init__(self, events: Events) -> None:
         self._by_version: dict[str, dict[Key, GroupClaims]] = {version: {} for version in VERSIONS}
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[], None]] = []
-
-    def on_changed(self, listener: Callable[[], None]) -> None:
-        """`listener` runs when what a group shares changes (its pods are charged again)."""
-        self._listeners.append(listener)
+        self._events = events
 
     def claims(self, namespace: str, name: str) -> GroupClaims | None:
         for groups in self._by_version.values():
@@ -70,5 +70,4 @@ class PodGroupCache:
         return observe
 
     def _changed(self) -> None:
-        for listener in self._listeners:
-            listener()
+        self._events.publish(PodGroupsChanged())

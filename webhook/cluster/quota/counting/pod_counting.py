@@ -1,6 +1,6 @@
 """The pods a replica counts: usage per (policy, scope) fed by pod events and relists, and the
 reservations of pods admitted but not seen yet. What a budget holds is read from them by
-webhook.cluster.quota.budget_view, and admission (webhook.cluster.quota.quota_admission) reserves
+webhook.cluster.quota.budget_holdings, and admission (webhook.cluster.quota.quota_admission) reserves
 here, each under this object's one lock.
 
 Only counters are kept, never pod objects: per pod, a reference to an interned record of what it
@@ -53,7 +53,7 @@ log = logging.getLogger("gpu_admission.usage")
 
 
 class PodCounting:
-    """Counters fed by pod events, and reservations, under one lock (`lock`: the budget view
+    """Counters fed by pod events, and reservations, under one lock (`lock`: the budget holdings
     reads and admission checks and reserves under it too; `reservations` is touched only while
     it is held)."""
 

@@ -24,7 +24,7 @@ import orjson
 from kubernetes.client.exceptions import ApiException
 
 from policies import Usage
-from webhook.cluster.quota.leases.ledger import (
+from webhook.cluster.quota.leases.lease_entries import (
     LEDGER_LABEL,
     RESERVATIONS,
     WANT_PREFIX,

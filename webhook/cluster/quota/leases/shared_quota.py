@@ -25,7 +25,16 @@ from collections.abc import Callable, Iterator
 
 from policies import EMPTY, Usage
 from webhook.cluster.quota.counting.reservations import PodRef, updated_pod
-from webhook.cluster.quota.leases.ledger import GRANT_PREFIX, WANT_PREFIX, Asked, Entry, Key, LeaseState, Mark, mark
+from webhook.cluster.quota.leases.lease_entries import (
+    GRANT_PREFIX,
+    WANT_PREFIX,
+    Asked,
+    Entry,
+    Key,
+    LeaseState,
+    Mark,
+    mark,
+)
 from webhook.cluster.quota.leases.ledger_leases import LedgerLeases
 
 ASK_ATTEMPTS = 5  # writes of a request for shares back, each on the Lease as read after a conflict

@@ -45,7 +45,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from policies import EMPTY, Amount, Quota, Usage, dimensions
-from webhook.cluster.quota.leases.ledger import GRANT_PREFIX
+from webhook.cluster.quota.leases.lease_entries import GRANT_PREFIX
 
 log = logging.getLogger("gpu_admission.quota")
 CHUNK_PODS = 16  # a grant holds what this many pods like the one asking would take ...

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from policies import Quota, Usage
-from webhook.cluster.quota.leases.ledger import GRANT_PREFIX
+from webhook.cluster.quota.leases.lease_entries import GRANT_PREFIX
 from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
 from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.shares.escrow import Dims, Escrow, Key, as_usage
@@ -79,14 +79,14 @@ class ShareKeeper:
         self.escrow = escrow
         self.shared = shared
         self.every = every if every is not None else escrow.ttl / 6
-        # Refills a share ahead of need, in the replica's turn at its Lease (BudgetView.top_up):
+        # Refills a share ahead of need, in the replica's turn at its Lease (BudgetHoldings.top_up):
         # admissions go on taking from what is left meanwhile, and none waits on the write. And
-        # grants shares of the budgets in use where this replica holds none (BudgetView.warm),
+        # grants shares of the budgets in use where this replica holds none (BudgetHoldings.warm),
         # when asked (`warm_soon`: as the replica starts, and after a new policy set).
         self.top_up = top_up
         self.warm = warm
         self._warm_due = False
-        # Near the limit what a share holds goes back (BudgetView.crowded), looked at when the
+        # Near the limit what a share holds goes back (BudgetHoldings.crowded), looked at when the
         # Lease moves (`moved`, from the Lease watch) and when a refill ahead is refused.
         self.crowded = crowded
         self._to_check: set[Key] = set()

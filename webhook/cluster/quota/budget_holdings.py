@@ -22,7 +22,7 @@ from collections.abc import Collection
 from policies import EMPTY, Consistency, GPUPolicy, Quota, Usage
 from webhook.cluster.quota.counting.pod_counting import PodCounting
 from webhook.cluster.quota.counting.reservations import updated_pod
-from webhook.cluster.quota.leases.ledger import GRANT_PREFIX
+from webhook.cluster.quota.leases.lease_entries import GRANT_PREFIX
 from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
 from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.shares.escrow import Dims, Escrow, Key, crowded, dims_of, limits_of
@@ -32,7 +32,7 @@ TOP_UP_WAIT = 1.0  # seconds a refill ahead of need waits for the replica's turn
 WARM_BUDGETS = 32  # strict budgets a replica takes shares of as it starts, most pods first
 
 
-class BudgetView:
+class BudgetHoldings:
     """What each budget holds: the pods `counting` counts and reserves, the strict budgets'
     Leases (`shared`, None: no cluster), and this replica's shares of them (`escrow`, None:
     shares off). Read under the counting's lock; a Lease is never read from the API server
