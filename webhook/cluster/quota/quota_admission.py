@@ -59,20 +59,27 @@ class QuotaAdmission:
 
         A strict quota whose Lease cannot be read or written denies: it cannot be judged.
         """
+        held_in: Charges = ()
+        if updated_pod(pod.key) is not None and not (dry_run or judged.charges or not judged.allowed):
+            # An UPDATE that grows no budget is held in every budget it is in: which, read from
+            # the pod again, outside the counters' lock.
+            held_in = self.counting.charges_as_it_stands(_in(raw, pod.namespace))
         try:
-            return self._admit(judged, pod, dry_run, raw)
+            return self._admit(judged, pod, dry_run, raw, held_in)
         except LedgerUnavailable as error:
             self._release(pod)
             return _denied(Decision(False), f"strict quota ledger unreachable, denied to be safe: {error}")
 
-    def _admit(self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None) -> Decision:
+    def _admit(
+        self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None, held_in: Charges
+    ) -> Decision:
         deadline = self.counting.clock() + self.strict_budget
         attempts = 0
         asked = False
         if self.shared is not None:  # no request to the API server under the counters' lock
             self.shared.leases.read_once(self._strict_charges(judged.charges))
         while True:
-            decision, strict = self._reserve(judged, pod, dry_run, raw)
+            decision, strict = self._reserve(judged, pod, dry_run, raw, held_in)
             if not strict:
                 if asked or not self._look_again(decision, deadline, dry_run):
                     return decision
@@ -83,13 +90,13 @@ class QuotaAdmission:
             with self.shared.turn(strict, deadline - self.counting.clock()) as ours:
                 if not ours:
                     return self._out_of_time(decision, attempts)
-                decision, in_turn = self._reserve(judged, pod, dry_run, raw)
+                decision, in_turn = self._reserve(judged, pod, dry_run, raw, held_in)
                 if in_turn and self.escrow is not None:  # no share granted meanwhile: ask for one
                     self._release(pod)
                     quotas = self.counting.quotas(in_turn)
                     refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self.budgets.free)
                     # Judged again either way: from the share, or on the Lease as the refill left it.
-                    decision, in_turn = self._reserve(judged, pod, dry_run, raw)
+                    decision, in_turn = self._reserve(judged, pod, dry_run, raw, held_in)
                 while in_turn:
                     if not set(in_turn) <= set(strict):  # a new policy set meanwhile: other Leases
                         self._release(pod)
@@ -100,7 +107,7 @@ class QuotaAdmission:
                     self._release(pod)  # another replica wrote first: read again, judge again
                     if self.counting.clock() >= deadline:
                         return self._out_of_time(decision, attempts)
-                    decision, in_turn = self._reserve(judged, pod, dry_run, raw)
+                    decision, in_turn = self._reserve(judged, pod, dry_run, raw, held_in)
                 # Admitted without a write (from a share, or no strict budget left) stands. Denied
                 # in turn, the pod is judged again out of it, where a denial first reads the Leases
                 # again and asks for what other replicas' shares hold.
@@ -110,12 +117,12 @@ class QuotaAdmission:
                 return self._out_of_time(decision, attempts)
 
     def _reserve(
-        self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None
+        self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None, held_in: Charges = ()
     ) -> tuple[Decision, Charges]:
         """Settle `judged` on the counters and, if allowed for real, hold the pod's usage; returns
         the strict quotas among its charges (their reservation is not made until written to their
         Leases). A pod no budget charges is held too, charged nothing: a new policy set may charge
-        it."""
+        it. An UPDATE that grows no budget is held in `held_in`, the budgets it is in."""
         counting = self.counting
         with counting.lock:
             counting.expire()
@@ -129,8 +136,7 @@ class QuotaAdmission:
                 # stands now, in every budget it is in: a new policy set charges it as updated,
                 # not as first admitted nor as the watch last showed it (a relabelled pod, a gated
                 # one widened where no budget charged it), until the watch shows it so.
-                held = Reservation(pod, (), decision.usage, now + counting.ttl, now, (), kept)
-                counting.reservations.add(held.charged(counting.reservation_charges(held)))
+                counting.reservations.add(Reservation(pod, held_in, decision.usage, now + counting.ttl, now, (), kept))
                 return decision, ()
             strict = self._strict_charges(decision.charges)
             if (

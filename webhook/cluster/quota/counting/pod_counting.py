@@ -269,19 +269,24 @@ class PodCounting:
 
     def reservation_charges(self, reservation: Reservation) -> Charges | None:
         """The local budgets a reserved pod is charged to by the policy set in force (its strict
-        ones stay in the Leases they were written to); None where it cannot be said. Under the
-        lock."""
+        ones stay in the Leases they were written to); None where it cannot be said."""
+        charges = self._charges_of_raw(reservation.raw)
+        return None if charges is None else tuple(c for c in charges if c not in reservation.strict)
+
+    def charges_as_it_stands(self, raw: Mapping[str, Any] | None) -> Charges:
+        """The budgets the pod `raw` is in by the policy set in force (none where it cannot be
+        said). Takes no lock: it reads the pod, and only reads what the watches keep."""
+        return self._charges_of_raw(raw) or ()
+
+    def _charges_of_raw(self, raw: Mapping[str, Any] | None) -> Charges | None:
         policy_set = self.policy_set()
-        if reservation.raw is None or policy_set is None:
+        if raw is None or policy_set is None:
             return None
         try:
-            facts = facts_of(reservation.raw, needs_of(policy_set), self.cluster)
+            facts = facts_of(raw, needs_of(policy_set), self.cluster)
         except InputError:
             return None
-        if facts is None:
-            return ()
-        charges = charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
-        return tuple(c for c in charges if c not in reservation.strict)
+        return () if facts is None else self._charge(facts)
 
 
 def _digest(raw: dict[str, Any], needs: Needs) -> bytes | None:
