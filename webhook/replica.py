@@ -32,21 +32,13 @@ __all__ = ["DEFAULT_CERT_DIR", "ServerConfig", "build_app", "prepare_certificate
 
 def build_holder(config: ServerConfig) -> EngineHolder:
     """The engine holder and its policy sources: bundled, directories (reloaded) or ConfigMaps (watched)."""
-    from webhook.metrics import LOAD_ERRORS
-
     namespaced = "all" if config.all_namespaces else "labelled" if config.labelled_namespaces else ""
     settings = AdmissionSettings(config.fail_open, config.watch_namespace, namespaced)
-    holder = EngineHolder(settings)
-
-    def count(loaded: SourceProblems) -> None:
-        LOAD_ERRORS.inc(len(loaded.problems))
-        holder.load_errors += len(loaded.problems)
-
-    holder.events.subscribe(SourceProblems, count)
-    store = PolicyStore(holder.swap, holder.events)
     if config.watch_namespace:
-        background.register(lambda: _watch_cluster(holder, store, config))
-    elif config.policy_dirs:
+        return _connected_holder(config, settings)
+    holder = EngineHolder(settings)
+    store = _store(holder)
+    if config.policy_dirs:
         directories = DirectoryWatcher(list(config.policy_dirs), store)
         holder.sources.append(directories)
         directories.check_once(settle=False)
@@ -56,25 +48,41 @@ def build_holder(config: ServerConfig) -> EngineHolder:
     return holder
 
 
-def _watch_cluster(holder: EngineHolder, store: PolicyStore, config: ServerConfig) -> None:
-    from webhook.cluster.wiring import connect
+def _store(holder: EngineHolder) -> PolicyStore:
+    """The policy store swapping engines into `holder`, its load errors counted."""
+    from webhook.metrics import LOAD_ERRORS
+
+    def count(loaded: SourceProblems) -> None:
+        LOAD_ERRORS.inc(len(loaded.problems))
+        holder.load_errors += len(loaded.problems)
+
+    holder.events.subscribe(SourceProblems, count)
+    return PolicyStore(holder.swap, holder.events)
+
+
+def _connected_holder(config: ServerConfig, settings: AdmissionSettings) -> EngineHolder:
+    """A replica connected to its cluster, built whole here, before gunicorn forks (nothing
+    built makes a request or a thread), and started in the worker, after it: the holder's view
+    over the cluster's link, the policy store, and the watches and background parts
+    (webhook.cluster.wiring.ConnectedReplica), stopped on the worker's way out."""
+    from webhook.cluster.wiring import ConnectedReplica, cluster_link
 
     identity.load_config()
-    connect(
+    api = identity.api_client()
+    link = cluster_link(api, config.watch_namespace, strict_shares=config.strict_shares)
+    holder = EngineHolder(settings, link=link)
+    connected = ConnectedReplica(
         holder.view,
-        store,
+        _store(holder),
         config.watch_namespace,
+        api,
         all_namespaces=config.all_namespaces,
         labelled_namespaces=config.labelled_namespaces,
         audit_every=config.audit_seconds or None,
-        strict_shares=config.strict_shares,
     )
-
-    def stopped() -> None:
-        for thread in holder.view.background:
-            thread.stop()
-
-    background.on_exit(stopped)
+    background.register(connected.start)
+    background.on_exit(connected.stop)
+    return holder
 
 
 def prepare_certificates(config: ServerConfig) -> None:

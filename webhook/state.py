@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies import Decision, Engine, PolicySet
-from webhook.cluster.live import LiveCluster
+from webhook.cluster.live import LOCAL, ClusterLink, LiveCluster
 from webhook.cluster.quota.budget_holdings import BudgetHoldings
 from webhook.cluster.quota.counting.reservations import UPDATE, PodRef
 from webhook.cluster.quota.quota_metrics import QuotaCollector
@@ -30,11 +30,16 @@ class AdmissionSettings:
 
 
 class EngineHolder:
-    def __init__(self, settings: AdmissionSettings | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        settings: AdmissionSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        link: ClusterLink = LOCAL,
+    ) -> None:
         self.settings = settings or AdmissionSettings()
         self._engine: Engine | None = None
         self.events = Events()  # what happens in the replica, and who reacts (webhook.events)
-        self.view = LiveCluster(self._policy_set, self.events, clock)
+        self.view = LiveCluster(self._policy_set, self.events, clock, link)
         self._loaded = threading.Event()
         self.load_errors = 0
         self.sources: list[Any] = []  # policy sources with a thread (webhook.sources.directories)

@@ -26,7 +26,7 @@ from tests.support.cluster import (
 )
 from webhook.cluster.api.identity import api_client
 from webhook.cluster.api.policy_status import LOAD_ERRORS_ANNOTATION
-from webhook.cluster.wiring import connect
+from webhook.cluster.wiring import cluster_link, connect
 from webhook.sources.configmaps import LAST_GOOD_ANNOTATION
 from webhook.sources.store import PolicyStore
 from webhook.state import AdmissionSettings, EngineHolder
@@ -251,20 +251,17 @@ def test_dry_run_under_a_strict_quota_writes_nothing(kube, replicas):
 
 def test_a_relist_asked_for_in_the_middle_of_a_long_watch_starts_at_once(kube, replicas):
     kube.put(NS, "quota", {"q.yaml": TEAM_QUOTA})
-    holder = EngineHolder(AdmissionSettings(policy_namespace=NS))
     api = api_client(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
-    watches = connect(holder.view, PolicyStore(holder.swap, holder.events), NS, api, watch_seconds=300)
+    holder = EngineHolder(AdmissionSettings(policy_namespace=NS), link=cluster_link(api, NS))
+    connected = connect(holder.view, PolicyStore(holder.swap, holder.events), NS, api, watch_seconds=300)
     try:
-        pods = watches[-1]
+        pods = connected.watches[-1]
         assert pods.synced.wait(10)
         relisted = pods.relists
         pods.relist()
         assert eventually(lambda: pods.relists == relisted + 1, timeout=5)
     finally:
-        for thread in [*watches, *holder.view.background]:
-            thread.stop(wait=False)
-        for thread in [*watches, *holder.view.background]:
-            thread.stop()
+        connected.stop()
 
 
 def test_a_resourcequota_on_whole_gpus_that_the_rewrite_sidesteps_is_warned_about(kube, replicas):

@@ -1,6 +1,7 @@
 """Quota tracking is made of parts that hold one another, built complete in one place
-(webhook.cluster.quota.tracking): no part extends another, a replica's counters outlive the
-tracking swapped in over them, and the keeper of shares hears of them as soon as it is built."""
+(webhook.cluster.quota.tracking): no part extends another, a replica's view builds its tracking
+over its own counters (as its cluster link says), and the keeper of shares hears of them as soon
+as it is built."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 import webhook.cluster.quota as quota_package
 from tests.support.builders import engine_from, pod, policy
+from webhook.cluster.live import ClusterLink
 from webhook.cluster.quota.counting.pod_counting import PodCounting
 from webhook.cluster.quota.leases.ledger_leases import LedgerLeases
 from webhook.cluster.quota.leases.shared_quota import SharedReservations
@@ -40,8 +42,9 @@ def test_no_quota_class_extends_another_of_the_project():
     assert {name: bases for name, bases in extended.items() if bases} == {}
 
 
-def test_the_counters_and_reservations_outlive_the_tracking_swapped_in_over_them():
-    holder = EngineHolder()
+def test_the_view_builds_its_tracking_over_its_own_counters_as_its_link_says():
+    holder = EngineHolder(link=ClusterLink(tracking=lambda counting: build_tracking(counting, confirm_after=1.0)))
+    assert holder.tracking.admission.confirm_after == 1.0 and holder.tracking.counting is holder.view.counting
     holder.swap(engine_from(QUOTA))
     gpu = pod(
         {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}, namespace="team-a"
@@ -50,17 +53,13 @@ def test_the_counters_and_reservations_outlive_the_tracking_swapped_in_over_them
     judged = holder.engine.judge(gpu, holder.budgets)
     assert holder.admit(judged, "team-a", "p0", gpu, dry_run=False).allowed
     budget = holder.engine.policy_set.by_name("team-a")
-    assert holder.budgets.usage(budget, "team-a").pods == 1
-
-    holder.view.connect_tracking(build_tracking(holder.view.counting, confirm_after=1.0))
-    assert holder.tracking.admission.confirm_after == 1.0
-    assert holder.budgets.usage(budget, "team-a").pods == 1  # the reservation, held by the same counting
+    assert holder.budgets.usage(budget, "team-a").pods == 1  # the reservation, held by the view's counting
 
 
 def test_tracking_over_another_replicas_counters_is_refused():
-    holder = EngineHolder()
+    elsewhere = PodCounting(lambda: None)
     with pytest.raises(ValueError, match="this view's counting"):
-        holder.view.connect_tracking(build_tracking(PodCounting(lambda: None)))
+        EngineHolder(link=ClusterLink(tracking=lambda counting: build_tracking(elsewhere)))
 
 
 def test_local_tracking_has_no_leases_no_shares_and_no_keeper():

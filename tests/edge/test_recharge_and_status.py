@@ -92,7 +92,7 @@ def rejected(kube: FakeKube) -> list[dict]:
 
 def test_three_replicas_say_a_bad_policy_once_and_its_fix_once(kube, replicas):
     trio = [start(kube, replicas) for _ in range(3)]
-    assert eventually(lambda: sum(r.holder.view.background[0].leading for r in trio) == 1)
+    assert eventually(lambda: sum(r.leadership.leading for r in trio) == 1)
     kube.put(NS, "team", {"a.yaml": policy("team", "mig: {defaultProfile: 1g.11gb}")})
     assert eventually(lambda: all(r.store.problems_of("configmap/gpu-admission/team") for r in trio))
     assert kube.wait_for(lambda: len(rejected(kube)) == 1)
@@ -114,11 +114,11 @@ def short_status_lease(monkeypatch):
 
 def test_when_the_leader_goes_the_next_replica_reports_what_it_had_not(kube, replicas, short_status_lease):
     first = start(kube, replicas)
-    assert eventually(lambda: first.holder.view.background[0].leading)
+    assert eventually(lambda: first.leadership.leading)
     second = start(kube, replicas)
     first.stop()  # gives the Lease up on the way out
     replicas.remove(first)
-    assert eventually(lambda: second.holder.view.background[0].leading, timeout=5)
+    assert eventually(lambda: second.leadership.leading, timeout=5)
     kube.put(NS, "team", {"a.yaml": policy("team", "mig: {defaultProfile: 1g.11gb}")})
     assert kube.wait_for(lambda: len(rejected(kube)) == 1)
     assert rejected(kube)[0]["reportingInstance"] == second.identity
@@ -128,13 +128,13 @@ def test_a_replica_that_becomes_leader_tells_a_configmap_what_no_one_had(kube, r
     """A bad ConfigMap seen while another replica led, whose leader went before writing: the new
     leader annotates it and says it once."""
     first = start(kube, replicas)
-    assert eventually(lambda: first.holder.view.background[0].leading)
+    assert eventually(lambda: first.leadership.leading)
     second = start(kube, replicas)
     first.holder.events.silence(SourceProblems)  # the leader will write nothing more ...
     kube.put(NS, "team", {"a.yaml": policy("team", "mig: {defaultProfile: 1g.11gb}")})
     assert eventually(lambda: second.store.problems_of("configmap/gpu-admission/team"))
     assert not rejected(kube)  # ... and the follower does not write
-    first.holder.view.background[0].stop()  # the leader goes, its Lease given up
+    first.leadership.stop()  # the leader goes, its Lease given up
     assert kube.wait_for(lambda: len(rejected(kube)) == 1, timeout=5)
     assert "gpu-admission.io/load-errors" in kube.get("configmaps", NS, "team")["metadata"]["annotations"]
     assert rejected(kube)[0]["reportingInstance"] == second.identity

@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.builders import engine_from, gpu_container, pod, policy
 from tests.support.server_harness import ApiServer, admission_review, api_server, holder_of, scale_review
+from webhook.cluster.live import ClusterLink
 
 POLICIES = [
     policy("four-gpus", "match: {namespaces: [team]}\nquota: {limits: {gpus: 4}}"),
@@ -51,7 +52,6 @@ def leader_worker_set(namespace: str, replicas: int, size: int) -> dict[str, Any
 
 @pytest.fixture
 def api(tmp_path):
-    holder = holder_of(engine_from(*POLICIES))
     workloads = {
         ("apps", "deployments", "team", "serve"): deployment("team", 2),
         ("apps", "deployments", "loose", "serve"): deployment("loose", 2),
@@ -59,7 +59,8 @@ def api(tmp_path):
             "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}},
         ("leaderworkerset.x-k8s.io", "leaderworkersets", "team", "llm"): leader_worker_set("team", 1, 2),
     }  # fmt: skip
-    holder.view.read_workload = lambda group, version, plural, ns, name: workloads.get((group, plural, ns, name))
+    link = ClusterLink(read_workload=lambda group, version, plural, ns, name: workloads.get((group, plural, ns, name)))
+    holder = holder_of(engine_from(*POLICIES), link)
     with api_server(holder, tmp_path) as server:
         for namespace in ("team", "loose"):  # the Deployment's two running pods, charged
             for i in range(2):

@@ -14,7 +14,7 @@ from tests.support.builders import pod, policy
 from tests.support.kube_fake import FakeKube
 from tests.support.reviews import review
 from webhook.cluster.api.identity import api_client
-from webhook.cluster.wiring import connect
+from webhook.cluster.wiring import cluster_link, connect
 from webhook.serving import admission
 from webhook.serving.review import parse_review
 from webhook.sources.store import PolicyStore
@@ -45,6 +45,9 @@ WATCHED = (
 STREAMS = tuple(name.partition(".")[0] for name in WATCHED if name != "podgroups.v1alpha2")
 
 
+LINK_OPTIONS = ("strict_ttl", "strict_shares", "confirm_after")  # how a replica reaches its cluster (cluster_link)
+
+
 class Replica:
     """One webhook instance: its own engine, counters, watches and API client."""
 
@@ -53,15 +56,18 @@ class Replica:
     def __init__(self, kube: FakeKube, all_namespaces: bool = False, page: int = 500, **connected: Any) -> None:
         Replica.count += 1
         self.identity = f"replica-{Replica.count}"
-        self.holder = EngineHolder(AdmissionSettings(policy_namespace=NS))
-        self.store = PolicyStore(self.holder.swap, self.holder.events)
         api = api_client(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))  # the replica's pool
         api.user_agent = f"gpu-admission/test ({self.identity})"
+        linked = {key: connected.pop(key) for key in LINK_OPTIONS if key in connected}
+        link = cluster_link(api, NS, self.identity, **linked)
+        self.holder = EngineHolder(AdmissionSettings(policy_namespace=NS), link=link)
+        self.store = PolicyStore(self.holder.swap, self.holder.events)
         options: dict[str, Any] = {"watch_seconds": 1, "backoff": (0.05, 0.2), "page": page}
         options.update(connected)
-        self.watches = connect(
+        self.connected = connect(
             self.holder.view, self.store, NS, api, all_namespaces=all_namespaces, identity=self.identity, **options
         )
+        self.watches = self.connected.watches
 
     def wait_ready(self) -> None:
         assert all(w.synced.wait(10) for w in self.watches) and self.holder.ready
@@ -78,11 +84,13 @@ class Replica:
         found = self.holder.engine.policy_set.by_name(policy_name)
         return self.holder.budgets.usage(found, scope).pods
 
+    @property
+    def leadership(self) -> Any:
+        """Its part that leads status (webhook.cluster.api.leadership), started first."""
+        return self.connected.services[0]
+
     def stop(self) -> None:
-        for thread in [*self.watches, *self.holder.view.background]:
-            thread.stop(wait=False)
-        for thread in [*self.watches, *self.holder.view.background]:
-            thread.stop()
+        self.connected.stop()
 
 
 def start(kube: FakeKube, replicas: list[Replica], **options: Any) -> Replica:

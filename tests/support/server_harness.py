@@ -15,6 +15,7 @@ from werkzeug.serving import make_server
 
 from certs.cert_files import CA_FILE, CERT_FILE, KEY_FILE, ensure_dev_certificates
 from policies.engine import Engine
+from webhook.cluster.live import LOCAL, ClusterLink
 from webhook.serving.app import create_app
 from webhook.serving.tls import server_context
 from webhook.state import AdmissionSettings, EngineHolder
@@ -136,9 +137,9 @@ def api_server(holder: EngineHolder, cert_dir: Path) -> Iterator[ApiServer]:
             client.close()
 
 
-def holder_of(engine: Engine) -> EngineHolder:
-    """A replica's holder with `engine` in force (no cluster behind it)."""
-    holder = EngineHolder(AdmissionSettings())
+def holder_of(engine: Engine, link: ClusterLink = LOCAL) -> EngineHolder:
+    """A replica's holder with `engine` in force (no cluster behind it, but what `link` reads)."""
+    holder = EngineHolder(AdmissionSettings(), link=link)
     holder.swap(engine)
     return holder
 

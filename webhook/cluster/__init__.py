@@ -1,6 +1,8 @@
 """The Kubernetes API, by concern; folders are layers (pyproject.toml's import contracts):
 
-    wiring.py   every watch one replica runs, and how they feed its view (connect)
+    wiring.py   a replica's part of the cluster built whole (ConnectedReplica: every watch and
+                background part, who reacts to what, started and stopped in order) and how
+                it reaches the cluster beyond its watches (cluster_link)
     live.py     one replica's view of its cluster (LiveCluster): the cluster as the engine sees
                 it (namespace labels, ResourceQuotas, DRA claims, free capacity) and its quota
                 counters, with the quota lines the metrics show

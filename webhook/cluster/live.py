@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from policies import (
@@ -31,7 +32,6 @@ from webhook.cluster.watches.pod_groups import PodGroupCache
 from webhook.cluster.watches.slices import DraCapacity
 from webhook.events import Events, NamespaceLabelsChanged, PolicySetInForce
 from webhook.metrics import DUAL_ADVERTISED_NODES
-from webhook.service import Service
 
 # (group, version, plural, namespace, name) -> the object, or None where there is none
 ReadWorkload = Callable[[str, str, str, str, str], "dict[str, Any] | None"]
@@ -41,16 +41,38 @@ def _no_workload(group: str, version: str, plural: str, namespace: str, name: st
     return None
 
 
+@dataclass(frozen=True)
+class ClusterLink:
+    """What a replica reaches its cluster by, beyond what its watches show: a namespace the watch
+    has not shown yet (`read_namespace`: the pod may come right behind its namespace), a workload
+    whose Scale subresource is reviewed (`read_workload`: a Scale carries a count, no template),
+    and its quota tracking built over its counters (`tracking`: strict budgets through their
+    Leases, webhook.cluster.wiring.cluster_link). LOCAL: no cluster (bundled policies or
+    directories, offline): nothing is read, and budgets are this replica's alone."""
+
+    read_namespace: Callable[[str], dict[str, Any] | None] | None = None
+    read_workload: ReadWorkload = _no_workload
+    tracking: Callable[[PodCounting], QuotaTracking] = build_tracking
+
+
+LOCAL = ClusterLink()
+
+
 class LiveCluster:
-    """The caches the watches feed, the pod counters, and `events`: what they publish, and the
-    new policy sets announced through `policy_set_changed` (webhook.events)."""
+    """The caches the watches feed, the pod counters and the quota tracking over them, built
+    complete from `link`; and `events`: what the caches publish, and the new policy sets
+    announced through `policy_set_changed` (webhook.events)."""
 
     def __init__(
-        self, policy_set: Callable[[], PolicySet | None], events: Events, clock: Callable[[], float] = time.monotonic
+        self,
+        policy_set: Callable[[], PolicySet | None],
+        events: Events,
+        clock: Callable[[], float] = time.monotonic,
+        link: ClusterLink = LOCAL,
     ) -> None:
         self.policy_set = policy_set  # the policies in force, if loaded
         self.events = events
-        self.namespaces = NamespaceCache(self.events)
+        self.namespaces = NamespaceCache(self.events, link.read_namespace)
         self.quotas = GpuQuotaCache()
         self.claims = ClaimCache(self.events)
         self.pod_groups = PodGroupCache(self.events)
@@ -66,14 +88,13 @@ class LiveCluster:
         # Pods of namespaces whose labels changed may match other namespaceSelectors now.
         counting = self.counting
         events.subscribe(NamespaceLabelsChanged, lambda changed: counting.recharge_namespaces(changed.namespaces))
-        # Admission against them: local until webhook.cluster.wiring builds it again with the
-        # strict budgets' Leases and swaps it in whole (`connect_tracking`).
-        self.tracking: QuotaTracking = build_tracking(self.counting)
+        # Admission against them: the reservations it makes live in these counters.
+        self.tracking: QuotaTracking = link.tracking(self.counting)
+        if self.tracking.counting is not self.counting:
+            raise ValueError("quota tracking must be built over this view's counting")
         self.watches: list[Any] = []  # webhook.cluster.watches.listwatch.ListWatch, one per resource watched
-        self.background: list[Service] = []  # the other background parts (leadership, the audit, ...)
-        # A workload as the API server holds it, for a review of its Scale subresource (which
-        # carries a count, no template): webhook.cluster.wiring reads it; none without a cluster.
-        self.read_workload: ReadWorkload = _no_workload
+        # A workload as the API server holds it, for a review of its Scale subresource.
+        self.read_workload: ReadWorkload = link.read_workload
         self._dual_count = -1  # what the dual-advertised gauge was last set to
 
     # -- policies.review.cluster.ClusterState ------------------------------------------------------------
@@ -130,14 +151,6 @@ class LiveCluster:
     def policy_set_changed(self) -> None:
         """A new policy set is in force: PolicySetInForce published (the pod counters follow it)."""
         self.events.publish(PolicySetInForce())
-
-    def connect_tracking(self, tracking: QuotaTracking) -> None:
-        """Tracking built over this view's counting (strict budgets through their Leases) in
-        force from now on: one reference swapped, as an engine is. Tracking over other counters
-        is refused: the reservations admitted so far live in this view's counting."""
-        if tracking.counting is not self.counting:
-            raise ValueError("quota tracking must be built over this view's counting")
-        self.tracking = tracking
 
     # -- the quota view ------------------------------------------------------------------------
     def quota_lines(self, policy_set: PolicySet | None) -> list[QuotaLine]:

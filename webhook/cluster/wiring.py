@@ -27,12 +27,11 @@ from kubernetes.client.exceptions import ApiException
 from certs.lease import LeaseLock
 from webhook.cluster.api.gpupolicy_status import GPUPolicyStatusWriter
 from webhook.cluster.api.identity import REPLICA
-from webhook.cluster.api.identity import api_client as identity_api_client
 from webhook.cluster.api.leadership import Leadership
 from webhook.cluster.api.policy_status import PolicyStatusReporter
 from webhook.cluster.audit.background_audit import BackgroundAudit
 from webhook.cluster.ladders import LadderPublisher
-from webhook.cluster.live import LiveCluster
+from webhook.cluster.live import ClusterLink, LiveCluster
 from webhook.cluster.quota.counting.reservations import PodRef, updated_pod
 from webhook.cluster.quota.leases.lease_entries import LEDGER_LABEL
 from webhook.cluster.quota.leases.ledger_leases import LedgerLeases
@@ -58,7 +57,7 @@ from webhook.events import (
     SourceProblems,
     SourceRetried,
 )
-from webhook.service import Loop
+from webhook.service import Loop, Service
 from webhook.sources.store import PolicyStore
 
 NAMESPACE_TIMEOUT = 2.0
@@ -85,116 +84,135 @@ def _both_lists(first: Callable[[Any], None], second: Callable[[Any], None]) -> 
     return listed
 
 
-def connect(
-    view: LiveCluster,
-    store: PolicyStore,
+def cluster_link(
+    api_client: client.ApiClient,
     namespace: str,
-    api_client: client.ApiClient | None = None,
-    all_namespaces: bool = False,
-    labelled_namespaces: bool = False,
     identity: str = REPLICA,
-    audit_every: float | None = None,
     strict_ttl: float = 30.0,
     strict_shares: bool = True,
     confirm_after: float = CONFIRM_AFTER,
-    **options: Any,
-) -> list[ListWatch]:
-    """Start every watch; returns them (tests stop them, and view.background). `namespace` is
-    the webhook's own; `audit_every`: the leader's background audit period (None: no audit);
-    `strict_ttl`: how long a strict quota's reservations and shares count after they are read;
-    `strict_shares`: strict budgets lend shares to replicas (off: a Lease write a pod);
-    `confirm_after`: seconds the pod watch has to show an admitted pod before it is asked for."""
-    api_client = api_client or identity_api_client()
+) -> ClusterLink:
+    """How a replica reaches its cluster beyond its watches (webhook.cluster.live.ClusterLink):
+    namespaces and workloads read on demand, and quota tracking whose strict budgets live in
+    Leases of `namespace` (the webhook's own). `strict_ttl`: how long a strict quota's
+    reservations and shares count after they are read; `strict_shares`: strict budgets lend
+    shares to replicas (off: a Lease write a pod); `confirm_after`: seconds the pod watch has to
+    show an admitted pod before it is asked for. Makes no request: the first is the watches'."""
     core = client.CoreV1Api(api_client)
     ledger = LedgerLeases(client.CoordinationV1Api(api_client), namespace, identity, ttl=strict_ttl)
     shared = SharedReservations(ledger)
     escrow = Escrow(identity, ttl=strict_ttl) if strict_shares else None  # shares of strict budgets
-    tracking = build_tracking(view.counting, shared, escrow, confirm_after)
-    view.connect_tracking(tracking)
-    events = view.events
-    status_lease = LeaseLock(api_client, namespace, STATUS_LEASE, identity, STATUS_LEASE_SECONDS)
-    reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)
-    # What a policy source shows: its problems and its last good versions on its ConfigMap; a
-    # GPUPolicy's status once a name it was kept out for is free.
-    events.subscribe(SourceProblems, lambda loaded: reporter(loaded.source, loaded.problems))
-    events.subscribe(SourceLoaded, lambda loaded: reporter.persist(loaded.source, loaded.texts))
-    custom = client.CustomObjectsApi(api_client)
-    gpupolicy_status = GPUPolicyStatusWriter(custom, leads=lambda: status_lease.held)
-    events.subscribe(
-        SourceRetried,
-        lambda retried: gpupolicy_status.revise(
-            retried.source, retried.problems, *store.in_force(retried.source, retried.source)
-        ),
+    return ClusterLink(
+        read_namespace=lambda name: _read_namespace(core, name),
+        read_workload=_workload_reader(client.CustomObjectsApi(api_client)),
+        tracking=lambda counting: build_tracking(counting, shared, escrow, confirm_after),
     )
 
-    def on_lead() -> None:
-        reporter.reconcile()
-        gpupolicy_status.reconcile()
 
-    # The status leader also deletes strict quota Leases left with expired reservations only.
-    chores = ((LEASE_SWEEP_SECONDS, ledger.sweep),)
-    leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=on_lead, chores=chores)
-    view.background.append(leadership)
-    leadership.start()
-    keeper = tracking.keeper
-    if keeper is not None:  # this replica's shares, written again when due
-        view.background.append(keeper)
-        keeper.start()
-    auditor = BackgroundAudit(store.snapshot, leading=lambda: status_lease.held, every=audit_every or 0)
-    if audit_every:
-        events.subscribe(PolicySetInForce, lambda _: auditor.policy_set_changed())
-        view.background.append(auditor)
-        auditor.start()
-    view.namespaces.set_fetch(lambda name: _read_namespace(core, name))
-    view.read_workload = _workload_reader(custom)
-    counting, namespaces, quotas = view.counting, view.namespaces, view.quotas
-    namespaces_listed: Callable[[Any], None] = namespaces.replace_all
-    namespace_seen: Callable[[str, JSON], None] = namespaces.observe
-    if labelled_namespaces:  # team policies: a ConfigMap watch per namespace opened to them
-        teams = PolicyNamespaces(
-            lambda team: configmap_watch(core, team, store, own_namespace=namespace, **options), store, namespace
+class ConnectedReplica:
+    """A replica's part of the cluster, built whole from the holder's view (itself built over a
+    `cluster_link`) and the policy store: the watches that feed the view and the store, what
+    reports status and leads, the ladder publisher, the background audit, the keeper of quota
+    shares and the sweep of forged reservations. Who reacts to what is subscribed here
+    (webhook.events). `start` starts the parts in order, pods last, once policies, namespaces
+    and DRA objects are known; `stop` stops them in the reverse order. `namespace`: the webhook's
+    own; `audit_every`: the leader's background audit period (None: no audit)."""
+
+    def __init__(
+        self,
+        view: LiveCluster,
+        store: PolicyStore,
+        namespace: str,
+        api_client: client.ApiClient,
+        all_namespaces: bool = False,
+        labelled_namespaces: bool = False,
+        identity: str = REPLICA,
+        audit_every: float | None = None,
+        **options: Any,
+    ) -> None:
+        core = client.CoreV1Api(api_client)
+        custom = client.CustomObjectsApi(api_client)
+        events, tracking = view.events, view.tracking
+        if tracking.budgets.shared is None:
+            raise ValueError("a connected replica's view is built over its cluster_link")
+        ledger = tracking.budgets.shared.leases
+        keeper = self._keeper = tracking.keeper
+
+        # Status: the leader tells each policy source how it loaded, and keeps the Leases clean.
+        status_lease = LeaseLock(api_client, namespace, STATUS_LEASE, identity, STATUS_LEASE_SECONDS)
+        reporter = PolicyStatusReporter(core, identity, leads=lambda: status_lease.held)
+        gpupolicy_status = GPUPolicyStatusWriter(custom, leads=lambda: status_lease.held)
+        events.subscribe(SourceProblems, lambda loaded: reporter(loaded.source, loaded.problems))
+        events.subscribe(SourceLoaded, lambda loaded: reporter.persist(loaded.source, loaded.texts))
+        events.subscribe(
+            SourceRetried,
+            lambda retried: gpupolicy_status.revise(
+                retried.source, retried.problems, *store.in_force(retried.source, retried.source)
+            ),
         )
-        view.background.append(teams)
-        namespaces_listed, namespace_seen = (
-            _both_lists(namespaces.replace_all, teams.replace_all),
-            _both(namespaces.observe, teams.observe),
+
+        def on_lead() -> None:
+            reporter.reconcile()
+            gpupolicy_status.reconcile()
+
+        # The status leader also deletes strict quota Leases left with expired reservations only.
+        chores = ((LEASE_SWEEP_SECONDS, ledger.sweep),)
+        leadership = Leadership(status_lease, STATUS_LEASE_SECONDS / 3, on_lead=on_lead, chores=chores)
+        auditor = BackgroundAudit(store.snapshot, leading=lambda: status_lease.held, every=audit_every or 0)
+        if audit_every:
+            events.subscribe(PolicySetInForce, lambda _: auditor.policy_set_changed())
+
+        # The templates ladders want follow the policies, the namespaces they select and the classes.
+        templates = client.ResourceV1Api(api_client).create_namespaced_resource_claim_template
+        publisher = self._publisher = LadderPublisher(
+            view,
+            view.policy_set,
+            lambda ns, body: templates(ns, body, _request_timeout=(2.0, 5.0)),  # type: ignore[arg-type]
+            namespace,
         )
-    dra = claim_watches(view, api_client, **options)
-    resource_api = client.ResourceV1Api(api_client)
-    publisher = LadderPublisher(
-        view,
-        view.policy_set,
-        lambda ns, body: resource_api.create_namespaced_resource_claim_template(ns, body, _request_timeout=(2.0, 5.0)),  # type: ignore[arg-type]
-        namespace,
-    )
-    # The templates ladders want follow the policies, the namespaces they select and the classes.
-    events.subscribe(PolicySetInForce, publisher.wake)
-    events.subscribe(NamespaceLabelsChanged, publisher.wake)
-    events.subscribe(DeviceClassesChanged, publisher.wake)
-    view.background.append(publisher)
-    publisher.start()
-    watches = [
-        configmap_watch(core, namespace, store, all_namespaces, **options),
-        gpupolicy_watch(custom, store, gpupolicy_status, **options),
-        ListWatch("namespaces", core.list_namespace, (), namespaces_listed, namespace_seen, **options),
-        ListWatch(
+        events.subscribe(PolicySetInForce, publisher.wake)
+        events.subscribe(NamespaceLabelsChanged, publisher.wake)
+        events.subscribe(DeviceClassesChanged, publisher.wake)
+
+        namespaces = view.namespaces
+        namespaces_listed: Callable[[Any], None] = namespaces.replace_all
+        namespace_seen: Callable[[str, JSON], None] = namespaces.observe
+        teams: list[PolicyNamespaces] = []
+        if labelled_namespaces:  # team policies: a ConfigMap watch per namespace opened to them
+            teams.append(
+                PolicyNamespaces(
+                    lambda team: configmap_watch(core, team, store, own_namespace=namespace, **options),
+                    store,
+                    namespace,
+                )
+            )
+            namespaces_listed, namespace_seen = (
+                _both_lists(namespaces.replace_all, teams[0].replace_all),
+                _both(namespaces.observe, teams[0].observe),
+            )
+        dra = self._dra = claim_watches(view, api_client, **options)
+        self._configmaps = configmap_watch(core, namespace, store, all_namespaces, **options)
+        self._gpupolicies = gpupolicy_watch(custom, store, gpupolicy_status, **options)
+        self._namespaces = ListWatch(
+            "namespaces", core.list_namespace, (), namespaces_listed, namespace_seen, **options
+        )
+        nodes = ListWatch(
             "nodes",
             core.list_node,
             (),
             _both_lists(view.nodes.replace_all, view.nodes_or_slices_changed),
             _both(_both(view.nodes.observe, auditor.node_seen), view.nodes_or_slices_changed),
             **options,
-        ),
-        ListWatch(
+        )
+        quotas = ListWatch(
             "resourcequotas",
             core.list_resource_quota_for_all_namespaces,
             (),
-            quotas.replace_all,
-            quotas.observe,
+            view.quotas.replace_all,
+            view.quotas.observe,
             **options,
-        ),
-        *dra,
-        ListWatch(
+        )
+        self._leases = ListWatch(
             "leases",
             client.CoordinationV1Api(api_client).list_namespaced_lease,
             (namespace,),
@@ -202,47 +220,90 @@ def connect(
             ledger.observe,
             label_selector=f"{LEDGER_LABEL}=true",
             **options,
-        ),
-        ListWatch("pods", core.list_pod_for_all_namespaces, (), counting.replace_all, counting.observe, **options),
-    ]
-    configmaps, gpupolicies, namespaces_watch = watches[0], watches[1], watches[2]
-    leases, pods = watches[-2], watches[-1]
+        )
+        counting = view.counting
+        pods = self._pods = ListWatch(
+            "pods", core.list_pod_for_all_namespaces, (), counting.replace_all, counting.observe, **options
+        )
+        self.watches: tuple[ListWatch, ...] = (
+            self._configmaps,
+            self._gpupolicies,
+            self._namespaces,
+            nodes,
+            quotas,
+            *dra,
+            self._leases,
+            pods,
+        )
 
-    def recharge_or_relist() -> None:
-        if not counting.recharge():
-            pods.relist()
-        if keeper is not None and pods.synced.is_set():  # shares of budgets the set changed, before admissions ask
-            keeper.warm_soon()
+        # The pods are charged by the policies in force: again from what the counters keep, or
+        # listed again where the new set reads what they do not keep.
+        def recharge_or_relist(_: PolicySetInForce) -> None:
+            if not counting.recharge():
+                pods.relist()
+            if keeper is not None and pods.synced.is_set():  # shares of budgets the set changed, before admissions ask
+                keeper.warm_soon()
 
-    events.subscribe(PolicySetInForce, lambda _: recharge_or_relist())
-    # A pod's charge includes what its claims can allocate (once for all the pods of a group
-    # that shares one) and what their classes can select.
-    events.subscribe(ClaimsChanged, lambda _: pods.relist())
-    events.subscribe(PodGroupsChanged, lambda _: pods.relist())
-    events.subscribe(DeviceClassesChanged, lambda _: pods.relist())
-    view.watches.extend(watches)
-    for watch in watches[:-1]:
-        watch.start()
+        events.subscribe(PolicySetInForce, recharge_or_relist)
+        # A pod's charge includes what its claims can allocate (once for all the pods of a group
+        # that shares one) and what their classes can select.
+        events.subscribe(ClaimsChanged, lambda _: pods.relist())
+        events.subscribe(PodGroupsChanged, lambda _: pods.relist())
+        events.subscribe(DeviceClassesChanged, lambda _: pods.relist())
 
-    def pods_once_policies_and_namespaces_are_known() -> None:
+        sweep = ForgedReservationSweep(view, pods, core)
+        # Started in this order, stopped in the reverse; the pod watch is started apart, last.
+        self.services: tuple[Service, ...] = (
+            leadership,
+            *((keeper,) if keeper is not None else ()),
+            *((auditor,) if audit_every else ()),
+            *teams,
+            publisher,
+            *self.watches[:-1],
+        )
+        self._sweep = sweep
+        view.watches.extend(self.watches)  # the view is ready once every watch has listed
+
+    def start(self) -> None:
+        for service in self.services:
+            service.start()
+        threading.Thread(target=self._pods_once_the_rest_is_known, name="watch-pods-start", daemon=True).start()
+        self._sweep.start()
+
+    def _pods_once_the_rest_is_known(self) -> None:
         # Pods are charged by the policies (and namespace labels) in force when they are counted.
-        configmaps.synced.wait()
-        gpupolicies.synced.wait()
-        namespaces_watch.synced.wait()
-        for each in dra:  # claims, templates and classes say what pods are charged
-            each.synced.wait()
-        publisher.wake()  # the templates ladders want, now that the cluster's are known
-        pods.start()
-        if keeper is not None:  # shares of the strict budgets in use, before admissions ask
-            leases.synced.wait()
-            pods.synced.wait()
-            keeper.warm_soon()
+        for watch in (self._configmaps, self._gpupolicies, self._namespaces, *self._dra):
+            watch.synced.wait()  # claims, templates and classes say what pods are charged
+        self._publisher.wake()  # the templates ladders want, now that the cluster's are known
+        self._pods.start()
+        if self._keeper is not None:  # shares of the strict budgets in use, before admissions ask
+            self._leases.synced.wait()
+            self._pods.synced.wait()
+            self._keeper.warm_soon()
 
-    threading.Thread(target=pods_once_policies_and_namespaces_are_known, name="watch-pods-start", daemon=True).start()
-    sweep = ForgedReservationSweep(view, pods, core)
-    view.background.append(sweep)
-    sweep.start()
-    return watches
+    def stop(self, wait: bool = True) -> None:
+        """Every part told to stop, in the reverse order of starting; then, with `wait`, each
+        waited for (so one slow part does not hold the others' stop back)."""
+        parts = (*self.services, self._pods, self._sweep)[::-1]
+        for part in parts:
+            part.stop(wait=False)
+        if wait:
+            for part in parts:
+                part.stop()
+
+
+def connect(
+    view: LiveCluster,
+    store: PolicyStore,
+    namespace: str,
+    api_client: client.ApiClient,
+    **options: Any,
+) -> ConnectedReplica:
+    """The replica's part of the cluster built and started (ConnectedReplica, over a view built
+    with `cluster_link`)."""
+    replica = ConnectedReplica(view, store, namespace, api_client, **options)
+    replica.start()
+    return replica
 
 
 def claim_watches(view: LiveCluster, api_client: client.ApiClient, **options: Any) -> list[ListWatch]:

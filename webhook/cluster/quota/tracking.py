@@ -4,9 +4,9 @@
 and, where strict budgets lend shares, the thread that keeps them (ShareKeeper).
 
 Each part gets what it works with when it is made and holds the parts below it; none is
-finished by assigning its attributes afterwards. A replica starts with local tracking (no
-cluster yet: no Leases, no shares); webhook.cluster.wiring builds it again over the same
-counting once the API client exists, and the replica's view swaps the whole in at once.
+finished by assigning its attributes afterwards. A replica's view builds its tracking once, over
+its own counting: local without a cluster (no Leases, no shares), strict through the Leases with
+one (webhook.cluster.wiring.cluster_link).
 """
 
 from __future__ import annotations

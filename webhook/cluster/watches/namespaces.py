@@ -43,9 +43,6 @@ class NamespaceCache:
         with self._lock:
             return dict(self._labels)
 
-    def set_fetch(self, fetch: Callable[[str], dict[str, Any] | None]) -> None:
-        self._fetch = fetch
-
     def labels(self, namespace: str) -> Mapping[str, str] | None:
         found = self._labels.get(namespace)
         if found is not None or self._fetch is None or not namespace:
