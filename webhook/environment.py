@@ -130,7 +130,8 @@ class ServerConfig:
 
     @property
     def replica_name(self) -> str:
-        return self.replica or f"{socket.gethostname()}-{os.getpid()}"
+        """This replica's name: the one `from_env` resolved, or this process's."""
+        return self.replica or process_name()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerConfig:
@@ -158,8 +159,14 @@ class ServerConfig:
             metrics_bind=env.get("GPU_ADMISSION_METRICS_BIND", ""),
             log_level=env.get("GPU_ADMISSION_LOG_LEVEL", "INFO").upper(),
             strict_shares=env.get("GPU_ADMISSION_STRICT_SHARES", "1") == "1",
-            replica=env.get("POD_NAME", ""),
+            # Resolved here, once: in gunicorn's master, so its worker is the same replica.
+            replica=env.get("POD_NAME", "") or process_name(),
         )
+
+
+def process_name() -> str:
+    """Who this process is where no name is set: its host and process id."""
+    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 _current: ServerConfig | None = None

@@ -16,7 +16,7 @@ from typing import Any
 from certs.cert_files import CA_FILE, ensure_dev_certificates
 from policies import COMPILED
 from webhook import logs
-from webhook.cluster.api import identity  # imported here: fixes this replica's name in the master, before the fork
+from webhook.cluster.api import identity
 from webhook.environment import DEFAULT_CERT_DIR, ServerConfig, use
 from webhook.events import SourceProblems
 from webhook.serving import background
@@ -68,14 +68,16 @@ def _connected_holder(config: ServerConfig, settings: AdmissionSettings) -> Engi
     from webhook.cluster.wiring import ConnectedReplica, cluster_link
 
     identity.load_config()
-    api = identity.api_client()
-    link = cluster_link(api, config.watch_namespace, strict_shares=config.strict_shares)
+    name = config.replica_name
+    api = identity.api_client(identity=name)
+    link = cluster_link(api, config.watch_namespace, name, strict_shares=config.strict_shares)
     holder = EngineHolder(settings, link=link)
     connected = ConnectedReplica(
         holder.view,
         _store(holder),
         config.watch_namespace,
         api,
+        name,
         all_namespaces=config.all_namespaces,
         labelled_namespaces=config.labelled_namespaces,
         audit_every=config.audit_seconds or None,
@@ -103,15 +105,15 @@ def prepare_certificates(config: ServerConfig) -> None:
 
 def _cert_manager(config: ServerConfig) -> Any:
     from certs.manager import CertManager
-    from webhook.cluster.api.identity import REPLICA, api_client
 
-    # One identity for the master's bootstrap and the worker's renewals: the worker keeps the
-    # Lease the bootstrap took, and mends an emptied caBundle at its first pass.
+    # One identity for the master's bootstrap and the worker's renewals (the name was resolved as
+    # the settings were read, in the master): the worker keeps the Lease the bootstrap took, and
+    # mends an emptied caBundle at its first pass.
     return CertManager(
-        api_client(),
+        identity.api_client(identity=config.replica_name),
         config.watch_namespace,
         config.service,
-        REPLICA,
+        config.replica_name,
         config.cert_dir,
         extra_names=config.serving_names,
     )

@@ -252,8 +252,8 @@ def test_dry_run_under_a_strict_quota_writes_nothing(kube, replicas):
 def test_a_relist_asked_for_in_the_middle_of_a_long_watch_starts_at_once(kube, replicas):
     kube.put(NS, "quota", {"q.yaml": TEAM_QUOTA})
     api = api_client(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
-    holder = EngineHolder(AdmissionSettings(policy_namespace=NS), link=cluster_link(api, NS))
-    connected = connect(holder.view, PolicyStore(holder.swap, holder.events), NS, api, watch_seconds=300)
+    holder = EngineHolder(AdmissionSettings(policy_namespace=NS), link=cluster_link(api, NS, "replica-1"))
+    connected = connect(holder.view, PolicyStore(holder.swap, holder.events), NS, api, "replica-1", watch_seconds=300)
     try:
         pods = connected.watches[-1]
         assert pods.synced.wait(10)

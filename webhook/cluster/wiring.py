@@ -26,7 +26,6 @@ from kubernetes.client.exceptions import ApiException
 
 from certs.lease import LeaseLock
 from webhook.cluster.api.gpupolicy_status import GPUPolicyStatusWriter
-from webhook.cluster.api.identity import REPLICA
 from webhook.cluster.api.leadership import Leadership
 from webhook.cluster.api.policy_status import PolicyStatusReporter
 from webhook.cluster.audit.background_audit import BackgroundAudit
@@ -87,7 +86,7 @@ def _both_lists(first: Callable[[Any], None], second: Callable[[Any], None]) -> 
 def cluster_link(
     api_client: client.ApiClient,
     namespace: str,
-    identity: str = REPLICA,
+    identity: str,
     strict_ttl: float = 30.0,
     strict_shares: bool = True,
     confirm_after: float = CONFIRM_AFTER,
@@ -124,9 +123,9 @@ class ConnectedReplica:
         store: PolicyStore,
         namespace: str,
         api_client: client.ApiClient,
+        identity: str,
         all_namespaces: bool = False,
         labelled_namespaces: bool = False,
-        identity: str = REPLICA,
         audit_every: float | None = None,
         **options: Any,
     ) -> None:
@@ -297,11 +296,12 @@ def connect(
     store: PolicyStore,
     namespace: str,
     api_client: client.ApiClient,
+    identity: str,
     **options: Any,
 ) -> ConnectedReplica:
     """The replica's part of the cluster built and started (ConnectedReplica, over a view built
     with `cluster_link`)."""
-    replica = ConnectedReplica(view, store, namespace, api_client, **options)
+    replica = ConnectedReplica(view, store, namespace, api_client, identity, **options)
     replica.start()
     return replica
 

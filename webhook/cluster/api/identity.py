@@ -1,10 +1,11 @@
-"""This replica's name: the holder of its Leases, the reporting instance of its Events, and the
-User-Agent of every request it makes (so the API server's audit log tells replicas apart).
+"""Who a replica is to the API server: its name (the holder of its Leases, the reporting
+instance of its Events) in the User-Agent of every request it makes, so the API server's audit
+log tells replicas apart; and where the API server is.
 
-Fixed when this module is first imported. `gpu-admission serve` and the container's gunicorn
-import it in the master before the worker is forked, so the master (which bootstraps the
-certificates) and the worker (which keeps them renewed) are one identity: the worker renews
-the Lease the bootstrap took instead of waiting out its duration.
+The name is a setting (webhook.environment.ServerConfig.replica, resolved once as the settings
+are read, in gunicorn's master before the worker is forked), passed in: the master (which
+bootstraps the certificates) and the worker (which keeps them renewed) are one identity, so the
+worker renews the Lease the bootstrap took instead of waiting out its duration.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 from kubernetes import client, config
 
-from webhook.environment import current
 from webhook.environment import kubeconfig as environment_kubeconfig
-
-REPLICA = current().replica_name  # fixed at import: in gunicorn's master, before the fork
+from webhook.environment import process_name
 
 
 def _version() -> str:
@@ -38,12 +37,13 @@ VERSION = _version()
 POOL_SIZE = 32
 
 
-def api_client(configuration: client.Configuration | None = None) -> client.ApiClient:
-    """A client whose requests say who sends them, with a connection for every watch and more."""
+def api_client(configuration: client.Configuration | None = None, identity: str = "") -> client.ApiClient:
+    """A client whose requests say who sends them (`identity`: a replica's name; else this
+    process's, as a command's), with a connection for every watch and more."""
     configuration = configuration or client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, POOL_SIZE)
     api = client.ApiClient(configuration)
-    api.user_agent = f"gpu-admission/{VERSION} ({REPLICA})"
+    api.user_agent = f"gpu-admission/{VERSION} ({identity or process_name()})"
     return api
 
 
