@@ -57,25 +57,35 @@ class BudgetHoldings:
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
         self._read_lease(policy, scope)
         with self.counting.lock:
-            return self._usage(policy, scope)
+            return self.usage_under_lock(policy, scope)
 
-    def _usage(self, policy: GPUPolicy, scope: str) -> Usage:
-        """`usage`, its Lease read already and the counters' lock held."""
-        return self.counting.counted().usage(policy, scope) + self._reserved(policy, scope)
+    def usage_under_lock(self, policy: GPUPolicy, scope: str) -> Usage:
+        """`usage`, its Lease read already and the counters' lock held (the budget's reservations
+        expired first, under it)."""
+        return self.counting.counted().usage(policy, scope) + self.reserved_under_lock(policy, scope)
 
     def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
         """Named claims the counted pods hold (reservations charge each pod's whole: a pod that
         shares a claim counts it again until the watch shows it, never less than it can get)."""
         with self.counting.lock:
-            return frozenset(self.counting.counted().shared_claims(policy, scope))
+            return self.shared_claims_under_lock(policy, scope)
+
+    def shared_claims_under_lock(self, policy: GPUPolicy, scope: str) -> Collection[str]:
+        return frozenset(self.counting.counted().shared_claims(policy, scope))
+
+    @property
+    def under_lock(self) -> LockedBudgets:
+        """These budgets for a caller that holds the counters' lock and has read the strict
+        budgets' Leases it settles on: admission settles on it, the lock taken once."""
+        return LockedBudgets(self)
 
     def reserved(self, policy: GPUPolicy, scope: str) -> Usage:
         """Admitted but not yet seen as pods: the quota view's `reserved`."""
         self._read_lease(policy, scope)
         with self.counting.lock:
-            return self._reserved(policy, scope)
+            return self.reserved_under_lock(policy, scope)
 
-    def _reserved(self, policy: GPUPolicy, scope: str) -> Usage:
+    def reserved_under_lock(self, policy: GPUPolicy, scope: str) -> Usage:
         key = (policy.name, scope)
         reservations = self.counting.reservations
         self.counting.expire()
@@ -191,9 +201,25 @@ class BudgetHoldings:
         if policy is not None:
             self._read_lease(policy, key[1])
         with self.counting.lock:
-            used = dims_of(quota, self._usage(policy, key[1]) if policy is not None else EMPTY)
+            used = dims_of(quota, self.usage_under_lock(policy, key[1]) if policy is not None else EMPTY)
             own = self.escrow.remaining(key, quota) if self.escrow is not None and own_share else {}
         return {name: limit - used.get(name, 0) - own.get(name, 0) for name, limit in limits_of(quota).items()}
+
+
+class LockedBudgets:
+    """BudgetHoldings as a UsageSource (policies.judge) read under the counters' lock its caller
+    holds: a budget settled there reads the counts once, never taking the lock again."""
+
+    __slots__ = ("_holdings",)
+
+    def __init__(self, holdings: BudgetHoldings) -> None:
+        self._holdings = holdings
+
+    def usage(self, policy: GPUPolicy, scope: str) -> Usage:
+        return self._holdings.usage_under_lock(policy, scope)
+
+    def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
+        return self._holdings.shared_claims_under_lock(policy, scope)
 
 
 def is_strict(policy: GPUPolicy) -> bool:

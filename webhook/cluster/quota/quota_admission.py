@@ -126,7 +126,7 @@ class QuotaAdmission:
         counting = self.counting
         with counting.lock:
             counting.expire()
-            decision = judged.settle(self.budgets)
+            decision = judged.settle(self.budgets.under_lock)  # Leases read before the lock
             if dry_run or not decision.allowed or decision.usage.empty:
                 return decision, ()
             now = counting.clock()
