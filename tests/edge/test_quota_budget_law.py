@@ -282,3 +282,17 @@ def test_a_gated_pod_widened_where_no_budget_charged_it_is_charged_widened_by_th
     assert sorted(history.stored) == ["p1", "p2"]
     history.deliver_a_watch_event()  # p1 as created: the update still holds what it grew to
     assert history.charged().gpu_equivalents == Fraction(8, 7)
+
+
+def test_the_watch_showing_a_pod_as_its_update_left_it_ends_the_updates_reservation():
+    # Held until then, dormant where it grows no budget: no admission reads it meanwhile.
+    history = BudgetHistory()
+    history.reload("labelled")  # the labels are read: the pod before and after its update differ
+    history.create({"nvidia.com/gpu": "1"}, labelled=True, split=False, gated=False)
+    history.relabel_a_pod(Draws("p1"))  # out of the budget: it grows none
+    reservations = history.holder.view.counting.reservations
+    assert reservations.updated_uids() == ["uid-p1"] and reservations.get("uid-p1/update").dormant
+    history.deliver_a_watch_event()  # p1 as created: not as the update left it
+    assert reservations.updated_uids() == ["uid-p1"]
+    history.deliver_a_watch_event()  # p1 relabelled
+    assert reservations.updated_uids() == []

@@ -23,7 +23,7 @@ from typing import Any
 
 from policies import Action, Charges, Decision, Verdict
 from webhook.cluster.quota.budget_holdings import BudgetHoldings, is_strict
-from webhook.cluster.quota.counting.reservations import PodRef, Reservation, updated_pod
+from webhook.cluster.quota.counting.reservations import NOT_READ, AsUpdated, PodRef, Reservation, updated_pod
 from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
 from webhook.cluster.quota.shares.share_writers import refill
 from webhook.metrics import STRICT_OUT_OF_TIME
@@ -59,19 +59,19 @@ class QuotaAdmission:
 
         A strict quota whose Lease cannot be read or written denies: it cannot be judged.
         """
-        held_in: Charges = ()
-        if updated_pod(pod.key) is not None and not (dry_run or judged.charges or not judged.allowed):
-            # An UPDATE that grows no budget is held in every budget it is in: which, read from
-            # the pod again, outside the counters' lock.
-            held_in = self.counting.charges_as_it_stands(_in(raw, pod.namespace))
+        updated = NOT_READ
+        if updated_pod(pod.key) is not None and judged.allowed and not dry_run:
+            # An UPDATE is held as the pod stands after it (the budgets it is in, what the watch
+            # will show): read from the pod again, outside the counters' lock.
+            updated = self.counting.as_updated(_in(raw, pod.namespace))
         try:
-            return self._admit(judged, pod, dry_run, raw, held_in)
+            return self._admit(judged, pod, dry_run, raw, updated)
         except LedgerUnavailable as error:
             self._release(pod)
             return _denied(Decision(False), f"strict quota ledger unreachable, denied to be safe: {error}")
 
     def _admit(
-        self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None, held_in: Charges
+        self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None, updated: AsUpdated
     ) -> Decision:
         deadline = self.counting.clock() + self.strict_budget
         attempts = 0
@@ -79,7 +79,7 @@ class QuotaAdmission:
         if self.shared is not None:  # no request to the API server under the counters' lock
             self.shared.leases.read_once(self._strict_charges(judged.charges))
         while True:
-            decision, strict = self._reserve(judged, pod, dry_run, raw, held_in)
+            decision, strict = self._reserve(judged, pod, dry_run, raw, updated)
             if not strict:
                 if asked or not self._look_again(decision, deadline, dry_run):
                     return decision
@@ -90,13 +90,13 @@ class QuotaAdmission:
             with self.shared.turn(strict, deadline - self.counting.clock()) as ours:
                 if not ours:
                     return self._out_of_time(decision, attempts)
-                decision, in_turn = self._reserve(judged, pod, dry_run, raw, held_in)
+                decision, in_turn = self._reserve(judged, pod, dry_run, raw, updated)
                 if in_turn and self.escrow is not None:  # no share granted meanwhile: ask for one
                     self._release(pod)
                     quotas = self.counting.quotas(in_turn)
                     refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self.budgets.free)
                     # Judged again either way: from the share, or on the Lease as the refill left it.
-                    decision, in_turn = self._reserve(judged, pod, dry_run, raw, held_in)
+                    decision, in_turn = self._reserve(judged, pod, dry_run, raw, updated)
                 while in_turn:
                     if not set(in_turn) <= set(strict):  # a new policy set meanwhile: other Leases
                         self._release(pod)
@@ -107,7 +107,7 @@ class QuotaAdmission:
                     self._release(pod)  # another replica wrote first: read again, judge again
                     if self.counting.clock() >= deadline:
                         return self._out_of_time(decision, attempts)
-                    decision, in_turn = self._reserve(judged, pod, dry_run, raw, held_in)
+                    decision, in_turn = self._reserve(judged, pod, dry_run, raw, updated)
                 # Admitted without a write (from a share, or no strict budget left) stands. Denied
                 # in turn, the pod is judged again out of it, where a denial first reads the Leases
                 # again and asks for what other replicas' shares hold.
@@ -117,12 +117,13 @@ class QuotaAdmission:
                 return self._out_of_time(decision, attempts)
 
     def _reserve(
-        self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None, held_in: Charges = ()
+        self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None, updated: AsUpdated = NOT_READ
     ) -> tuple[Decision, Charges]:
         """Settle `judged` on the counters and, if allowed for real, hold the pod's usage; returns
         the strict quotas among its charges (their reservation is not made until written to their
         Leases). A pod no budget charges is held too, charged nothing: a new policy set may charge
-        it. An UPDATE that grows no budget is held in `held_in`, the budgets it is in."""
+        it. An UPDATE is held as `updated` reads the pod after it: one that grows no budget in
+        every budget it is in."""
         counting = self.counting
         with counting.lock:
             counting.expire()
@@ -136,7 +137,13 @@ class QuotaAdmission:
                 # stands now, in every budget it is in: a new policy set charges it as updated,
                 # not as first admitted nor as the watch last showed it (a relabelled pod, a gated
                 # one widened where no budget charged it), until the watch shows it so.
-                counting.reservations.add(Reservation(pod, held_in, decision.usage, now + counting.ttl, now, (), kept))
+                # Dormant (no budget reads it till a new set charges it) unless another UPDATE
+                # of the pod holds a growth the watch has not shown yet: this one holds it on.
+                earlier = counting.reservations.get(pod.key)
+                dormant = earlier is None or earlier.dormant
+                expires = now + counting.ttl
+                held = Reservation(pod, updated.charges, decision.usage, expires, now, (), kept, updated.facts, dormant)
+                counting.reservations.add(held)
                 return decision, ()
             strict = self._strict_charges(decision.charges)
             if (
@@ -146,7 +153,8 @@ class QuotaAdmission:
             ):
                 strict = ()  # taken from this replica's shares: held here, like a local budget's
             local = tuple(c for c in decision.charges if c not in strict)
-            counting.reservations.add(Reservation(pod, local, decision.usage, now + counting.ttl, now, strict, kept))
+            held = Reservation(pod, local, decision.usage, now + counting.ttl, now, strict, kept, updated.facts)
+            counting.reservations.add(held)
             return decision, strict
 
     def _look_again(self, decision: Decision, deadline: float, dry_run: bool) -> bool:

@@ -45,7 +45,7 @@ from policies import (
     pod_fingerprint,
     read_facts,
 )
-from webhook.cluster.quota.counting.reservations import Reservation, Reservations
+from webhook.cluster.quota.counting.reservations import AsUpdated, Reservation, Reservations
 from webhook.cluster.watches.nodes import Held, NodeCapacity
 from webhook.metrics import TRACKED_PODS
 
@@ -156,6 +156,7 @@ class PodCounting:
                 self._spend(uid, self.clock() + self.ttl)
             if kind != "DELETED":
                 self.reservations.claim(namespace, name, uid)
+                self.reservations.shown(uid, facts)
             self._track(len(self._counts.pods))
 
     def _track(self, count: int) -> None:
@@ -193,6 +194,8 @@ class PodCounting:
             self.reservations.recharge(self.reservation_charges)
             self.nodes.replace_pods((facts.node, facts.gpus) for facts in counts.pods.values())
             self.reservations.release_seen(counts.pods)
+            for uid in self.reservations.updated_uids():
+                self.reservations.shown(uid, counts.pods.get(uid))
             until = self.clock() + self.ttl
             for uid in spent:
                 self._spend(uid, until)
@@ -273,10 +276,19 @@ class PodCounting:
         charges = self._charges_of_raw(reservation.raw)
         return None if charges is None else tuple(c for c in charges if c not in reservation.strict)
 
-    def charges_as_it_stands(self, raw: Mapping[str, Any] | None) -> Charges:
-        """The budgets the pod `raw` is in by the policy set in force (none where it cannot be
-        said). Takes no lock: it reads the pod, and only reads what the watches keep."""
-        return self._charges_of_raw(raw) or ()
+    def as_updated(self, raw: Mapping[str, Any] | None) -> AsUpdated:
+        """An UPDATE's pod `raw` as it stands: the budgets it is in by the policy set in force,
+        and what charging reads of it under the needs the counters keep. Takes no lock: it
+        reads the pod, and only reads what the watches keep."""
+        policy_set = self.policy_set()
+        if raw is None or policy_set is None:
+            return AsUpdated()
+        kept, wanted = self._needs, needs_of(policy_set)
+        facts = self._read_alone(raw, kept)
+        # Charged as the set in force reads it: read again where the kept facts lack what it reads
+        # (a new set, its pods not listed again yet).
+        charging = facts if kept.covers(wanted) else self._read_alone(raw, wanted)
+        return AsUpdated(() if charging is None else self._charge(charging), facts)
 
     def _charges_of_raw(self, raw: Mapping[str, Any] | None) -> Charges | None:
         policy_set = self.policy_set()
@@ -287,6 +299,12 @@ class PodCounting:
         except InputError:
             return None
         return () if facts is None else self._charge(facts)
+
+    def _read_alone(self, raw: Mapping[str, Any], needs: Needs) -> PodFacts | None:
+        try:
+            return facts_of(raw, needs, self.cluster)
+        except InputError:
+            return None
 
 
 def _digest(raw: dict[str, Any], needs: Needs) -> bytes | None:

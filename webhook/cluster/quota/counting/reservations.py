@@ -7,8 +7,9 @@ An admitted UPDATE holds the pod as it stands after it (a gated pod's node selec
 split nodes, its labels moved into a budget), under the pod's key and UPDATE, until it expires;
 what it adds to a budget is only what the watch does not show the pod holding there yet
 (`outstanding`), so it counts until the updated pod is seen, and again if an older event of the
-pod comes after, never twice. One that grows no budget adds nothing now, and is kept all the same:
-a new policy set charges the pod as updated.
+pod comes after, never twice; the watch showing the pod as the UPDATE left it ends it. One that
+grows no budget adds nothing now, and is kept all the same (dormant: no budget reads it) until a
+new policy set charges the pod as updated.
 
 Totals are kept per (policy, scope), so reading what a budget has reserved costs the same with
 one reservation or thousands (an UPDATE's few are worked out when read). Not thread-safe on its own: the
@@ -22,7 +23,7 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from policies import EMPTY, Charges, Usage
+from policies import EMPTY, Charges, PodFacts, Usage, moved
 
 UPDATE = "/update"  # the key suffix of what an UPDATE grows a pod to
 
@@ -56,6 +57,18 @@ class PodRef:
 
 
 @dataclass(frozen=True, slots=True)
+class AsUpdated:
+    """An admitted UPDATE's pod as it stands after it: the budgets it is in (`charges`) and what
+    charging reads of it (`facts`; None: it holds nothing, or cannot be read)."""
+
+    charges: Charges = ()
+    facts: PodFacts | None = None
+
+
+NOT_READ = AsUpdated()  # a CREATE's, a dry run's, a denial's: nothing read again
+
+
+@dataclass(frozen=True, slots=True)
 class Reservation:
     pod: PodRef
     charges: Charges  # local ones only: strict charges live in the shared Lease
@@ -64,6 +77,12 @@ class Reservation:
     made: float = 0.0
     strict: Charges = ()  # the budgets whose shared Lease holds an entry for the pod
     raw: Mapping[str, Any] | None = None  # the pod as admitted: a new policy set charges it again
+    # An UPDATE's: the pod as charging reads it after the update; the watch showing it so ends it.
+    facts: PodFacts | None = None
+    # An UPDATE's that grows no budget of the set it was judged by, over a pod no other UPDATE
+    # holds: it adds nothing to a budget until a new set (or new namespace labels) charges it
+    # again, so no budget reads it till then.
+    dormant: bool = False
 
     def charged(self, charges: Charges | None) -> Reservation:
         """The reservation charged to `charges` (None: as it is)."""
@@ -95,8 +114,9 @@ class Reservations:
                 continue
             fresh = reservation.charged(charges(reservation))
             if fresh is not reservation:
-                self.add(fresh)
                 moved += 1
+            if fresh is not reservation or reservation.dormant:
+                self.add(replace(fresh, dormant=False))  # read by its budgets from now on
         return moved
 
     def updates(self, charge: tuple[str, str]) -> list[Reservation]:
@@ -110,7 +130,7 @@ class Reservations:
             self._prefixed.add(reservation.pod.key)
         self._expiry.append((reservation.expires, reservation.pod.key))
         if updated_pod(reservation.pod.key) is not None:
-            for key in reservation.charges:
+            for key in () if reservation.dormant else reservation.charges:
                 self._updates.setdefault(key, {})[reservation.pod.key] = reservation
             return
         for key in reservation.charges:
@@ -176,3 +196,23 @@ class Reservations:
         """After a relist: pods listed by uid take over from their reservations."""
         for key in [k for k, r in self._by_key.items() if r.pod.uid in seen_uids]:
             self.release(key)
+
+    def shown(self, uid: str, facts: PodFacts | None) -> None:
+        """The watch shows pod `uid` as `facts`: an UPDATE's reservation that held the pod so is
+        done (wherever the pod runs now). Compared by what charging reads, under the needs in
+        force: a pod read under other needs is not the same, and its reservation runs its time."""
+        reservation = self._by_key.get(uid + UPDATE) if uid else None
+        if reservation is None or reservation.facts is None or facts is None:
+            return
+        if moved(facts, reservation.facts.node) is reservation.facts or _same(facts, reservation.facts):
+            self.release(reservation.pod.key)
+
+    def updated_uids(self) -> list[str]:
+        """The pods (by uid) an UPDATE's reservation holds."""
+        return [pod for key in self._by_key if (pod := updated_pod(key)) is not None]
+
+
+def _same(shown: PodFacts, held: PodFacts) -> bool:
+    """Whether charging reads the two alike, wherever each runs."""
+    placed = moved(shown, held.node)
+    return placed is not None and placed.shape == held.shape
