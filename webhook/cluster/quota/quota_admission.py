@@ -59,13 +59,14 @@ class QuotaAdmission:
 
         A strict quota whose Lease cannot be read or written denies: it cannot be judged.
         """
+        kept = _in(raw, pod.namespace)  # once, outside the lock: each try reserves it as it is
         updated = NOT_READ
         if updated_pod(pod.key) is not None and judged.allowed and not dry_run:
             # An UPDATE is held as the pod stands after it (the budgets it is in, what the watch
             # will show): read from the pod again, outside the counters' lock.
-            updated = self.counting.as_updated(_in(raw, pod.namespace))
+            updated = self.counting.as_updated(kept)
         try:
-            return self._admit(judged, pod, dry_run, raw, updated)
+            return self._admit(judged, pod, dry_run, kept, updated)
         except LedgerUnavailable as error:
             self._release(pod)
             return _denied(Decision(False), f"strict quota ledger unreachable, denied to be safe: {error}")
@@ -122,8 +123,8 @@ class QuotaAdmission:
         """Settle `judged` on the counters and, if allowed for real, hold the pod's usage; returns
         the strict quotas among its charges (their reservation is not made until written to their
         Leases). A pod no budget charges is held too, charged nothing: a new policy set may charge
-        it. An UPDATE is held as `updated` reads the pod after it: one that grows no budget in
-        every budget it is in."""
+        it (`raw`, kept with its reservation: in the namespace the API server names). An UPDATE is
+        held as `updated` reads the pod after it: one that grows no budget in every budget it is in."""
         counting = self.counting
         with counting.lock:
             counting.expire()
@@ -131,7 +132,6 @@ class QuotaAdmission:
             if dry_run or not decision.allowed or decision.usage.empty:
                 return decision, ()
             now = counting.clock()
-            kept = _in(raw, pod.namespace)
             if updated_pod(pod.key) is not None and not decision.charges:
                 # An UPDATE that grows no budget adds nothing to one, yet the pod is held as it
                 # stands now, in every budget it is in: a new policy set charges it as updated,
@@ -142,7 +142,7 @@ class QuotaAdmission:
                 earlier = counting.reservations.get(pod.key)
                 dormant = earlier is None or earlier.dormant
                 expires = now + counting.ttl
-                held = Reservation(pod, updated.charges, decision.usage, expires, now, (), kept, updated.facts, dormant)
+                held = Reservation(pod, updated.charges, decision.usage, expires, now, (), raw, updated.facts, dormant)
                 counting.reservations.add(held)
                 return decision, ()
             strict = self._strict_charges(decision.charges)
@@ -153,7 +153,7 @@ class QuotaAdmission:
             ):
                 strict = ()  # taken from this replica's shares: held here, like a local budget's
             local = tuple(c for c in decision.charges if c not in strict)
-            held = Reservation(pod, local, decision.usage, now + counting.ttl, now, strict, kept, updated.facts)
+            held = Reservation(pod, local, decision.usage, now + counting.ttl, now, strict, raw, updated.facts)
             counting.reservations.add(held)
             return decision, strict
 

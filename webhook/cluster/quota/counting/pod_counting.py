@@ -297,7 +297,7 @@ class PodCounting:
         try:
             facts = facts_of(raw, needs_of(policy_set), self.cluster)
         except InputError:
-            return None
+            return None  # unreadable: the reservation stays charged as it is
         return () if facts is None else self._charge(facts)
 
     def _read_alone(self, raw: Mapping[str, Any], needs: Needs) -> PodFacts | None:

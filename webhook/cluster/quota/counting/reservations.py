@@ -201,10 +201,10 @@ class Reservations:
         """The watch shows pod `uid` as `facts`: an UPDATE's reservation that held the pod so is
         done (wherever the pod runs now). Compared by what charging reads, under the needs in
         force: a pod read under other needs is not the same, and its reservation runs its time."""
-        reservation = self._by_key.get(uid + UPDATE) if uid else None
-        if reservation is None or reservation.facts is None or facts is None:
+        if facts is None or not uid:  # most pods' events: nothing an UPDATE could have held
             return
-        if moved(facts, reservation.facts.node) is reservation.facts or _same(facts, reservation.facts):
+        reservation = self._by_key.get(uid + UPDATE)
+        if reservation is not None and reservation.facts is not None and _same(facts, reservation.facts):
             self.release(reservation.pod.key)
 
     def updated_uids(self) -> list[str]:
@@ -215,4 +215,4 @@ class Reservations:
 def _same(shown: PodFacts, held: PodFacts) -> bool:
     """Whether charging reads the two alike, wherever each runs."""
     placed = moved(shown, held.node)
-    return placed is not None and placed.shape == held.shape
+    return placed is held or (placed is not None and placed.shape == held.shape)
