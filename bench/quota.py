@@ -66,6 +66,7 @@ from webhook.cluster.quota.counting.reservations import UPDATE, PodRef  # noqa: 
 from webhook.cluster.quota.leases.ledger_leases import LedgerLeases  # noqa: E402
 from webhook.cluster.quota.leases.shared_quota import SharedReservations  # noqa: E402
 from webhook.cluster.quota.tracking import QuotaTracking, build_tracking  # noqa: E402
+from webhook.events import Events  # noqa: E402
 
 POLICIES = """
 apiVersion: gpu-admission.io/v1alpha1
@@ -241,11 +242,13 @@ def contended(
     for index in range(replica_count):
         name = f"replica-{index}"
         api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
-        shared = SharedReservations(LedgerLeases(kubernetes.client.CoordinationV1Api(api), "gpu-admission", name))
+        events = Events()  # as a replica's view has: the keeper hears of its shares on it
+        coordination = kubernetes.client.CoordinationV1Api(api)
+        shared = SharedReservations(LedgerLeases(coordination, "gpu-admission", name, events=events))
         counting = PodCounting(lambda: engine.policy_set)
         counting.replace_all(running())
         # As a replica runs them: its shares, and their keeper (entries rewritten, refills ahead).
-        tracker = build_tracking(counting, shared, Escrow(name) if shares else None)
+        tracker = build_tracking(counting, events, shared, Escrow(name, events=events) if shares else None)
         if tracker.keeper is not None:
             keepers.append(tracker.keeper)
             tracker.keeper.start()

@@ -55,6 +55,7 @@ from policies.gpu.dra_inventory import (
     read_taint_rule,
 )
 from policies.gpu.models import CONFIG_STATE_LABEL
+from policies.judge.budgets import BudgetCounts, BudgetReads
 from policies.judge.env_sources import ENV_SOURCE_KINDS
 from policies.judge.headroom import QuotaLine, amount_text, bar, quota_lines, scopes
 from policies.judge.ledger import Ledger, PodCounts
@@ -69,7 +70,7 @@ from policies.judge.pod_facts import (
     needs_of,
     read_facts,
 )
-from policies.judge.quota import Amount, dimensions
+from policies.judge.quota import Amount, amounts
 from policies.judge.usage import EMPTY, FINISHED_PHASES, Usage, counts_against_quota, gpus_held
 from policies.judge.validation import Decision
 from policies.judge.verdict import Verdict
@@ -123,6 +124,8 @@ __all__ = [
     "Uncovered",
     "native_policies",
     "why_not_sent",
+    "BudgetCounts",
+    "BudgetReads",
     "Decision",
     "Verdict",
     "EMPTY",
@@ -131,7 +134,7 @@ __all__ = [
     "FINISHED_PHASES",
     "gpus_held",
     "Amount",
-    "dimensions",
+    "amounts",
     "QuotaLine",
     "amount_text",
     "bar",

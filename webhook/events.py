@@ -73,6 +73,30 @@ class SourceRetried:
     problems: list[PolicyProblem]
 
 
+@dataclass(frozen=True, slots=True)
+class ShareLow:
+    """Admissions drew this replica's share of the strict budget `key` under half its last grant:
+    refilled ahead of need (webhook.cluster.quota.shares)."""
+
+    key: tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class SharesWanted:
+    """The Lease watch shows replicas (`asking`: their entries' names) asking for the budget of
+    `key` back from the replicas holding shares of it."""
+
+    key: tuple[str, str]
+    asking: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseMoved:
+    """The Lease watch shows the strict budget `key`'s Lease written (by any replica)."""
+
+    key: tuple[str, str]
+
+
 Event = (
     PolicySetInForce
     | NamespaceLabelsChanged
@@ -82,6 +106,9 @@ Event = (
     | SourceProblems
     | SourceLoaded
     | SourceRetried
+    | ShareLow
+    | SharesWanted
+    | LeaseMoved
 )
 E = TypeVar(
     "E",
@@ -93,6 +120,9 @@ E = TypeVar(
     SourceProblems,
     SourceLoaded,
     SourceRetried,
+    ShareLow,
+    SharesWanted,
+    LeaseMoved,
 )
 
 

@@ -7,10 +7,11 @@ by one. The server's counters (PodCounts) are fed pod by pod by its pod watch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from policies.errors import InputError
+from policies.judge.budgets import BudgetCounts, BudgetKey, BudgetReads
 from policies.judge.claim_usage import SharedClaims
 from policies.judge.pod_facts import Charges, PodFacts, charged
 from policies.judge.usage import EMPTY, Usage
@@ -40,6 +41,22 @@ class Ledger:
     def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
         """The named claims the budget charges already: another pod naming one adds nothing."""
         return self._claims.get((policy.name, scope), {}).keys()
+
+    def counts(self, reads: BudgetReads, beyond: Mapping[BudgetKey, Sequence[Usage]]) -> BudgetCounts:
+        """A snapshot of the budgets `reads` names: what this ledger holds in each, plus what
+        `beyond` adds to it (a replica's reservations and its Leases' entries, each what it adds
+        beyond what the ledger shows), and their named claims where read."""
+        usage: dict[BudgetKey, Usage] = {}
+        claims: dict[BudgetKey, Collection[str]] = {}
+        for policy, scope in reads.budgets:
+            key = (policy.name, scope)
+            total = self._held.get(key, EMPTY)
+            for added in beyond.get(key, ()):
+                total = total + added
+            usage[key] = total
+            if reads.claims:
+                claims[key] = frozenset(self._claims.get(key, {}))
+        return BudgetCounts(usage, claims)
 
     def held(self) -> list[tuple[str, str]]:
         """The (policy, scope) pairs holding something."""

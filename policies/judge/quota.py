@@ -49,6 +49,11 @@ def scope_label(policy: GPUPolicy, quota: Quota, namespace: str) -> str:
 Amount = Fraction | int
 
 
+def amounts(limits: Limits, usage: Usage, shared_weight: Fraction = ONE) -> dict[str, tuple[Amount, Amount]]:
+    """For every limit that is set, by name: (amount in usage, limit) (`dimensions`, at once)."""
+    return {name: (held, limit) for name, _, held, limit in dimensions(limits, usage, shared_weight)}
+
+
 def dimensions(
     limits: Limits, usage: Usage, shared_weight: Fraction = ONE
 ) -> Iterator[tuple[str, str, Amount, Amount]]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from policies.errors import InputError
-from policies.judge.budgets import PodBudgets
+from policies.judge.budgets import NO_READS, BudgetKey, BudgetReads, Counted, PodBudgets
 from policies.judge.claim_checks import pod_claim_checks
 from policies.judge.claim_usage import ClaimsCharge, SharedClaims, claim_verdicts, claims_charge, with_claims
 from policies.judge.quota import UsageSource, scope_of
@@ -63,6 +64,18 @@ class Decision(NamedTuple):
         verdicts = (*self.verdicts, *found) if found else self.verdicts
         return Decision(allowed, verdicts, self.usage, self.policies, self.charges, self.notes, self.shared)
 
+    def settle_on(self, ledger: Counted, beyond: Mapping[BudgetKey, Sequence[Usage]]) -> Decision:
+        """`settle` on a snapshot of the budgets it reads: what `ledger` holds in each, plus
+        what `beyond` adds (policies.judge.ledger.Ledger.counts). The webhook's counters call it
+        under their lock, the snapshot and the verdict in one step."""
+        budgets = self.budgets
+        return self if budgets is None else self.settle(ledger.counts(budgets.reads, beyond))
+
+    @property
+    def budget_reads(self) -> BudgetReads:
+        """What `settle` reads: the budgets left to judge (none: it reads nothing)."""
+        return NO_READS if self.budgets is None else self.budgets.reads
+
     @property
     def own_usage(self) -> Usage:
         """`usage` but the named claims (a ledger charges those once per budget, apart)."""
@@ -101,6 +114,20 @@ class Decision(NamedTuple):
     @property
     def message(self) -> str:
         return "; ".join(str(v) for v in self.denials)
+
+    @property
+    def answer(self) -> Answer:
+        """What a review's response says of this decision, read in one step."""
+        return Answer(self.allowed, self.warnings, self.message, self.audit_annotations)
+
+
+class Answer(NamedTuple):
+    """A decision as a review's response carries it."""
+
+    allowed: bool
+    warnings: tuple[str, ...]
+    message: str
+    audit_annotations: dict[str, str]
 
 
 def subject_of(raw: JSON, namespace: str) -> str:

@@ -20,7 +20,7 @@ from policies import facts_of, may_hold, needs_of, parse_pod
 from policies.review.pod import STATUS_READ
 from tests.support import dra
 from tests.support.builders import engine_from, gpu_container, plain_container, pod, policy
-from webhook.cluster.quota.counting import pod_counting
+from webhook.cluster.quota.counting import pod_counting, pod_reading
 from webhook.cluster.quota.counting.pod_counting import PodCounting
 
 BUDGET = engine_from(
@@ -54,17 +54,22 @@ def counting(policy_set: Any = BUDGET) -> PodCounting:
     return made
 
 
+def kept_record(counted: PodCounting, uid: str) -> Any:
+    """The record the counters keep for the pod `uid` (None: it holds nothing)."""
+    return counted._counts.pods.get(uid)
+
+
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the pods the watch reads whole, in order."""
     seen: list[str] = []
-    real = pod_counting.read_facts
+    real = pod_reading.read_facts
 
     def spy(raw: dict[str, Any], *args: Any) -> Any:
         seen.append(raw["metadata"]["name"])
         return real(raw, *args)
 
-    monkeypatch.setattr(pod_counting, "read_facts", spy)
+    monkeypatch.setattr(pod_reading, "read_facts", spy)
     return seen
 
 
@@ -95,7 +100,7 @@ def test_status_reports_and_the_binding_take_the_record_kept(reads: list[str]) -
     ready = later(running, containerStatuses=[{"name": "main", "ready": True}], conditions=[{"type": "Ready"}])
     watched.observe("MODIFIED", ready)
     assert reads == ["a", "a"]
-    kept = watched.facts("uid-a")
+    kept = kept_record(watched, "uid-a")
     assert kept is not None and kept.node == "gpu-1"
     assert kept.shape == facts_of(ready, needs_of(BUDGET)).shape
 
@@ -106,7 +111,7 @@ def test_a_change_to_what_it_holds_reads_it_again(reads: list[str]) -> None:
     watched.observe("ADDED", first)
     finished = later(first, phase="Succeeded")
     watched.observe("MODIFIED", finished)
-    assert watched.facts("uid-a") is None  # finished: it holds nothing now
+    assert kept_record(watched, "uid-a") is None  # finished: it holds nothing now
     relabelled = later(first)
     relabelled["metadata"]["labels"] = {}
     watched.observe("MODIFIED", relabelled)
@@ -213,7 +218,7 @@ def test_a_deleted_pod_is_forgotten_and_read_whole_if_it_comes_back(reads: list[
     watched.observe("ADDED", first)
     watched.observe("DELETED", first)
     watched.observe("ADDED", first)  # a relist's replay, or a watch from an older version
-    assert reads == ["a", "a"] and watched.facts("uid-a") is not None
+    assert reads == ["a", "a"] and kept_record(watched, "uid-a") is not None
 
 
 def test_a_relist_keeps_what_it_read(reads: list[str]) -> None:
@@ -330,7 +335,7 @@ def test_counters_are_those_of_reading_every_version_whole(history: list[tuple[i
         current[index] = edited(current[index], edit)
         watched.observe("MODIFIED", current[index])
         expected = facts_of(current[index], needs_of(BUDGET))
-        kept = watched.facts(f"uid-{index}")
+        kept = kept_record(watched, f"uid-{index}")
         assert (kept.shape if kept else None) == (expected.shape if expected else None)
     whole = counting()
     whole.replace_all(copy.deepcopy(list(current.values())))

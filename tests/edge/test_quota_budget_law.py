@@ -290,7 +290,7 @@ def test_the_watch_showing_a_pod_as_its_update_left_it_ends_the_updates_reservat
     history.reload("labelled")  # the labels are read: the pod before and after its update differ
     history.create({"nvidia.com/gpu": "1"}, labelled=True, split=False, gated=False)
     history.relabel_a_pod(Draws("p1"))  # out of the budget: it grows none
-    reservations = history.holder.view.counting.reservations
+    reservations = history.holder.view.counting._reservations
     assert reservations.updated_uids() == ["uid-p1"] and reservations.get("uid-p1/update").dormant
     history.deliver_a_watch_event()  # p1 as created: not as the update left it
     assert reservations.updated_uids() == ["uid-p1"]

@@ -19,6 +19,7 @@ from webhook.cluster.quota.leases.ledger_leases import LedgerLeases
 from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.shares.escrow import Escrow
 from webhook.cluster.quota.tracking import build_tracking
+from webhook.events import Events, LeaseMoved, PolicySetInForce, ShareLow, SharesWanted
 from webhook.state import EngineHolder
 
 QUOTA = policy("team-a", "match: {namespaces: [team-a]}\nquota: {limits: {pods: 5}}\n")
@@ -43,7 +44,7 @@ def test_no_quota_class_extends_another_of_the_project():
 
 
 def test_the_view_builds_its_tracking_over_its_own_counters_as_its_link_says():
-    holder = EngineHolder(link=ClusterLink(tracking=lambda counting: build_tracking(counting, confirm_after=1.0)))
+    holder = EngineHolder(link=ClusterLink(tracking=lambda counting, _: build_tracking(counting, confirm_after=1.0)))
     assert holder.tracking.admission.confirm_after == 1.0 and holder.tracking.counting is holder.view.counting
     holder.swap(engine_from(QUOTA))
     gpu = pod(
@@ -59,7 +60,7 @@ def test_the_view_builds_its_tracking_over_its_own_counters_as_its_link_says():
 def test_tracking_over_another_replicas_counters_is_refused():
     elsewhere = PodCounting(lambda: None)
     with pytest.raises(ValueError, match="this view's counting"):
-        EngineHolder(link=ClusterLink(tracking=lambda counting: build_tracking(elsewhere)))
+        EngineHolder(link=ClusterLink(tracking=lambda counting, _: build_tracking(elsewhere)))
 
 
 def test_local_tracking_has_no_leases_no_shares_and_no_keeper():
@@ -68,15 +69,17 @@ def test_local_tracking_has_no_leases_no_shares_and_no_keeper():
     assert tracking.admission.budgets is tracking.budgets and tracking.budgets.counting is tracking.counting
 
 
-def test_the_keeper_hears_of_its_shares_once_built():
-    """Drawn low by an admission, asked back, or its Lease moved: each reaches the keeper, with
-    nothing assigned after build_tracking returns."""
-    leases = LedgerLeases(api=None, namespace="gpu-admission", identity="replica-1")
-    escrow = Escrow("replica-1")
-    tracking = build_tracking(PodCounting(lambda: None), SharedReservations(leases), escrow)
+def test_the_keeper_hears_of_its_shares_by_the_events_they_publish():
+    """Drawn low by an admission, asked back, or its Lease moved: each an event (webhook.events)
+    the parts publish to the hub they are built with, and the keeper is subscribed to as
+    build_tracking makes it; nothing assigned after."""
+    events = Events()
+    leases = LedgerLeases(api=None, namespace="gpu-admission", identity="replica-1", events=events)
+    escrow = Escrow("replica-1", events=events)
+    tracking = build_tracking(PodCounting(lambda: None), events, SharedReservations(leases), escrow)
     keeper = tracking.keeper
     assert keeper is not None and keeper.escrow is escrow
-    assert escrow.on_low == keeper.low
-    assert leases.on_wanted == keeper.wanted and leases.on_moved == keeper.moved
+    assert leases.events is escrow.events is events
+    assert [events.reactors(kind) for kind in (ShareLow, SharesWanted, LeaseMoved, PolicySetInForce)] == [1, 1, 1, 1]
     assert tracking.budgets.shared is not None and tracking.budgets.shared.leases is leases
     assert tracking.admission.escrow is escrow

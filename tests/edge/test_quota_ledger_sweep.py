@@ -78,7 +78,7 @@ def test_a_reservation_written_between_the_read_and_the_delete_keeps_the_lease(k
     key = ("q", "team-a")
     assert other.reserve((key,), pod("p1"), EMPTY)
     clock.now += 400
-    listed = leader.leases.api.list_namespaced_lease
+    listed = leader.leases.wire.api.list_namespaced_lease
 
     def list_then_reserve(*args, **kwargs):
         answer = listed(*args, **kwargs)
@@ -86,6 +86,6 @@ def test_a_reservation_written_between_the_read_and_the_delete_keeps_the_lease(k
         assert other.reserve((key,), pod("p2"), EMPTY)  # lands after the leader read the list
         return answer
 
-    monkeypatch.setattr(leader.leases.api, "list_namespaced_lease", list_then_reserve)
+    monkeypatch.setattr(leader.leases.wire.api, "list_namespaced_lease", list_then_reserve)
     assert leader.leases.sweep() == 0
     assert leases(kube) == [lease_name(key)]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from policies import Usage
 from policies.model.policy import Limits, Quota
 from webhook.cluster.quota.shares.escrow import Escrow
+from webhook.events import Events, ShareLow
 
 KEY = ("big", "team-a")
 QUOTA = Quota(limits=Limits(pods=1000))
@@ -20,9 +21,10 @@ POD = Usage(pods=1)
 
 
 def escrow_with_share(pods: int) -> tuple[Escrow, list[tuple[str, str]]]:
-    escrow = Escrow("replica-1")
+    events = Events()
+    escrow = Escrow("replica-1", events=events)
     flagged: list[tuple[str, str]] = []
-    escrow.on_low = flagged.append
+    events.subscribe(ShareLow, lambda low: flagged.append(low.key))
     escrow.granted(KEY, QUOTA, {"pods": pods})
     return escrow, flagged
 

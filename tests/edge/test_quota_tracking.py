@@ -10,7 +10,7 @@ import pytest
 
 from policies.engine import COMPILED, Engine
 from tests.support.builders import engine_from, plain_container, pod, policy
-from tests.support.cluster import NS, start
+from tests.support.cluster import NS, OwnedLock, start
 from tests.support.reviews import review
 from webhook.cluster.quota.counting.pod_counting import PodCounting
 from webhook.serving import admission
@@ -137,13 +137,14 @@ def test_only_finished_and_deleted_pods_are_gone_each_for_its_own_time():
     deleted = slice_pod("deleted")
     counting.observe("ADDED", deleted)
     counting.observe("DELETED", deleted)
-    assert counting.seen("uid-plain") is counting.gone("uid-plain") is False
-    assert counting.gone("uid-done") and counting.gone("uid-deleted")
+    gone = counting._gone
+    assert "uid-plain" not in gone
+    assert "uid-done" in gone and "uid-deleted" in gone
     now[0] = 20.0
     counting.observe("MODIFIED", done)  # a finished pod's status again: gone until 50 now
     now[0] = 41.0
-    counting.expire()
-    assert counting.gone("uid-done") and not counting.gone("uid-deleted")
+    assert counting.reserved_pods() == 0  # any read forgets what has run out
+    assert "uid-done" in gone and "uid-deleted" not in gone
 
 
 def test_a_relist_rebuilds_the_counters():
@@ -218,13 +219,14 @@ def test_no_lease_is_read_from_the_api_server_under_the_counters_lock(kube, repl
     kube.put(NS, "strict", {"s.yaml": policy("strict", STRICT)})
     replica = start(kube, replicas, strict_shares=False)
     budgets, reads = replica.holder.budgets, []
-    real = budgets.shared.leases._read
+    real = budgets.shared.leases.wire.read
+    counters = budgets.counting._lock = OwnedLock()  # the counters' own lock, its holder told
 
     def read(key):
-        reads.append(budgets.counting.lock._is_owned())
+        reads.append(counters.held_here())
         return real(key)
 
-    budgets.shared.leases._read = read
+    budgets.shared.leases.wire.read = read
     assert replica.validate(slice_pod("s0")).allowed
     assert replica.quota_pods("strict", "team-a") == 1  # its reservation, through the Lease read
     assert reads and not any(reads), f"Lease reads under the counters' lock: {reads.count(True)} of {len(reads)}"

@@ -140,3 +140,24 @@ mig: {gpuModels: [A100-80GB]}
 quota: {limits: {pods: 3}}
 """,
 )
+
+
+class OwnedLock:
+    """A plain lock that can tell whether the calling thread holds it (threading.Lock cannot):
+    put in place of a part's own lock by a test that asks what runs under it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+
+    def __enter__(self) -> bool:
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        self._owner = None
+        self._lock.release()
+
+    def held_here(self) -> bool:
+        return self._owner == threading.get_ident()

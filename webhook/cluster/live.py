@@ -23,7 +23,7 @@ from policies import (
     scopes,
 )
 from webhook.cluster.quota.counting.pod_counting import PodCounting
-from webhook.cluster.quota.tracking import QuotaTracking, build_tracking
+from webhook.cluster.quota.tracking import QuotaTracking, TrackingFactory, build_tracking
 from webhook.cluster.watches.claims import ClaimCache
 from webhook.cluster.watches.device_classes import DeviceClassCache
 from webhook.cluster.watches.namespaces import GpuQuotaCache, NamespaceCache
@@ -52,7 +52,7 @@ class ClusterLink:
 
     read_namespace: Callable[[str], dict[str, Any] | None] | None = None
     read_workload: ReadWorkload = _no_workload
-    tracking: Callable[[PodCounting], QuotaTracking] = build_tracking
+    tracking: TrackingFactory = build_tracking
 
 
 LOCAL = ClusterLink()
@@ -89,7 +89,7 @@ class LiveCluster:
         counting = self.counting
         events.subscribe(NamespaceLabelsChanged, lambda changed: counting.recharge_namespaces(changed.namespaces))
         # Admission against them: the reservations it makes live in these counters.
-        self.tracking: QuotaTracking = link.tracking(self.counting)
+        self.tracking: QuotaTracking = link.tracking(self.counting, events)
         if self.tracking.counting is not self.counting:
             raise ValueError("quota tracking must be built over this view's counting")
         self.watches: list[Any] = []  # webhook.cluster.watches.listwatch.ListWatch, one per resource watched

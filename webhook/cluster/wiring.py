@@ -33,11 +33,8 @@ from webhook.cluster.ladders import LadderPublisher
 from webhook.cluster.live import ClusterLink, LiveCluster
 from webhook.cluster.quota.counting.reservations import PodRef, updated_pod
 from webhook.cluster.quota.leases.lease_entries import LEDGER_LABEL
-from webhook.cluster.quota.leases.ledger_leases import LedgerLeases
-from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.quota_admission import CONFIRM_AFTER
-from webhook.cluster.quota.shares.escrow import Escrow
-from webhook.cluster.quota.tracking import build_tracking
+from webhook.cluster.quota.tracking import strict_tracking
 from webhook.cluster.watches.gpupolicies import gpupolicy_watch
 from webhook.cluster.watches.listwatch import ListWatch
 from webhook.cluster.watches.pod_groups import GROUP as POD_GROUPS_API
@@ -98,13 +95,11 @@ def cluster_link(
     shares to replicas (off: a Lease write a pod); `confirm_after`: seconds the pod watch has to
     show an admitted pod before it is asked for. Makes no request: the first is the watches'."""
     core = client.CoreV1Api(api_client)
-    ledger = LedgerLeases(client.CoordinationV1Api(api_client), namespace, identity, ttl=strict_ttl)
-    shared = SharedReservations(ledger)
-    escrow = Escrow(identity, ttl=strict_ttl) if strict_shares else None  # shares of strict budgets
+    coordination = client.CoordinationV1Api(api_client)
     return ClusterLink(
         read_namespace=lambda name: _read_namespace(core, name),
         read_workload=_workload_reader(client.CustomObjectsApi(api_client)),
-        tracking=lambda counting: build_tracking(counting, shared, escrow, confirm_after),
+        tracking=strict_tracking(coordination, namespace, identity, strict_ttl, strict_shares, confirm_after),
     )
 
 

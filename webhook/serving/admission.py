@@ -14,7 +14,7 @@ from policies import ENV_SOURCE_KINDS, InputError, Operation, PolicyProblem, loa
 from webhook.metrics import ENGINE_ERRORS
 from webhook.serving.http_errors import BadRequest
 from webhook.serving.review import AdmissionRequest, AdmissionResponse
-from webhook.sources import gpupolicies
+from webhook.sources import gpupolicy_objects
 from webhook.sources.configmaps import holds_policies, is_policy_configmap, policy_owner, texts_of
 from webhook.sources.store import Texts, name_clash
 from webhook.state import EngineHolder
@@ -135,9 +135,9 @@ def _gpupolicy(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResp
     """A GPUPolicy object: the same loader and verdict as a policy ConfigMap's file (on top of the
     API server's own schema validation). An UPDATE that leaves the document as it was (labels,
     annotations) is not judged again; status is a subresource the webhook is not sent."""
-    source, texts = gpupolicies.texts_of(_require_object(request), request.name)
+    source, texts = gpupolicy_objects.texts_of(_require_object(request), request.name)
     old = request.old_object
-    if isinstance(old, dict) and gpupolicies.texts_of(old, request.name)[1] == texts:
+    if isinstance(old, dict) and gpupolicy_objects.texts_of(old, request.name)[1] == texts:
         return AdmissionResponse(request.uid, True)
     return _policy_verdict(holder, request, source, texts, None)
 
@@ -213,7 +213,7 @@ def _scale(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse
 
 
 def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionResponse:
-    if request.kind.group == gpupolicies.GROUP and request.kind.kind == gpupolicies.KIND:
+    if request.kind.group == gpupolicy_objects.GROUP and request.kind.kind == gpupolicy_objects.KIND:
         if request.operation not in JUDGED_OPERATIONS or request.sub_resource:
             return AdmissionResponse(request.uid, True)
         return _guarded("validate", holder, request, lambda: _gpupolicy(holder, request))
@@ -244,12 +244,13 @@ def validate(holder: EngineHolder, request: AdmissionRequest) -> AdmissionRespon
             request.dry_run,
             update=request.operation is Operation.UPDATE,
         )
+        answer = decision.answer
         return AdmissionResponse(
             request.uid,
-            decision.allowed,
-            warnings=decision.warnings,
-            message=decision.message,
-            audit_annotations=decision.audit_annotations,
+            answer.allowed,
+            warnings=answer.warnings,
+            message=answer.message,
+            audit_annotations=answer.audit_annotations,
         )
 
     return _guarded("validate", holder, request, run)

@@ -19,11 +19,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection
 
-from policies import EMPTY, Consistency, GPUPolicy, Quota, Usage
+from policies import BudgetCounts, BudgetReads, Consistency, GPUPolicy, Quota, Usage
+from webhook.cluster.quota.counting.beyond_watch import NO_LEASES, LeaseEntries
 from webhook.cluster.quota.counting.pod_counting import PodCounting
-from webhook.cluster.quota.counting.reservations import updated_pod
 from webhook.cluster.quota.leases.lease_entries import GRANT_PREFIX
-from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
+from webhook.cluster.quota.leases.lease_wire import LedgerUnavailable
 from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.shares.escrow import Dims, Escrow, Key, crowded, dims_of, limits_of
 from webhook.cluster.quota.shares.share_writers import refill
@@ -35,8 +35,7 @@ WARM_BUDGETS = 32  # strict budgets a replica takes shares of as it starts, most
 class BudgetHoldings:
     """What each budget holds: the pods `counting` counts and reserves, the strict budgets'
     Leases (`shared`, None: no cluster), and this replica's shares of them (`escrow`, None:
-    shares off). Read under the counting's lock; a Lease is never read from the API server
-    while it is held."""
+    shares off). A Lease is read before the counters are asked, never while they are held."""
 
     def __init__(
         self, counting: PodCounting, shared: SharedReservations | None = None, escrow: Escrow | None = None
@@ -45,88 +44,50 @@ class BudgetHoldings:
         self.shared = shared
         self.escrow = escrow  # strict budgets' shares held by this replica (webhook.cluster.quota.shares.escrow)
         self.warmed = threading.Event()  # `warm` has run: shares of the budgets in use granted, or tried
-        if escrow is not None:
-            counting.on_recharged(self._policy_set_changed)
 
-    def _policy_set_changed(self) -> None:
-        """Shares of budgets a new policy set changed are given back (under the counting's lock)."""
-        assert self.escrow is not None
-        self.escrow.forget(lambda key, quota: self.counting.quotas((key,)).get(key) == quota)
+    def policy_set_changed(self) -> None:
+        """Shares of budgets a new policy set changed are given back (PolicySetInForce)."""
+        if self.escrow is not None:
+            quotas = self.counting.reading.quotas
+            self.escrow.forget(lambda key, quota: quotas((key,)).get(key) == quota)
 
-    # -- UsageSource -------------------------------------------------------------------------
+    # -- UsageSource: what the engine reads judging a workload or a claim (a pod's budgets are
+    # settled on a snapshot instead, QuotaAdmission); each read a snapshot of its own ---------------
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
-        self._read_lease(policy, scope)
-        with self.counting.lock:
-            return self.usage_under_lock(policy, scope)
-
-    def usage_under_lock(self, policy: GPUPolicy, scope: str) -> Usage:
-        """`usage`, its Lease read already and the counters' lock held (the budget's reservations
-        expired first, under it)."""
-        return self.counting.counted().usage(policy, scope) + self.reserved_under_lock(policy, scope)
+        """What the budget holds in this replica's view."""
+        reads = BudgetReads(((policy, scope),))
+        counts: BudgetCounts = self.counting.counts(reads, self.leases(reads))[0]
+        return counts.usage(policy, scope)
 
     def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
         """Named claims the counted pods hold (reservations charge each pod's whole: a pod that
         shares a claim counts it again until the watch shows it, never less than it can get)."""
-        with self.counting.lock:
-            return self.shared_claims_under_lock(policy, scope)
-
-    def shared_claims_under_lock(self, policy: GPUPolicy, scope: str) -> Collection[str]:
-        return frozenset(self.counting.counted().shared_claims(policy, scope))
-
-    @property
-    def under_lock(self) -> LockedBudgets:
-        """These budgets for a caller that holds the counters' lock and has read the strict
-        budgets' Leases it settles on: admission settles on it, the lock taken once."""
-        return LockedBudgets(self)
+        counts: BudgetCounts = self.counting.counts(BudgetReads(((policy, scope),), claims=True))[0]
+        return counts.shared_claims(policy, scope)
 
     def reserved(self, policy: GPUPolicy, scope: str) -> Usage:
         """Admitted but not yet seen as pods: the quota view's `reserved`."""
-        self._read_lease(policy, scope)
-        with self.counting.lock:
-            return self.reserved_under_lock(policy, scope)
+        reads = BudgetReads(((policy, scope),))
+        counts: BudgetCounts = self.counting.counts(reads, self.leases(reads), counted=False)[0]
+        return counts.usage(policy, scope)
 
-    def reserved_under_lock(self, policy: GPUPolicy, scope: str) -> Usage:
-        key = (policy.name, scope)
-        reservations = self.counting.reservations
-        self.counting.expire()
-        total = reservations.total(key)  # a strict budget's too: pods admitted from a share
-        for update in reservations.updates(key):
-            created = reservations.get(updated_pod(update.pod.key) or "")
-            # Its CREATE's held here, or in the Lease (which `pending` counts): beyond that only.
-            held = created.usage if created is not None and (key in created.charges or key in created.strict) else None
-            total = total + self._outstanding(update.pod.key, update.usage, held, key)
-        if self.shared is not None and is_strict(policy):
-            total = total + self.shared.pending(key, lambda at, usage, held: self._outstanding(at, usage, held, key))
-        return total
-
-    def _read_lease(self, policy: GPUPolicy, scope: str) -> None:
-        """A strict budget's Lease read before the counters' lock is taken, if never read yet
-        (a caller holding it already has read it: QuotaAdmission.admit reads first)."""
-        if self.shared is not None and is_strict(policy):
-            self.shared.leases.read_once(((policy.name, scope),))
-
-    def _outstanding(
-        self, key: str, usage: Usage, created: Usage | None = None, budget: tuple[str, str] | None = None
-    ) -> Usage:
-        """What a reservation (or Lease entry) under `key` adds to its budget now: a CREATE's all
-        of `usage` until the watch shows the pod; an UPDATE's what `usage` holds beyond what the
-        watch shows the pod holding in `budget` or, not seen yet, beyond its CREATE's reservation
-        there (`created`): a pod an UPDATE moved into the budget holds nothing there yet."""
-        if key.startswith(GRANT_PREFIX):  # a replica's share: the others' count whole, ours not at all
-            return EMPTY if self.escrow is not None and key == self.escrow.key else usage
-        counting = self.counting
-        if self.escrow is not None and key in self.escrow.itemized and counting.reservations.get(key) is not None:
-            return EMPTY  # admitted here from a share, written out when asked: held here until the watch shows it
-        pod = updated_pod(key)
-        if pod is None:
-            return EMPTY if counting.seen(key) else usage
-        if counting.gone(pod):
-            return EMPTY
-        facts = counting.facts(pod)
-        if facts is None:  # not shown yet: beyond its CREATE's reservation, whole where that is not here
-            return usage if created is None else usage.more_than(created)
-        shown_here = budget is None or budget in counting.charges_of(pod)
-        return usage.more_than(facts.total) if shown_here else usage
+    def leases(self, reads: BudgetReads) -> LeaseEntries:
+        """What the Leases of the strict budgets among `reads` hold, as last read (read now if
+        never: before the counters are asked, so no API request waits under their lock)."""
+        shared = self.shared
+        strict = [(policy.name, scope) for policy, scope in reads.budgets if is_strict(policy)]
+        if shared is None or not strict:
+            return NO_LEASES
+        shared.leases.read_once(tuple(strict))
+        own = self.escrow.key if self.escrow is not None else None
+        shares: dict[Key, tuple[Usage, ...]] = {}
+        pods: dict[Key, dict[str, Usage]] = {}
+        for key in strict:
+            alive = {entry.key: entry.usage for entry in shared.leases.live(key)}
+            # A replica's share: the others' count whole, this replica's own not at all.
+            shares[key] = tuple(usage for at, usage in alive.items() if at.startswith(GRANT_PREFIX) and at != own)
+            pods[key] = {at: usage for at, usage in alive.items() if not at.startswith(GRANT_PREFIX)}
+        return LeaseEntries(shares, pods, self.escrow.itemized if self.escrow is not None else ())
 
     # -- shares granted ahead of need ----------------------------------------------------------
     def warm(self, budgets: int = WARM_BUDGETS) -> int:
@@ -142,20 +103,18 @@ class BudgetHoldings:
             self.warmed.set()
 
     def _warm(self, budgets: int) -> int:
-        policy_set = self.counting.policy_set()
+        policy_set = self.counting.reading.policy_set()
         if self.shared is None or self.escrow is None or policy_set is None:
             return 0
         in_use = []
-        with self.counting.lock:
-            ledger = self.counting.counted()
-            for name, scope in ledger.held():
-                policy = policy_set.by_name(name)
-                if policy is not None and is_strict(policy) and (counted := ledger.usage(policy, scope)).pods:
-                    in_use.append(((name, scope), counted))
+        for key, counted in self.counting.budgets_held():
+            policy = policy_set.by_name(key[0])
+            if policy is not None and is_strict(policy) and counted.pods:
+                in_use.append((key, counted))
         in_use.sort(key=lambda item: -item[1].pods)
         granted = 0
         for key, counted in in_use[:budgets]:
-            quota = self.counting.quotas((key,)).get(key)
+            quota = self.counting.reading.quotas((key,)).get(key)
             if quota is None or any(self.escrow.remaining(key, quota).values()):
                 continue  # held already (a new policy set left this budget as it was)
             try:
@@ -169,7 +128,7 @@ class BudgetHoldings:
         """Refill this replica's share of `key` ahead of need (ShareKeeper, out of admission), in
         its turn at the Lease; False if not granted (the budget changed, its turn did not come
         within a second, near the limit, or the Lease contended)."""
-        if self.shared is None or self.escrow is None or self.counting.quotas((key,)).get(key) != quota:
+        if self.shared is None or self.escrow is None or self.counting.reading.quotas((key,)).get(key) != quota:
             return False
         with self.shared.turn((key,), TOP_UP_WAIT) as ours:
             return ours and refill(self.escrow, self.shared, (key,), {key: quota}, need, self.free, ahead=True)
@@ -181,7 +140,7 @@ class BudgetHoldings:
         per-pod compare-and-swap; a dry run, which cannot ask for shares back, is then judged on
         what a real request would find. (Given back, it would not be granted again: no flapping.)"""
         held = self.escrow.holding(key) if self.escrow is not None else None
-        if self.shared is None or held is None or self.counting.quotas((key,)).get(key) != held[0]:
+        if self.shared is None or held is None or self.counting.reading.quotas((key,)).get(key) != held[0]:
             return False
         try:
             self.shared.leases.refresh((key,))  # as the watch shows it: a holder that writes nothing reads nothing
@@ -193,33 +152,19 @@ class BudgetHoldings:
     def free(self, key: Key, quota: Quota, own_share: bool = True) -> Dims:
         """What the budget has free in this replica's view: its limit, less what the pods counted,
         the Lease's other entries, this replica's reservations and (`own_share`) what is left of
-        its own share hold, all read under the counters' lock (an admission from the share moves
-        what it takes from the share to a reservation under that lock too: read apart, it would
-        be in neither)."""
-        policy_set = self.counting.policy_set()
+        its own share hold, the last two read in one step (an admission from the share moves
+        what it takes from the share to a reservation in one step too: read apart, it would be
+        in neither)."""
+        policy_set = self.counting.reading.policy_set()
         policy = policy_set.by_name(key[0]) if policy_set is not None else None
-        if policy is not None:
-            self._read_lease(policy, key[1])
-        with self.counting.lock:
-            used = dims_of(quota, self.usage_under_lock(policy, key[1]) if policy is not None else EMPTY)
-            own = self.escrow.remaining(key, quota) if self.escrow is not None and own_share else {}
+        escrow = self.escrow if own_share else None
+        reads = BudgetReads(((policy, key[1]),) if policy is not None else ())
+        counts, own = self.counting.counts(
+            reads, self.leases(reads), (lambda: escrow.remaining(key, quota)) if escrow is not None else None
+        )
+        used = dims_of(quota, counts.usage(policy, key[1])) if policy is not None else {}
+        own = own or {}
         return {name: limit - used.get(name, 0) - own.get(name, 0) for name, limit in limits_of(quota).items()}
-
-
-class LockedBudgets:
-    """BudgetHoldings as a UsageSource (policies.judge) read under the counters' lock its caller
-    holds: a budget settled there reads the counts once, never taking the lock again."""
-
-    __slots__ = ("_holdings",)
-
-    def __init__(self, holdings: BudgetHoldings) -> None:
-        self._holdings = holdings
-
-    def usage(self, policy: GPUPolicy, scope: str) -> Usage:
-        return self._holdings.usage_under_lock(policy, scope)
-
-    def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
-        return self._holdings.shared_claims_under_lock(policy, scope)
 
 
 def is_strict(policy: GPUPolicy) -> bool:

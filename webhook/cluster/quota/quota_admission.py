@@ -3,8 +3,9 @@
 Between admitting a pod and seeing it in the pod watch, its usage is held as a reservation,
 released when the pod shows up or after a timeout; dry-run never reserves. The engine judges
 the pod outside every lock, all but its budgets; the budgets are checked (Decision.settle) and
-the pod reserved under one lock, so concurrent admissions in one process never admit more than a
-quota allows, and none waits on another's CEL. Quotas with `consistency: strict` also hold their
+the pod reserved as one step under the counters' lock (they settle it on a snapshot of its budgets,
+webhook.cluster.quota.counting.pod_counting.settle), so concurrent admissions in one process never
+admit more than a quota allows, and none waits on another's CEL. Quotas with `consistency: strict` also hold their
 reservations in a Lease shared by every replica (webhook.cluster.quota.leases.shared_quota), written by
 compare-and-swap, unless the admission takes from this replica's share of the budget
 (webhook.cluster.quota.shares.escrow).
@@ -19,12 +20,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from policies import Action, Charges, Decision, Verdict
+from policies import Action, BudgetReads, Charges, Decision, PolicySet, Quota, Verdict
 from webhook.cluster.quota.budget_holdings import BudgetHoldings, is_strict
 from webhook.cluster.quota.counting.reservations import NOT_READ, AsUpdated, PodRef, Reservation, updated_pod
-from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
+from webhook.cluster.quota.leases.lease_wire import LedgerUnavailable
 from webhook.cluster.quota.shares.share_writers import refill
 from webhook.metrics import STRICT_OUT_OF_TIME
 
@@ -51,6 +53,7 @@ class QuotaAdmission:
         self.escrow = budgets.escrow
         self.confirm_after = confirm_after  # seconds the watch has to show an admitted pod
         self.strict_budget = strict_budget  # seconds a strict admission may spend on its Leases
+        self._strict: tuple[PolicySet | None, Mapping[str, Quota]] = (None, {})  # _strict_quotas's
 
     def admit(self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None = None) -> Decision:
         """Settle the engine's `judged` decision (its budgets, on these counters) and, if allowed
@@ -64,23 +67,22 @@ class QuotaAdmission:
         if updated_pod(pod.key) is not None and judged.allowed and not dry_run:
             # An UPDATE is held as the pod stands after it (the budgets it is in, what the watch
             # will show): read from the pod again, outside the counters' lock.
-            updated = self.counting.as_updated(kept)
+            updated = self.counting.reading.as_updated(kept)
+        # What every try settles and holds, read from the engine's decision once.
+        admitting = Admitting(judged, pod, dry_run, kept, updated, judged.budget_reads, judged.usage.empty)
         try:
-            return self._admit(judged, pod, dry_run, kept, updated)
+            return self._admit(admitting)
         except LedgerUnavailable as error:
             self._release(pod)
             return _denied(Decision(False), f"strict quota ledger unreachable, denied to be safe: {error}")
 
-    def _admit(
-        self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None, updated: AsUpdated
-    ) -> Decision:
+    def _admit(self, admitting: Admitting) -> Decision:
+        pod, dry_run = admitting.pod, admitting.dry_run
         deadline = self.counting.clock() + self.strict_budget
         attempts = 0
         asked = False
-        if self.shared is not None:  # no request to the API server under the counters' lock
-            self.shared.leases.read_once(self._strict_charges(judged.charges))
         while True:
-            decision, strict = self._reserve(judged, pod, dry_run, raw, updated)
+            decision, strict = self._reserve(admitting)
             if not strict:
                 if asked or not self._look_again(decision, deadline, dry_run):
                     return decision
@@ -91,13 +93,13 @@ class QuotaAdmission:
             with self.shared.turn(strict, deadline - self.counting.clock()) as ours:
                 if not ours:
                     return self._out_of_time(decision, attempts)
-                decision, in_turn = self._reserve(judged, pod, dry_run, raw, updated)
+                decision, in_turn = self._reserve(admitting)
                 if in_turn and self.escrow is not None:  # no share granted meanwhile: ask for one
                     self._release(pod)
-                    quotas = self.counting.quotas(in_turn)
+                    quotas = self.counting.reading.quotas(in_turn)
                     refill(self.escrow, self.shared, in_turn, quotas, decision.usage, self.budgets.free)
                     # Judged again either way: from the share, or on the Lease as the refill left it.
-                    decision, in_turn = self._reserve(judged, pod, dry_run, raw, updated)
+                    decision, in_turn = self._reserve(admitting)
                 while in_turn:
                     if not set(in_turn) <= set(strict):  # a new policy set meanwhile: other Leases
                         self._release(pod)
@@ -108,7 +110,7 @@ class QuotaAdmission:
                     self._release(pod)  # another replica wrote first: read again, judge again
                     if self.counting.clock() >= deadline:
                         return self._out_of_time(decision, attempts)
-                    decision, in_turn = self._reserve(judged, pod, dry_run, raw, updated)
+                    decision, in_turn = self._reserve(admitting)
                 # Admitted without a write (from a share, or no strict budget left) stands. Denied
                 # in turn, the pod is judged again out of it, where a denial first reads the Leases
                 # again and asks for what other replicas' shares hold.
@@ -117,20 +119,20 @@ class QuotaAdmission:
             if self.counting.clock() >= deadline:
                 return self._out_of_time(decision, attempts)
 
-    def _reserve(
-        self, judged: Decision, pod: PodRef, dry_run: bool, raw: Mapping[str, Any] | None, updated: AsUpdated = NOT_READ
-    ) -> tuple[Decision, Charges]:
+    def _reserve(self, admitting: Admitting) -> tuple[Decision, Charges]:
         """Settle `judged` on the counters and, if allowed for real, hold the pod's usage; returns
         the strict quotas among its charges (their reservation is not made until written to their
         Leases). A pod no budget charges is held too, charged nothing: a new policy set may charge
         it (`raw`, kept with its reservation: in the namespace the API server names). An UPDATE is
         held as `updated` reads the pod after it: one that grows no budget in every budget it is in."""
-        counting = self.counting
-        with counting.lock:
-            counting.expire()
-            decision = judged.settle(self.budgets.under_lock)  # Leases read before the lock
-            if dry_run or not decision.allowed or decision.usage.empty:
-                return decision, ()
+        counting, escrow = self.counting, self.escrow
+        judged, pod, raw, updated = admitting.judged, admitting.pod, admitting.raw, admitting.updated
+        holds = not admitting.dry_run and judged.allowed and not admitting.holds_nothing  # as settled
+        strict_quotas = self._strict_quotas()
+
+        def hold(decision: Decision, earlier: Reservation | None) -> tuple[Reservation | None, Charges]:
+            if not holds or not decision.allowed:
+                return None, ()
             now = counting.clock()
             if updated_pod(pod.key) is not None and not decision.charges:
                 # An UPDATE that grows no budget adds nothing to one, yet the pod is held as it
@@ -139,23 +141,21 @@ class QuotaAdmission:
                 # one widened where no budget charged it), until the watch shows it so.
                 # Dormant (no budget reads it till a new set charges it) unless another UPDATE
                 # of the pod holds a growth the watch has not shown yet: this one holds it on.
-                earlier = counting.reservations.get(pod.key)
                 dormant = earlier is None or earlier.dormant
-                expires = now + counting.ttl
-                held = Reservation(pod, updated.charges, decision.usage, expires, now, (), raw, updated.facts, dormant)
-                counting.reservations.add(held)
-                return decision, ()
-            strict = self._strict_charges(decision.charges)
+                usage, expires = decision.usage, now + counting.ttl
+                return Reservation(pod, updated.charges, usage, expires, now, (), raw, updated.facts, dormant), ()
+            strict = tuple(c for c in decision.charges if c[0] in strict_quotas)
             if (
                 strict
-                and self.escrow is not None
-                and self.escrow.take(strict, counting.quotas(strict), decision.usage, pod.key)
+                and escrow is not None
+                and escrow.take(strict, {c: strict_quotas[c[0]] for c in strict}, decision.usage, pod.key)
             ):
                 strict = ()  # taken from this replica's shares: held here, like a local budget's
             local = tuple(c for c in decision.charges if c not in strict)
-            held = Reservation(pod, local, decision.usage, now + counting.ttl, now, strict, raw, updated.facts)
-            counting.reservations.add(held)
-            return decision, strict
+            return Reservation(pod, local, decision.usage, now + counting.ttl, now, strict, raw, updated.facts), strict
+
+        # The strict budgets' Leases are read before the counters' lock is taken.
+        return counting.settle(judged, admitting.reads, self.budgets.leases(admitting.reads), pod.key, hold)
 
     def _look_again(self, decision: Decision, deadline: float, dry_run: bool) -> bool:
         """A strict budget denies the pod: before the denial stands, read again the Leases whose
@@ -197,8 +197,7 @@ class QuotaAdmission:
         return True
 
     def _release(self, pod: PodRef) -> None:
-        with self.counting.lock:
-            self.counting.reservations.release(pod.key)
+        self.counting.release(pod.key)
 
     def _out_of_time(self, decision: Decision, attempts: int) -> Decision:
         STRICT_OUT_OF_TIME.inc()
@@ -215,19 +214,10 @@ class QuotaAdmission:
         is never created holds its budget for seconds, not the whole TTL. At most `limit` looks
         a call; an unanswered look is tried again later. Returns how many were released."""
         counting = self.counting
-        with counting.lock:
-            counting.expire()
-            due = counting.reservations.unconfirmed(counting.clock() - self.confirm_after, limit)
         released = 0
-        for reservation in due:
-            found = exists(reservation.pod)
-            with counting.lock:
-                current = counting.reservations.get(reservation.pod.key) is reservation
-                if current and found is None:
-                    counting.reservations.unchecked(reservation.pod.key)
-                if not current or found is not False:
-                    continue
-                counting.reservations.release(reservation.pod.key)
+        for reservation in counting.unconfirmed(counting.clock() - self.confirm_after, limit):
+            if not counting.confirmed(reservation, exists(reservation.pod)):
+                continue
             if reservation.strict and self.shared is not None:
                 self.shared.withdraw(reservation.strict, reservation.pod)
             released += 1
@@ -238,10 +228,36 @@ class QuotaAdmission:
         return released
 
     def _strict_charges(self, charges: Charges) -> Charges:
-        policy_set = self.counting.policy_set()
+        quotas = self._strict_quotas()
+        return tuple(c for c in charges if c[0] in quotas)
+
+    def _strict_quotas(self) -> Mapping[str, Quota]:
+        """The policies in force whose budgets are strict (none without Leases), each with its
+        quota: found once a policy set."""
+        policy_set = self.counting.reading.policy_set()
         if self.shared is None or policy_set is None:
-            return ()
-        return tuple(c for c in charges if (p := policy_set.by_name(c[0])) is not None and is_strict(p))
+            return {}
+        known = self._strict
+        if known[0] is not policy_set:
+            found = {p.name: p.quota for p in policy_set.policies if p.quota is not None and is_strict(p)}
+            known = self._strict = (policy_set, found)
+        return known[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Admitting:
+    """One admission, as every try of it settles and holds it: the engine's decision (`judged`),
+    the pod, the object kept with its reservation (`raw`), an UPDATE's pod as it stands after it
+    (`updated`), the budgets settling reads and whether the pod holds nothing (settling changes
+    neither)."""
+
+    judged: Decision
+    pod: PodRef
+    dry_run: bool
+    raw: Mapping[str, Any] | None
+    updated: AsUpdated
+    reads: BudgetReads
+    holds_nothing: bool
 
 
 def _in(raw: Mapping[str, Any] | None, namespace: str) -> Mapping[str, Any] | None:

@@ -1,7 +1,9 @@
 """The pods a replica counts: usage per (policy, scope) fed by pod events and relists, and the
-reservations of pods admitted but not seen yet. What a budget holds is read from them by
-webhook.cluster.quota.budget_holdings, and admission (webhook.cluster.quota.quota_admission) reserves
-here, each under this object's one lock.
+reservations of pods admitted but not seen yet, under one lock that this object alone takes (a
+plain lock: nothing it calls takes it again). What a budget holds is read from here as a snapshot
+(`counts`, policies.judge.budgets.BudgetCounts), and admission settles a pod on one and reserves
+it as one step (`settle`); webhook.cluster.quota.budget_holdings and
+webhook.cluster.quota.quota_admission ask, and never reach into the counts.
 
 Only counters are kept, never pod objects: per pod, a reference to an interned record of what it
 holds and what charging reads of it (policies.judge.pod_facts), so 100,000 pods of a few dozen
@@ -9,53 +11,50 @@ shapes cost little more than their keys, and a new policy set is charged from th
 (`recharge`) without listing the pods again unless it matches on something they do not keep.
 
 Most pods hold no GPU: one whose JSON shows no way to hold anything (policies.judge.pod_facts
-`may_hold`: no resource with a domain, no DRA claims, no share annotation) is not read at all.
-Most of the other pods' events change nothing those records read: the kubelet's status reports,
-the scheduler's binding (only the node). Per such pod, a 16-byte digest of what was read
-(policies.review.pod.pod_fingerprint) is kept too; an event with the same digest takes the record
-it has, its node put in, instead of reading the pod again.
+`may_hold`: no resource with a domain, no DRA claims, no share annotation) is not read at all;
+most of the other pods' events are known unchanged by their digest
+(webhook.cluster.quota.counting.pod_reading).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from policies import (
     FINISHED_PHASES,
     NO_CLUSTER,
+    BudgetCounts,
+    BudgetReads,
     Charges,
     ClusterState,
-    InputError,
+    Decision,
     Ledger,
-    Needs,
     PodCounts,
     PodFacts,
     PolicySet,
-    Quota,
-    charges_of,
-    facts_of,
+    Usage,
     may_hold,
-    moved,
-    needs_of,
-    pod_fingerprint,
-    read_facts,
 )
-from webhook.cluster.quota.counting.reservations import AsUpdated, Reservation, Reservations
+from webhook.cluster.quota.counting.beyond_watch import NO_LEASES, BeyondWatch, Key, LeaseEntries
+from webhook.cluster.quota.counting.pod_reading import PodReading, digest_of
+from webhook.cluster.quota.counting.reservations import Reservation, Reservations
 from webhook.cluster.watches.nodes import Held, NodeCapacity
 from webhook.metrics import TRACKED_PODS
 
 log = logging.getLogger("gpu_admission.usage")
+T = TypeVar("T")
+# How admission holds a pod once settled (webhook.cluster.quota.quota_admission): given the
+# settled decision and the pod's reservation already held under the same key, the reservation
+# to hold (None: none) and the strict budgets left to write to their Leases. Runs under the lock.
+Hold = Callable[[Decision, Reservation | None], tuple[Reservation | None, Charges]]
 
 
 class PodCounting:
-    """Counters fed by pod events, and reservations, under one lock (`lock`: the budget holdings
-    reads and admission checks and reserves under it too; `reservations` is touched only while
-    it is held)."""
+    """Counters fed by pod events, and reservations, under one lock taken only here."""
 
     def __init__(
         self,
@@ -66,22 +65,15 @@ class PodCounting:
         nodes: NodeCapacity | None = None,
         cluster: ClusterState = NO_CLUSTER,
     ) -> None:
-        self.policy_set = policy_set  # the policies in force, if loaded
-        self._namespace_labels = namespace_labels  # as the namespace watch has shown them
+        self.reading = PodReading(policy_set, namespace_labels, cluster)  # pods read, and charged
         self.clock = clock
         self.ttl = ttl  # how long a reservation counts without its pod seen
         self.nodes = nodes or NodeCapacity()  # what the pods it counts hold on their nodes
-        self.cluster = cluster  # the view it is part of: DRA claims pods name
-        self.lock = threading.RLock()
-        self._needs = Needs()  # what the kept facts were made for
-        self._counts = PodCounts(self._charge)
-        self.reservations = Reservations()
-        # uids of pods deleted or finished lately (until when): their shared reservations are spent
-        self._gone: dict[str, float] = {}
-        self._recharged: list[Callable[[], None]] = []
-        # pod key -> digest of what its facts were read from, where they were read from it alone
-        self._read: dict[str, bytes] = {}
-        self._tracked = -1  # the count TRACKED_PODS was last set to (a set writes the metrics file)
+        self._lock = threading.Lock()
+        self._counts = PodCounts(self.reading.charge)
+        self._reservations = Reservations()
+        self._gone = GoneUids()  # pods deleted or finished lately: their shared reservations are spent
+        self._tracked = TrackedGauge()
 
     def counted(self) -> Ledger:
         """What the pods the watch has shown hold (no reservations): the quota view's `used`."""
@@ -96,42 +88,82 @@ class PodCounting:
         """Distinct records the tracked pods share."""
         return self._counts.shapes
 
-    def on_recharged(self, listener: Callable[[], None]) -> None:
-        """`listener` runs, under the lock, once the counters are charged by a new policy set."""
-        self._recharged.append(listener)
+    # -- what the budgets hold, read and reserved ------------------------------------------------
+    def counts(
+        self,
+        reads: BudgetReads,
+        leases: LeaseEntries = NO_LEASES,
+        also: Callable[[], T] | None = None,
+        counted: bool = True,
+    ) -> tuple[BudgetCounts, T | None]:
+        """A snapshot of the budgets `reads` names: what the watch shows (`counted`: else left
+        out), and what this replica's reservations and the Leases (`leases`, read before) hold
+        beyond it; with what `also` reads in the same step (this replica's shares: an admission
+        from one moves what it takes to a reservation under this lock, so read apart it would be
+        in neither)."""
+        with self._lock:
+            _expire(self._reservations, self._gone, self.clock())  # what has run out is not read
+            ledger = self._counts.ledger if counted else Ledger()
+            return ledger.counts(reads, self._beyond_locked(reads, leases)), also() if also is not None else None
 
-    # -- read under the lock -----------------------------------------------------------------
-    def seen(self, uid: str) -> bool:
-        """Whether this replica's watch has shown the pod: counted now, or deleted lately."""
-        return uid in self._counts.pods or uid in self._gone
+    def settle(
+        self, judged: Decision, reads: BudgetReads, leases: LeaseEntries, key: str, hold: Hold
+    ) -> tuple[Decision, Charges]:
+        """`judged` settled on a snapshot of the budgets it reads (`reads`, policies.judge.budgets),
+        and the pod (reservation key `key`) held as `hold` says, as one step: concurrent
+        admissions in one process never admit more than a budget allows."""
+        with self._lock:
+            _expire(self._reservations, self._gone, self.clock())  # what has run out is not read
+            decision = judged.settle_on(self._counts.ledger, self._beyond_locked(reads, leases))
+            held, strict = hold(decision, self._reservations.get(key))
+            if held is not None:
+                self._reservations.add(held)
+            return decision, strict
 
-    def gone(self, uid: str) -> bool:
-        """Whether the watch has shown the pod deleted or finished lately."""
-        return uid in self._gone
-
-    def facts(self, uid: str) -> PodFacts | None:
-        """What the counted pod `uid` holds, as kept."""
-        return self._counts.pods.get(uid)
-
-    def expire(self) -> None:
-        """Forget reservations past their time, and pods gone long enough."""
-        now = self.clock()
-        self.reservations.expire(now)
-        while self._gone and next(iter(self._gone.values())) <= now:
-            del self._gone[next(iter(self._gone))]
+    def release(self, key: str) -> None:
+        """The reservation under `key` is no longer held (its admission judged again, or denied)."""
+        with self._lock:
+            self._reservations.release(key)
 
     def reserved_pods(self) -> int:
-        """Pods reserved for and not seen yet (the lock taken here)."""
-        with self.lock:
-            self.expire()
-            return len(self.reservations)
+        """Pods reserved for and not seen yet."""
+        with self._lock:
+            _expire(self._reservations, self._gone, self.clock())
+            return len(self._reservations)
 
-    def quotas(self, keys: Charges) -> dict[tuple[str, str], Quota]:
-        """The quota of each budget of `keys` in the policy set in force (none: left out)."""
-        policy_set = self.policy_set()
-        found = {key: policy.quota for key in keys if policy_set and (policy := policy_set.by_name(key[0]))}
-        return {key: quota for key, quota in found.items() if quota is not None}
+    def unconfirmed(self, made_before: float, limit: int) -> list[Reservation]:
+        """At most `limit` reservations made before `made_before` whose pod the watch has not
+        shown, not asked about yet (webhook.cluster.quota.quota_admission.sweep_forged)."""
+        with self._lock:
+            _expire(self._reservations, self._gone, self.clock())
+            return self._reservations.unconfirmed(made_before, limit)
 
+    def confirmed(self, reservation: Reservation, found: bool | None) -> bool:
+        """What the API server said of `reservation`'s pod (`found`; None: no answer, asked
+        again later): released if it has no such pod. Whether it was (and still held)."""
+        with self._lock:
+            if self._reservations.get(reservation.pod.key) is not reservation:
+                return False
+            if found is None:
+                self._reservations.unchecked(reservation.pod.key)
+            if found is not False:
+                return False
+            self._reservations.release(reservation.pod.key)
+            return True
+
+    def budgets_held(self) -> list[tuple[Key, Usage]]:
+        """Each budget the counted pods hold something in, and what."""
+        with self._lock:
+            ledger = self._counts.ledger
+            policy_set = self.reading.policy_set()
+            found = []
+            for name, scope in ledger.held():
+                policy = policy_set.by_name(name) if policy_set is not None else None
+                if policy is not None:
+                    found.append(((name, scope), ledger.usage(policy, scope)))
+            return found
+
+    # -- fed by the pod watch --------------------------------------------------------------------
     def observe(self, kind: str, raw: dict[str, Any]) -> None:
         metadata = raw.get("metadata") or {}
         namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
@@ -139,10 +171,10 @@ class PodCounting:
         key = _pod_key(metadata)
         if kind == "DELETED":
             facts = None
-            self._read.pop(key, None)
-        else:
-            facts = self._event_facts(key, raw)
-        with self.lock:
+            self.reading.digests.pop(key, None)
+        else:  # the watch thread alone writes the pods' records: read here, off the lock
+            facts = self.reading.event_facts(key, raw, self._counts.pods.get(key))
+        with self._lock:
             if facts is None or self._counts.pods.get(key) is not facts:  # else: counted as it is
                 old = self._counts.remove(key)
                 if facts is not None:
@@ -153,68 +185,53 @@ class PodCounting:
                 # once, not left to count again until it expires. Not a running pod that holds
                 # nothing: it is not gone (its UPDATEs' reservations count), and each of its
                 # events would set it again for as long as it runs.
-                self._spend(uid, self.clock() + self.ttl)
+                self._gone.spend(uid, self.clock() + self.ttl)
             if kind != "DELETED":
-                self.reservations.claim(namespace, name, uid)
-                self.reservations.shown(uid, facts)
-            self._track(len(self._counts.pods))
-
-    def _track(self, count: int) -> None:
-        """The gauge of counted pods, written only when it changes: most events (status reports,
-        pods with no GPU) change no count, and under several workers a set writes a file."""
-        if count != self._tracked:
-            self._tracked = count
-            TRACKED_PODS.set(count)
-
-    def _spend(self, uid: str, until: float) -> None:
-        """`uid` gone until `until`, put last: `_gone` stays in the order its times run out,
-        which expire() reads from the front (a dict keeps a key's place when it is set again)."""
-        self._gone.pop(uid, None)
-        self._gone[uid] = until
+                self._reservations.claim(namespace, name, uid)
+                self._reservations.shown(uid, facts)
+            self._tracked.set(len(self._counts.pods))
 
     def replace_all(self, pods: Iterable[dict[str, Any]]) -> None:
         """A full relist: counters rebuilt from the pods as they are now (off the lock, so
         admissions go on meanwhile), then swapped in; listed pods claim their reservations."""
-        policy_set = self.policy_set()
-        needs = needs_of(policy_set) if policy_set is not None else Needs()
-        counts = PodCounts(self._charge)
-        read: dict[str, bytes] = {}
+        needs = self.reading.needs()
+        counts = PodCounts(self.reading.charge)
+        digests: dict[str, bytes] = {}
         spent: list[str] = []  # listed finished: their reservations are spent
         for raw in pods:
             metadata = raw.get("metadata") or {}
             key = _pod_key(metadata)
-            facts = self._read_facts(key, raw, needs, read, _digest(raw, needs)) if may_hold(raw) else None
+            facts = self.reading.read(key, raw, needs, digests, digest_of(raw, needs)) if may_hold(raw) else None
             if facts is not None:
                 counts.add(key, facts)
             elif _finished(raw) and (uid := str(metadata.get("uid") or "")):
                 spent.append(uid)
-        with self.lock:
-            self._counts, self._needs, self._read = counts, needs, read
-            counts.recharge(self._charge)  # a policy set swapped in meanwhile: charged by it
-            self.reservations.recharge(self.reservation_charges)
+        with self._lock:
+            self._counts = counts
+            self.reading.kept, self.reading.digests = needs, digests
+            counts.recharge(self.reading.charge)  # a policy set swapped in meanwhile: charged by it
+            self._reservations.recharge(self.reading.reservation_charges)
             self.nodes.replace_pods((facts.node, facts.gpus) for facts in counts.pods.values())
-            self.reservations.release_seen(counts.pods)
-            for uid in self.reservations.updated_uids():
-                self.reservations.shown(uid, counts.pods.get(uid))
+            self._reservations.release_seen(counts.pods)
+            for uid in self._reservations.updated_uids():
+                self._reservations.shown(uid, counts.pods.get(uid))
             until = self.clock() + self.ttl
             for uid in spent:
-                self._spend(uid, until)
-            self._track(len(counts.pods))
+                self._gone.spend(uid, until)
+            self._tracked.set(len(counts.pods))
 
     def recharge(self) -> bool:
         """Charge the counted pods by the policy set now in force, from what is kept of them.
         False when the set matches on pod labels or conditions the kept facts lack: the pods
         must be listed again (replace_all)."""
-        policy_set = self.policy_set()
-        if policy_set is None:
+        if self.reading.policy_set() is None:
             return True
-        with self.lock:
-            if not self._needs.covers(needs_of(policy_set)):
+        wanted = self.reading.needs()
+        with self._lock:
+            if not self.reading.kept.covers(wanted):
                 return False
-            moved = self._counts.recharge(self._charge)
-            moved += self.reservations.recharge(self.reservation_charges)
-            for listener in self._recharged:
-                listener()
+            moved = self._counts.recharge(self.reading.charge)
+            moved += self._reservations.recharge(self.reading.reservation_charges)
             shapes = self._counts.shapes
         log.info("pods charged by the new policy set", extra={"fields": {"moved": moved, "shapes": shapes}})
         return True
@@ -222,98 +239,60 @@ class PodCounting:
     def recharge_namespaces(self, namespaces: Iterable[str]) -> None:
         """The labels of `namespaces` changed: their pods may match other namespaceSelectors."""
         changed = frozenset(namespaces)
-        with self.lock:
-            self._counts.recharge(self._charge, changed)
-            self.reservations.recharge(self.reservation_charges, changed)
+        with self._lock:
+            self._counts.recharge(self.reading.charge, changed)
+            self._reservations.recharge(self.reading.reservation_charges, changed)
 
-    def charges_of(self, key: str) -> Charges:
-        """The budgets the counted pod `key` (its uid) is charged to now."""
-        with self.lock:
-            return self._counts.charges(key)
-
-    def _event_facts(self, key: str, raw: dict[str, Any]) -> PodFacts | None:
-        """What a pod holds after an event: the record kept for it if nothing it was read from
-        changed (the watch thread alone writes `_read` and the pods' records)."""
-        known = self._read.get(key)
-        if known is None and not may_hold(raw):  # most pods: nothing to read, nor a digest to keep
-            return None
-        digest = _digest(raw, self._needs)
-        if digest is not None and known == digest:
-            node = (raw.get("spec") or {}).get("nodeName")
-            return moved(self._counts.pods.get(key), node if isinstance(node, str) and node else None)
-        return self._read_facts(key, raw, self._needs, self._read, digest)
-
-    def _read_facts(
-        self, key: str, raw: dict[str, Any], needs: Needs, read: dict[str, bytes], digest: bytes | None
-    ) -> PodFacts | None:
-        """What a watched pod holds, its `digest` kept in `read` if read from the pod alone. One
-        this engine cannot read is left out and logged: raised, it would end every relist at that
-        pod and keep the pod watch from ever syncing."""
-        read.pop(key, None)
-        try:
-            facts, alone = read_facts(raw, needs, self.cluster)
-        except InputError as error:
-            metadata = raw.get("metadata") or {}
-            where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
-            log.warning("pod left out of quota counts", extra={"fields": {"pod": where, "error": str(error)}})
-            return None
-        if alone and digest is not None:
-            read[key] = digest
-        return facts
-
-    def _charge(self, facts: PodFacts) -> Charges:
-        """Budgets by the policy set in force and the namespace labels the watch has shown: never
-        read from the API server here (this runs under the lock); a namespace whose labels
-        arrive later has its pods charged again then (recharge_namespaces)."""
-        policy_set = self.policy_set()
-        if policy_set is None:
-            return ()
-        return charges_of(facts, policy_set, self._namespace_labels(facts.namespace))
-
-    def reservation_charges(self, reservation: Reservation) -> Charges | None:
-        """The local budgets a reserved pod is charged to by the policy set in force (its strict
-        ones stay in the Leases they were written to); None where it cannot be said."""
-        charges = self._charges_of_raw(reservation.raw)
-        return None if charges is None else tuple(c for c in charges if c not in reservation.strict)
-
-    def as_updated(self, raw: Mapping[str, Any] | None) -> AsUpdated:
-        """An UPDATE's pod `raw` as it stands: the budgets it is in by the policy set in force,
-        and what charging reads of it under the needs the counters keep. Takes no lock: it
-        reads the pod, and only reads what the watches keep."""
-        policy_set = self.policy_set()
-        if raw is None or policy_set is None:
-            return AsUpdated()
-        kept, wanted = self._needs, needs_of(policy_set)
-        facts = self._read_alone(raw, kept)
-        # Charged as the set in force reads it: read again where the kept facts lack what it reads
-        # (a new set, its pods not listed again yet).
-        charging = facts if kept.covers(wanted) else self._read_alone(raw, wanted)
-        return AsUpdated(() if charging is None else self._charge(charging), facts)
-
-    def _charges_of_raw(self, raw: Mapping[str, Any] | None) -> Charges | None:
-        policy_set = self.policy_set()
-        if raw is None or policy_set is None:
-            return None
-        try:
-            facts = facts_of(raw, needs_of(policy_set), self.cluster)
-        except InputError:
-            return None  # unreadable: the reservation stays charged as it is
-        return () if facts is None else self._charge(facts)
-
-    def _read_alone(self, raw: Mapping[str, Any], needs: Needs) -> PodFacts | None:
-        try:
-            return facts_of(raw, needs, self.cluster)
-        except InputError:
-            return None
+    # -- under the lock ----------------------------------------------------------------------------
+    def _beyond_locked(self, reads: BudgetReads, leases: LeaseEntries) -> dict[Key, list[Usage]]:
+        """What each budget of `reads` holds beyond what the watch shows, item by item (the lock
+        held)."""
+        beyond = BeyondWatch(self._counts, self._reservations, self._gone, leases)
+        return {(policy.name, scope): beyond.added((policy.name, scope)) for policy, scope in reads.budgets}
 
 
-def _digest(raw: dict[str, Any], needs: Needs) -> bytes | None:
-    """16 bytes of what a pod's facts are read from (policies.review.pod.pod_fingerprint); None
-    while a quota policy's CEL condition is needed (it may read any field: nothing is kept)."""
-    if needs.conditions:
-        return None
-    fingerprint = pod_fingerprint(raw)
-    return None if fingerprint is None else hashlib.blake2b(fingerprint, digest_size=16).digest()
+class TrackedGauge:
+    """The gauge of counted pods, written only when it changes: most events (status reports,
+    pods with no GPU) change no count, and under several workers a set writes a file."""
+
+    __slots__ = ("_count",)
+
+    def __init__(self) -> None:
+        self._count = -1
+
+    def set(self, count: int) -> None:
+        if count != self._count:
+            self._count = count
+            TRACKED_PODS.set(count)
+
+
+class GoneUids:
+    """Uids of pods the watch has shown deleted or finished lately, each until when (in the order
+    those times run out, which `expire` reads from the front)."""
+
+    __slots__ = ("_until",)
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._until
+
+    def spend(self, uid: str, until: float) -> None:
+        """`uid` gone until `until`, put last (a dict keeps a key's place when it is set again)."""
+        self._until.pop(uid, None)
+        self._until[uid] = until
+
+    def expire(self, now: float) -> None:
+        until = self._until
+        while until and next(iter(until.values())) <= now:
+            del until[next(iter(until))]
+
+
+def _expire(reservations: Reservations, gone: GoneUids, now: float) -> None:
+    """Forget reservations past their time, and pods gone long enough (the lock held)."""
+    reservations.expire(now)
+    gone.expire(now)
 
 
 def _held(facts: PodFacts | None) -> Held | None:

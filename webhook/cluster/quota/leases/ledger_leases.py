@@ -13,38 +13,29 @@ Leases whose every entry expired long ago (`sweep`).
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-import orjson
 from kubernetes.client.exceptions import ApiException
 
 from policies import Usage
 from webhook.cluster.quota.leases.lease_entries import (
-    LEDGER_LABEL,
-    RESERVATIONS,
     WANT_PREFIX,
     Entry,
     Key,
     LeaseState,
-    encode_entries,
     lease_key,
     lease_name,
     parse_lease,
 )
+from webhook.cluster.quota.leases.lease_wire import LeaseWire, LedgerUnavailable
+from webhook.events import Events, LeaseMoved, SharesWanted
 from webhook.metrics import STRICT_CONFLICTS
 
 SWEEP_GRACE = 300.0  # seconds past the last reservation's expiry before its Lease is deleted
-log = logging.getLogger("gpu_admission.quota")
-TIMEOUT = (1.0, 2.0)  # connect, read: well inside the webhook's own timeout
-
-
-class LedgerUnavailable(RuntimeError):
-    """The Lease could not be read or written: a strict quota cannot be judged, so it denies."""
 
 
 class LedgerLeases:
@@ -56,10 +47,9 @@ class LedgerLeases:
         ttl: float = 30.0,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        events: Events | None = None,
     ) -> None:
-        self.api = api  # a CoordinationV1Api
-        self.namespace = namespace
-        self.identity = identity
+        self.wire = LeaseWire(api, namespace, identity)  # reads and writes them
         self.ttl = ttl
         self.clock = clock  # only for the `expires` people read in an entry
         self.monotonic = monotonic
@@ -72,9 +62,7 @@ class LedgerLeases:
         # Lease, and tells the shares when another replica asks for them back (`on_wanted`).
         self._watched: dict[Key, LeaseState] = {}
         self._moved = threading.Condition(self._lock)
-        # Set once, by webhook.cluster.quota.tracking, to the keeper of this replica's shares.
-        self.on_wanted: Callable[[Key, frozenset[str]], None] = lambda key, asking: None
-        self.on_moved: Callable[[Key], None] = lambda key: None  # any write the watch shows
+        self.events = events  # SharesWanted and LeaseMoved published to (None: no keeper hears)
 
     def live(self, key: Key) -> list[Entry]:
         """The entries of the Lease of `key` as last read (read now if never) that still count."""
@@ -100,13 +88,13 @@ class LedgerLeases:
         expires = math.ceil(self.clock() + self.ttl)  # in whole seconds, as stored
         entries.extend(Entry(entry_key, expires, usage) for entry_key, usage in changes.items() if usage is not None)
         try:
-            written = self._write(key, state.version, entries)
+            written = self.wire.write(key, state.version, entries)
         except ApiException as error:
             if error.status not in (404, 409):
                 raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
             self.conflicts += 1
             STRICT_CONFLICTS.inc()
-            self._remember(key, self._read(key))
+            self._remember(key, self.wire.read(key))
             return False
         except Exception as error:  # refused, reset, timed out
             raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
@@ -118,11 +106,11 @@ class LedgerLeases:
         that stays expires with its TTL."""
         for _ in range(3):
             try:
-                state = self._read(key)
+                state = self.wire.read(key)
                 entries = [e for e in state.entries if e.key != entry_key]
                 if len(entries) == len(state.entries) or not state.version:
                     return
-                self._remember(key, self._write(key, state.version, entries))
+                self._remember(key, self.wire.write(key, state.version, entries))
                 return
             except ApiException as error:
                 if error.status != 409:
@@ -132,7 +120,7 @@ class LedgerLeases:
 
     def read_again(self, key: Key) -> None:
         """Read the Lease of `key` now, whatever was read before."""
-        self._remember(key, self._read(key))
+        self._remember(key, self.wire.read(key))
 
     def await_watched(self, key: Key, shows: Callable[[LeaseState], bool], timeout: float) -> bool:
         """Wait until the Lease watch `shows` the Lease of `key` so, or `timeout` seconds; whether it does."""
@@ -141,34 +129,8 @@ class LedgerLeases:
 
     def sweep(self, grace: float = SWEEP_GRACE) -> int:
         """Delete the ledger Leases whose every reservation expired more than `grace` seconds ago
-        by their own `expires` (wall clock: the grace covers replicas' skew), each on the version
-        read (a reservation written meanwhile makes the delete a 409, and the Lease stays). A
-        replica still holding a deleted version gets a 404 on its next write, reads again and
-        creates it afresh. Returns how many were deleted; run by one replica (the status leader)."""
-        listed = self.api.list_namespaced_lease(
-            self.namespace, label_selector=f"{LEDGER_LABEL}=true", _preload_content=False, _request_timeout=TIMEOUT
-        )
-        deleted = 0
-        horizon = self.clock() - grace
-        for lease in orjson.loads(listed.data).get("items") or []:
-            state = parse_lease(lease)
-            if any(entry.expires > horizon for entry in state.entries):
-                continue
-            name = lease["metadata"]["name"]
-            try:
-                self.api.delete_namespaced_lease(
-                    name,
-                    self.namespace,
-                    body={"preconditions": {"resourceVersion": state.version}},
-                    _request_timeout=TIMEOUT,
-                )
-                deleted += 1
-            except ApiException as error:
-                if error.status not in (404, 409):
-                    raise
-        if deleted:
-            log.info("strict quota leases deleted", extra={"fields": {"deleted": deleted}})
-        return deleted
+        (LeaseWire.sweep); run by one replica (the status leader). How many were deleted."""
+        return self.wire.sweep(self.clock() - grace)
 
     def read_once(self, keys: Iterable[Key]) -> None:
         """Read each Lease of `keys` this replica has not read yet: called before a lock its
@@ -207,10 +169,12 @@ class LedgerLeases:
             for e in state.entries
             if e.key.startswith(WANT_PREFIX) and e.expires > horizon
         )
+        if self.events is None:
+            return
         if asking:
-            self.on_wanted(key, asking)
+            self.events.publish(SharesWanted(key, asking))
         if kind != "DELETED":
-            self.on_moved(key)
+            self.events.publish(LeaseMoved(key))
 
     def replace_all(self, leases: Iterator[dict[str, Any]]) -> None:
         for lease in leases:
@@ -221,7 +185,7 @@ class LedgerLeases:
         with self._lock:
             state = self._states.get(key)
         if state is None:
-            state = self._read(key)
+            state = self.wire.read(key)
             self._remember(key, state)
         return state
 
@@ -231,37 +195,3 @@ class LedgerLeases:
             # Each entry's clock starts when it is first read; entries gone from the Lease are forgotten.
             now, before = self.monotonic(), self._first_seen.get(key, {})
             self._first_seen[key] = {(e.key, e.expires): before.get((e.key, e.expires), now) for e in state.entries}
-
-    def _read(self, key: Key) -> LeaseState:
-        try:
-            response = self.api.read_namespaced_lease(
-                lease_name(key), self.namespace, _preload_content=False, _request_timeout=TIMEOUT
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return LeaseState("")
-            raise LedgerUnavailable(f"{lease_name(key)}: {error.status} {error.reason}") from None
-        except Exception as error:  # refused, reset, timed out
-            raise LedgerUnavailable(f"{lease_name(key)}: {type(error).__name__}") from None
-        return parse_lease(orjson.loads(response.data))
-
-    def _write(self, key: Key, version: str, entries: list[Entry]) -> LeaseState:
-        policy, scope = key
-        metadata: dict[str, Any] = {
-            "name": lease_name(key),
-            "namespace": self.namespace,
-            "labels": {LEDGER_LABEL: "true"},
-            "annotations": {
-                "gpu-admission.io/policy": policy,
-                "gpu-admission.io/scope": scope or "(policy-wide)",
-                RESERVATIONS: encode_entries(entries),
-            },
-        }
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata}
-        body["spec"] = {"holderIdentity": self.identity}
-        if version:
-            metadata["resourceVersion"] = version
-            response = self.api.replace_namespaced_lease(lease_name(key), self.namespace, body, _preload_content=False)
-        else:
-            response = self.api.create_namespaced_lease(self.namespace, body, _preload_content=False)
-        return parse_lease(orjson.loads(response.data))

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from policies import EMPTY, Usage
-from webhook.cluster.quota.counting.reservations import PodRef, updated_pod
+from webhook.cluster.quota.counting.reservations import PodRef
 from webhook.cluster.quota.leases.lease_entries import (
     GRANT_PREFIX,
     WANT_PREFIX,
@@ -52,16 +52,6 @@ class SharedReservations:
         self._turns: dict[Key, threading.Lock] = {}
         self._asked: dict[Key, set[Mark]] = {}
         self._open: dict[Key, Asked] = {}
-
-    def pending(self, key: Key, outstanding: Callable[[str, Usage, Usage | None], Usage]) -> Usage:
-        """Reservations in the Lease (as last read) that have not expired, each at what it adds
-        beyond what this replica's watch shows (`outstanding`: nothing for a pod seen; an
-        UPDATE's entry beyond the pod's, or its CREATE's entry in the same Lease)."""
-        alive = {entry.key: entry.usage for entry in self.leases.live(key)}
-        total = EMPTY
-        for entry_key, usage in alive.items():
-            total = total + outstanding(entry_key, usage, alive.get(updated_pod(entry_key) or ""))
-        return total
 
     @contextlib.contextmanager
     def turn(self, keys: tuple[Key, ...], timeout: float) -> Iterator[bool]:

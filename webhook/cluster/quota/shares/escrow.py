@@ -34,18 +34,20 @@ run (which cannot ask) included.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import NamedTuple
 
-from policies import EMPTY, Amount, Quota, Usage, dimensions
+from policies import EMPTY, Amount, Quota, Usage, amounts
 from webhook.cluster.quota.leases.lease_entries import GRANT_PREFIX
+from webhook.events import Events, ShareLow
 
 log = logging.getLogger("gpu_admission.quota")
 CHUNK_PODS = 16  # a grant holds what this many pods like the one asking would take ...
@@ -63,11 +65,11 @@ def grant_key(identity: str) -> str:
 
 
 def dims_of(quota: Quota, usage: Usage) -> Dims:
-    return {name: amount for name, _, amount, _ in dimensions(quota.limits, usage, quota.shared_weight)}
+    return {name: held for name, (held, _) in amounts(quota.limits, usage, quota.shared_weight).items()}
 
 
 def limits_of(quota: Quota) -> Dims:
-    return {name: limit for name, _, _, limit in dimensions(quota.limits, EMPTY, quota.shared_weight)}
+    return {name: limit for name, (_, limit) in amounts(quota.limits, EMPTY, quota.shared_weight).items()}
 
 
 def as_usage(dims: Mapping[str, Amount]) -> Usage:
@@ -114,6 +116,15 @@ class Share:
         while self.recent and self.recent[0].when <= now - ttl:
             self.recent.popleft()
 
+    def give_back(self) -> int:
+        """What is left goes back: 1 if there was any (a return), else 0. Refilled only when an
+        admission asks again."""
+        self.low = False
+        if not any(self.remaining.values()):
+            return 0
+        self.remaining = {name: 0 for name in self.remaining}
+        return 1
+
     def held(self, now: float, ttl: float, leaving: Collection[str] = ()) -> Dims:
         """What the entry must say: what is left, and what was admitted within `ttl` (but the
         pods `leaving` it for entries of their own)."""
@@ -130,7 +141,13 @@ class Share:
 class Escrow:
     """This replica's shares, one per strict budget it has admitted under."""
 
-    def __init__(self, identity: str, ttl: float = 30.0, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        identity: str,
+        ttl: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
+        events: Events | None = None,
+    ) -> None:
         self.identity = identity
         # Each process its own entry: a container restarted under the same pod name must not take
         # its predecessor's entry for its own (and so stop counting what that one admitted lately).
@@ -142,20 +159,22 @@ class Escrow:
         self.ahead = 0  # of the refills, those made ahead of need (ShareKeeper), not by an admission
         self.returns = 0
         self.fallbacks = 0
-        # A share to refill ahead: set once, to its ShareKeeper's, by webhook.cluster.quota.tracking.
-        self.on_low: Callable[[Key], None] = lambda key: None
+        self.events = events  # ShareLow published to (None: no keeper hears)
         # Pods whose admission from a share this replica wrote as their own entries (when it did):
         # its own reservations count them until its watch shows them, so those entries do not.
         self.itemized: dict[str, float] = {}
         self._lock = threading.Lock()
         self._writing: dict[Key, threading.Lock] = {}
 
-    def writing(self, key: Key) -> threading.Lock:
+    @contextlib.contextmanager
+    def writing(self, key: Key) -> Iterator[None]:
         """Held from reading what this replica's entry of `key` says to recording it written: a
         refill (in the replica's turn) and the keeper (out of it, to answer requests at once)
         take turns here, so neither records what the other's write replaced."""
         with self._lock:
-            return self._writing.setdefault(key, threading.Lock())
+            turn = self._writing.setdefault(key, threading.Lock())
+        with turn:
+            yield
 
     def take(self, keys: tuple[Key, ...], quotas: Mapping[Key, Quota], usage: Usage, pod: str) -> bool:
         """Take `usage` from this replica's shares of every budget in `keys`, all or none, for
@@ -165,7 +184,8 @@ class Escrow:
             for key in keys:
                 share = self.shares.get(key)
                 quota = quotas.get(key)
-                if share is None or quota is None or share.quota != quota:
+                # The same quota object while its policy set is in force: compared only if not.
+                if share is None or quota is None or (share.quota is not quota and share.quota != quota):
                     return False
                 need = dims_of(quota, usage)
                 if not _fits(need, share.remaining):
@@ -181,8 +201,9 @@ class Escrow:
                 if not share.low and any(share.remaining.get(n, 0) * 2 < a for n, a in share.granted.items() if a):
                     share.low = True
                     low.append(key)
-        for key in low:
-            self.on_low(key)
+        if self.events is not None:
+            for key in low:
+                self.events.publish(ShareLow(key))
         return True
 
     def low(self) -> list[tuple[Key, Quota, Usage]]:
@@ -278,7 +299,7 @@ class Escrow:
             self.itemized = {pod: when for pod, when in self.itemized.items() if when > now - self.ttl}
             for key, share in self.shares.items():
                 if now - share.last_used >= self.ttl / 6:
-                    self._give_back(share)  # idle
+                    self.returns += share.give_back()  # idle
                 stale = share.held(now, self.ttl) != share.written or now - share.written_at >= self.ttl / 3
                 if stale or share.itemize:
                     found.append(key)
@@ -306,14 +327,7 @@ class Escrow:
             share = self.shares.get(key)
             if share is not None:
                 share.itemize = bool(share.recent)
-                self._give_back(share)
-
-    def _give_back(self, share: Share) -> None:
-        """What is left of `share` goes back (counted as a return, if there was any)."""
-        share.low = False  # given back: refilled only when an admission asks again
-        if any(share.remaining.values()):
-            share.remaining = {name: 0 for name in share.remaining}
-            self.returns += 1
+                self.returns += share.give_back()
 
     def forget(self, keep: Callable[[Key, Quota], bool]) -> None:
         """A new policy set: shares of budgets it changed are given up (their entries rewritten)."""

@@ -10,9 +10,10 @@ from collections.abc import Callable, Mapping
 
 from policies import Quota, Usage
 from webhook.cluster.quota.leases.lease_entries import GRANT_PREFIX
-from webhook.cluster.quota.leases.ledger_leases import LedgerUnavailable
+from webhook.cluster.quota.leases.lease_wire import LedgerUnavailable
 from webhook.cluster.quota.leases.shared_quota import SharedReservations
 from webhook.cluster.quota.shares.escrow import Dims, Escrow, Key, as_usage
+from webhook.events import LeaseMoved, ShareLow, SharesWanted
 from webhook.service import Loop
 
 log = logging.getLogger("gpu_admission.quota")
@@ -95,23 +96,23 @@ class ShareKeeper:
     def start(self) -> None:
         self._loop.start()
 
-    def low(self, key: Key) -> None:
-        """Admissions drew this replica's share of `key` under half its last grant (Escrow.on_low):
-        refilled now, in this thread."""
+    def low(self, _: ShareLow) -> None:
+        """Admissions drew a share of this replica's under half its last grant: refilled now, in
+        this thread."""
         self._loop.wake()
 
-    def wanted(self, key: Key, asking: frozenset[str]) -> None:
-        """Replicas (`asking`: their entries' names) ask for the budget of `key` back, as the Lease
-        watch shows: what is left of this replica's share goes back now, not when it turns idle."""
-        if asking - {self.escrow.key.removeprefix(GRANT_PREFIX)}:
-            self.escrow.give_back(key)
+    def wanted(self, event: SharesWanted) -> None:
+        """Replicas ask for a budget back, as the Lease watch shows: what is left of this
+        replica's share goes back now, not when it turns idle."""
+        if event.asking - {self.escrow.key.removeprefix(GRANT_PREFIX)}:
+            self.escrow.give_back(event.key)
             self._loop.wake()  # written again if it says other than it should (`due`), given back or not
 
-    def moved(self, key: Key) -> None:
-        """The Lease watch shows the Lease of `key` written: if this replica holds a share of it,
+    def moved(self, event: LeaseMoved) -> None:
+        """The Lease watch shows a budget's Lease written: if this replica holds a share of it,
         whether the budget is near the limit now is looked at in this thread."""
-        if self.escrow.holding(key) is not None:
-            self._to_check.add(key)
+        if self.escrow.holding(event.key) is not None:
+            self._to_check.add(event.key)
             self._loop.wake()
 
     def warm_soon(self) -> None:
