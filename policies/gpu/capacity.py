@@ -35,7 +35,9 @@ from policies.quantity import parse_quantity
 SETTLED = "success"  # mig.config.state of a node split as asked
 
 
-class Capacity(Protocol):
+class LabelCapacity(Protocol):
+    """What node labels and the device plugin say of GPUs (CapacityLedger); WithDra adds DRA."""
+
     @property
     def known(self) -> bool:
         """Whether the figures come from the cluster at all."""
@@ -55,11 +57,20 @@ class Capacity(Protocol):
         """Whether some node of the GPU model `model` is known (free or not, settled or not)."""
         ...
 
-    # Which back-end can serve a MIG slice (policies.planning.backends): the device plugin by its
-    # resource name, a DeviceClass serving that name from DRA devices, or a DRA claim.
     def plugin_serves(self, resource: str) -> bool:
         """Whether some node's device plugin advertises `resource` (free or not)."""
         ...
+
+    def advertising_nodes(self) -> frozenset[str]:
+        """Nodes whose device plugin advertises GPUs (allocatable `nvidia.com/gpu` or `nvidia.com/mig-*`)."""
+        ...
+
+
+class Capacity(LabelCapacity, Protocol):
+    """What the engine reads of free GPUs: node labels, and what DRA devices offer
+    (policies.gpu.dra_inventory.WithDra). Which back-end can serve a MIG slice
+    (policies.planning.backends): the device plugin by its resource name, a DeviceClass serving
+    that name from DRA devices, or a DRA claim."""
 
     def dra_serves(self, resource: str) -> bool:
         """Whether a DeviceClass serves `resource` from DRA devices the cluster has (KEP-5004)."""
@@ -76,10 +87,6 @@ class Capacity(Protocol):
 
     def dra_offers(self, profile: str | None) -> bool:
         """Whether NVIDIA's DRA driver publishes slices of `profile` (whole GPUs for None), free or not."""
-        ...
-
-    def advertising_nodes(self) -> frozenset[str]:
-        """Nodes whose device plugin advertises GPUs (allocatable `nvidia.com/gpu` or `nvidia.com/mig-*`)."""
         ...
 
     def dra_models(self, resource: str) -> frozenset[str | None] | None:
@@ -144,7 +151,8 @@ Slot = tuple[str, str | None, str]  # (GPU model key, profile name or None for w
 
 
 class CapacityLedger:
-    """Free GPU capacity per (model, profile), kept as running sums from node and pod events.
+    """Free GPU capacity per (model, profile), kept as running sums from node and pod events: a
+    LabelCapacity (node labels say nothing of DRA: WithDra adds it, with no slice at all too).
 
     A node's `nvidia.com/gpu.product` label names its model (and, under the single strategy,
     its profile); its allocatable `nvidia.com/gpu` and `nvidia.com/mig-*` are the capacity.
@@ -181,25 +189,8 @@ class CapacityLedger:
     def plugin_serves(self, resource: str) -> bool:
         return any(slot[2] == resource for slot in self._capacity)
 
-    dra_known = False  # node labels and allocatable say nothing of DRA (policies.gpu.dra_inventory.WithDra)
-
-    def dra_serves(self, resource: str) -> bool:
-        return False
-
-    def dra_free(self, model: str, profile: str | None) -> int:
-        return 0
-
-    def dra_offers(self, profile: str | None) -> bool:
-        return False
-
     def advertising_nodes(self) -> frozenset[str]:
         return frozenset(self._advertising)
-
-    def dra_models(self, resource: str) -> frozenset[str | None] | None:
-        return None
-
-    def dual_advertised(self) -> frozenset[str]:
-        return frozenset()
 
     @property
     def unsettled(self) -> int:

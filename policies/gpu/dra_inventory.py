@@ -18,9 +18,10 @@ offered twice).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from policies.gpu.capacity import Capacity, NodeGpus
+from policies.gpu.capacity import LabelCapacity, NodeGpus
 from policies.gpu.device_cel import DeviceSelector, admits
 from policies.gpu.device_classes import DeviceClasses
 from policies.gpu.device_reach import Reach, reach_of
@@ -73,36 +74,18 @@ def _rule_holds(rule: TaintRule, key: DeviceKey) -> bool:
     return all(want is None or want == have for want, have in zip(rule[0], key, strict=True))
 
 
-class DraInventory:
-    """NVIDIA's devices by slice, the devices claims hold and the taints rules add: free
-    placements per (model, profile), and what a request's selectors reach."""
+class HeldDevices:
+    """What keeps shown devices from a new claim: the devices claims' allocations hold, and the
+    taints DeviceTaintRules add; and, worked out from them and the shown devices once per change
+    (read on every review), what is free."""
 
     def __init__(self) -> None:
-        self._slices: dict[str, SliceContent] = {}
         self._allocated: dict[object, tuple[DeviceKey, ...]] = {}  # claim -> devices
         self._rules: dict[str, TaintRule] = {}
-        # Derived, dropped on change: what is free (slices, allocations or taints changed) ...
+        # Derived, dropped on any change (here, or of the slices: `forget`)
         self._free: dict[tuple[str, str | None], list[DeviceKey]] | None = None
         self._memory: dict[tuple[str, str], int] = {}
         self._offered: frozenset[str | None] = frozenset()  # profiles devices are of (None: whole GPUs)
-        # ... and what selectors reach (slices changed)
-        self._current: list[SliceContent] | None = None
-        self._devices: list[DraDevice] = []
-        self._by_key: dict[DeviceKey, DraDevice] = {}
-        self._reach = Memo()
-        self.generation = 0  # counts slice changes (policies.gpu.device_reach.DeviceReach)
-
-    # -- changes ---------------------------------------------------------------------------
-    def set_slice(self, name: str, content: SliceContent | None) -> None:
-        if content is None:
-            self._slices.pop(name, None)
-        else:
-            self._slices[name] = content
-        self._slices_changed()
-
-    def replace_slices(self, slices: Mapping[str, SliceContent]) -> None:
-        self._slices = dict(slices)
-        self._slices_changed()
 
     def set_allocation(self, claim: object, devices: tuple[DeviceKey, ...]) -> None:
         if devices:
@@ -126,101 +109,27 @@ class DraInventory:
         self._rules = dict(rules)
         self._free = None
 
-    def _slices_changed(self) -> None:
+    def forget(self) -> None:
+        """The shown devices changed: what is free is worked out again when next read."""
         self._free = None
-        self._current = None
-        self._reach = Memo()
-        self.generation += 1
-
-    # -- what requests reach -----------------------------------------------------------------
-    def _current_slices(self) -> list[SliceContent]:
-        """The slices of each pool's newest generation (a driver replaces a pool by publishing a newer one)."""
-        if self._current is None:
-            newest: dict[tuple[str, str], int] = {}
-            for content in self._slices.values():
-                newest[content.pool] = max(newest.get(content.pool, 0), content.generation)
-            self._current = [s for s in self._slices.values() if s.generation == newest[s.pool]]
-            self._devices = [d for s in self._current for d in s.devices]
-            self._by_key = {d.key: d for d in self._devices}
-        return self._current
-
-    def devices(self) -> list[DraDevice]:
-        """Every device the current slices show."""
-        self._current_slices()
-        return self._devices
-
-    def reach(self, selectors: tuple[DeviceSelector, ...]) -> Reach | None:
-        """The shown devices every one of `selectors` admits (None: none), once per slice change."""
-        return self._reach.get(tuple(s.source for s in selectors), lambda: reach_of(selectors, self.devices()))
-
-    def device(self, key: DeviceKey) -> DraDevice | None:
-        self.devices()
-        return self._by_key.get(key)
-
-    def nodes(self) -> frozenset[str]:
-        """The nodes whose devices the slices show."""
-        return frozenset(d.node for d in self.devices() if d.node is not None)
-
-    # -- what is free --------------------------------------------------------------------------
-    @property
-    def known(self) -> bool:
-        return bool(self.devices())
-
-    def has_model(self, model: str) -> bool:
-        return any(d.model == model for d in self.devices())
-
-    def offers(self, profile: str | None) -> bool:
-        """Whether some device is a slice of `profile` (a whole GPU for None), free or not."""
-        self._counted()
-        return profile in self._offered
-
-    def free(self, model: str, profile: str | None) -> int:
-        return len(self._counted().get((model, profile), ()))
-
-    def free_for(
-        self, selectors: tuple[DeviceSelector, ...], model: str, profile: str | None, skipped: frozenset[str]
-    ) -> int:
-        """Free devices of `model` and `profile` that `selectors` (a class serving a name) admit,
-        on no node of `skipped` (nodes the device plugin counts already)."""
-        keys = self._counted().get((model, profile), ())
-        admitted = self._admitted(selectors)
-        return sum(1 for key in keys if key in admitted and self._by_key[key].node not in skipped)
-
-    def offers_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> bool:
-        """Whether `selectors` admit some device of `profile` (a whole GPU for None), free or not."""
-        admitted = self._admitted(selectors)
-        return any(d.key in admitted and d.model is not None and d.profile == profile for d in self.devices())
-
-    def models_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> frozenset[str | None]:
-        """The models of the devices of `profile` (whole GPUs for None) `selectors` admit."""
-        admitted = self._admitted(selectors)
-        return frozenset(d.model for d in self.devices() if d.key in admitted and d.profile == profile)
-
-    def _admitted(self, selectors: tuple[DeviceSelector, ...]) -> frozenset[DeviceKey]:
-        key = ("admitted", tuple(s.source for s in selectors))
-        return self._reach.get(
-            key, lambda: frozenset(d.key for d in self.devices() if all(admits(s, d.cel) for s in selectors))
-        )
-
-    def memory_mib(self, model: str, profile: str) -> int | None:
-        self._counted()
-        return self._memory.get((model, profile))
 
     def tainted(self, device: DraDevice) -> bool:
         return bool(device.taints) or any(_rule_holds(rule, device.key) for rule in self._rules.values())
 
-    def _counted(self) -> dict[tuple[str, str | None], list[DeviceKey]]:
-        """What the slices, allocations and taints say, worked out once per change (read on every review)."""
+    def counted(
+        self, shown: ShownDevices
+    ) -> tuple[dict[tuple[str, str | None], list[DeviceKey]], dict[tuple[str, str], int], frozenset[str | None]]:
+        """Free placements per (model, profile), the memory of each profile, the profiles offered."""
         if self._free is None:
-            self._free, self._memory, self._offered = self._count()
-        return self._free
+            self._free, self._memory, self._offered = self._count(shown)
+        return self._free, self._memory, self._offered
 
     def _count(
-        self,
+        self, shown: ShownDevices
     ) -> tuple[dict[tuple[str, str | None], list[DeviceKey]], dict[tuple[str, str], int], frozenset[str | None]]:
-        devices = self.devices()
+        devices = shown.devices
         totals: dict[tuple[tuple[str, str], Counter], int] = {}
-        for content in self._current_slices():
+        for content in shown.current:
             for counter, amount in content.counters:
                 totals[(content.pool, counter)] = amount
         taken = {key for held in self._allocated.values() for key in held}
@@ -259,6 +168,123 @@ class DraInventory:
         return free, memory, offered
 
 
+@dataclass(frozen=True, slots=True)
+class ShownDevices:
+    """The slices of each pool's newest generation (a driver replaces a pool by publishing a newer
+    one), and their devices, by key too: made once a slice change."""
+
+    current: list[SliceContent]
+    devices: list[DraDevice]
+    by_key: dict[DeviceKey, DraDevice]
+
+
+def _shown(slices: Iterable[SliceContent]) -> ShownDevices:
+    listed = list(slices)
+    newest: dict[tuple[str, str], int] = {}
+    for content in listed:
+        newest[content.pool] = max(newest.get(content.pool, 0), content.generation)
+    current = [s for s in listed if s.generation == newest[s.pool]]
+    devices = [d for s in current for d in s.devices]
+    return ShownDevices(current, devices, {d.key: d for d in devices})
+
+
+class DraInventory:
+    """NVIDIA's devices by slice, less what `held` keeps from a new claim (allocations, taints):
+    free placements per (model, profile), and what a request's selectors reach."""
+
+    def __init__(self) -> None:
+        self._slices: dict[str, SliceContent] = {}
+        self.held = HeldDevices()  # changed by the claim and DeviceTaintRule watches
+        # Derived, dropped when the slices change: the devices shown, what selectors reach
+        self._shown: ShownDevices | None = None
+        self._reach = Memo()
+        self.generation = 0  # counts slice changes (policies.gpu.device_reach.DeviceReach)
+
+    # -- changes ---------------------------------------------------------------------------
+    def set_slice(self, name: str, content: SliceContent | None) -> None:
+        if content is None:
+            self._slices.pop(name, None)
+        else:
+            self._slices[name] = content
+        self.replace_slices(self._slices)
+
+    def replace_slices(self, slices: Mapping[str, SliceContent]) -> None:
+        self._slices = dict(slices)
+        self._shown = None
+        self._reach = Memo()
+        self.held.forget()
+        self.generation += 1
+
+    # -- what requests reach -----------------------------------------------------------------
+    def shown(self) -> ShownDevices:
+        """The devices the current slices show, worked out once per slice change."""
+        if self._shown is None:
+            self._shown = _shown(self._slices.values())
+        return self._shown
+
+    def devices(self) -> list[DraDevice]:
+        """Every device the current slices show."""
+        return self.shown().devices
+
+    def reach(self, selectors: tuple[DeviceSelector, ...]) -> Reach | None:
+        """The shown devices every one of `selectors` admits (None: none), once per slice change."""
+        return self._reach.get(tuple(s.source for s in selectors), lambda: reach_of(selectors, self.devices()))
+
+    def device(self, key: DeviceKey) -> DraDevice | None:
+        return self.shown().by_key.get(key)
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        """The nodes whose devices the slices show."""
+        return frozenset(d.node for d in self.devices() if d.node is not None)
+
+    # -- what is free --------------------------------------------------------------------------
+    @property
+    def known(self) -> bool:
+        return bool(self.devices())
+
+    def has_model(self, model: str) -> bool:
+        return any(d.model == model for d in self.devices())
+
+    def offers(self, profile: str | None) -> bool:
+        """Whether some device is a slice of `profile` (a whole GPU for None), free or not."""
+        return profile in self.held.counted(self.shown())[2]
+
+    def free(self, model: str, profile: str | None) -> int:
+        return len(self.held.counted(self.shown())[0].get((model, profile), ()))
+
+    def free_for(
+        self, selectors: tuple[DeviceSelector, ...], model: str, profile: str | None, skipped: frozenset[str]
+    ) -> int:
+        """Free devices of `model` and `profile` that `selectors` (a class serving a name) admit,
+        on no node of `skipped` (nodes the device plugin counts already)."""
+        shown = self.shown()
+        keys = self.held.counted(shown)[0].get((model, profile), ())
+        admitted = _admitted(self._reach, shown, selectors)
+        return sum(1 for key in keys if key in admitted and shown.by_key[key].node not in skipped)
+
+    def offers_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> bool:
+        """Whether `selectors` admit some device of `profile` (a whole GPU for None), free or not."""
+        shown = self.shown()
+        admitted = _admitted(self._reach, shown, selectors)
+        return any(d.key in admitted and d.model is not None and d.profile == profile for d in shown.devices)
+
+    def models_for(self, selectors: tuple[DeviceSelector, ...], profile: str | None) -> frozenset[str | None]:
+        """The models of the devices of `profile` (whole GPUs for None) `selectors` admit."""
+        shown = self.shown()
+        admitted = _admitted(self._reach, shown, selectors)
+        return frozenset(d.model for d in shown.devices if d.key in admitted and d.profile == profile)
+
+    def memory_mib(self, model: str, profile: str) -> int | None:
+        return self.held.counted(self.shown())[1].get((model, profile))
+
+
+def _admitted(reach: Memo, shown: ShownDevices, selectors: tuple[DeviceSelector, ...]) -> frozenset[DeviceKey]:
+    """The shown devices every one of `selectors` admits, kept in `reach` until the slices change."""
+    key = ("admitted", tuple(s.source for s in selectors))
+    return reach.get(key, lambda: frozenset(d.key for d in shown.devices if all(admits(s, d.cel) for s in selectors)))
+
+
 def _slice_of(resource: str) -> tuple[str, str | None] | None:
     """The device a pod asking `resource` would get from DRA: a whole GPU or a profile's slice."""
     if resource == WHOLE_GPU_RESOURCE:
@@ -290,6 +316,7 @@ class Inventory(Protocol):
 
     def memory_mib(self, model: str, profile: str) -> int | None: ...
 
+    @property
     def nodes(self) -> frozenset[str]: ...
 
 
@@ -300,7 +327,7 @@ class WithDra:
     class admits. A node with slices and no GFD label is a GPU node like any other; a node whose
     GPUs the device plugin advertises too (`dual_advertised`) is counted once, by the plugin."""
 
-    def __init__(self, labels: Capacity, inventory: Inventory, classes: Callable[[], DeviceClasses]) -> None:
+    def __init__(self, labels: LabelCapacity, inventory: Inventory, classes: Callable[[], DeviceClasses]) -> None:
         self._labels = labels
         self._inventory = inventory
         self._classes = classes
@@ -314,7 +341,7 @@ class WithDra:
         `nvidia.com/mig-*`) and NVIDIA's DRA driver (slices of the node) advertise."""
         if not self._inventory.known:
             return frozenset()
-        return self._labels.advertising_nodes() & self._inventory.nodes()
+        return self._labels.advertising_nodes() & self._inventory.nodes
 
     def advertising_nodes(self) -> frozenset[str]:
         return self._labels.advertising_nodes()

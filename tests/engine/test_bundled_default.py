@@ -10,6 +10,7 @@ from policies.gpu.catalog import CATALOG
 from policies.judge.quota import NoUsage
 from policies.review.cluster import KnownCluster
 from tests.support.builders import engine_from, gpu_container, pod, policy
+from tests.support.dra import labels_alone
 
 SLICES = sorted({(model.key, profile.resource) for model in CATALOG.models for profile in model.profiles})
 
@@ -39,7 +40,7 @@ def nodes(*products: str) -> KnownCluster:
     for i, product in enumerate(products):
         ledger.set_node(NodeGpus(f"n{i}", product, {"nvidia.com/mig-3g.40gb": 2, "nvidia.com/mig-1g.10gb": 1}))
     ledger.mark_synced()
-    return KnownCluster(capacity=ledger)
+    return KnownCluster(capacity=labels_alone(ledger))
 
 
 def sized(engine, cluster=None, memory: str = "30Gi"):

@@ -15,6 +15,7 @@ from policies.judge.quota import NoUsage
 from policies.judge.usage import pod_usage
 from policies.review.pod import parse_pod
 from tests.support.builders import engine_from, gpu_container, pod, policy
+from tests.support.dra import labels_alone
 
 SLICES_BY_DEFAULT = policy("slices", "mig: {defaultProfile: 1g.10gb}")
 WITHOUT_MIG = [
@@ -124,6 +125,6 @@ def test_free_gke_partitions_steer_the_choice_and_count_as_capacity():
     assert ledger.free("A100-80GB", "2g.20gb", "nvidia.com/gpu") == 3
     engine = engine_from(policy("p", "mig: {}"))
     asking = pinned(cloud.GKE_ACCELERATOR, "nvidia-a100-80gb", **{"gpu-memory": "15Gi"})
-    result = engine.mutate(asking, cluster=KnownCluster(capacity=ledger))
+    result = engine.mutate(asking, cluster=KnownCluster(capacity=labels_alone(ledger)))
     assert result.object["spec"]["nodeSelector"][cloud.GKE_PARTITION] == "2g.20gb"  # 1g.20gb: none free
     assert result.object["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}

@@ -11,11 +11,13 @@ import yaml
 
 from policies.gpu.capacity import CapacityLedger, NodeGpus
 from policies.gpu.catalog import CATALOG
+from policies.gpu.dra_inventory import WithDra
 from policies.model.loader import load_texts
 from policies.model.policy import Consistency
 from policies.model.policyset import PolicySet
 from policies.review.cluster import KnownCluster
 from tests.support.builders import engine_from, gpu_container, pod, policy
+from tests.support.dra import labels_alone
 from webhook.cli.main import main
 
 SELECTED = policy("gold", "match: {namespaceSelector: {matchLabels: {tier: gold}}}")
@@ -35,7 +37,7 @@ def test_namespace_selector_matches_the_namespace_labels_and_knows_the_name_labe
     assert [p.name for p in policy_set.matching("ml", {}, None, labels).policies] == expected
 
 
-def capacity(**free: int) -> CapacityLedger:
+def capacity(**free: int) -> WithDra:
     """A cluster with one node per (model, profile) given as model__profile=count."""
     ledger = CapacityLedger(CATALOG)
     for i, (slot, count) in enumerate(free.items()):
@@ -43,7 +45,7 @@ def capacity(**free: int) -> CapacityLedger:
         product = CATALOG.model(model.replace("_", "-")).product_labels[0]
         ledger.set_node(NodeGpus(f"n{i}", product, {f"nvidia.com/mig-{profile.replace('_', '.')}": count}))
     ledger.mark_synced()
-    return ledger
+    return labels_alone(ledger)
 
 
 MODELS = policy("p", "mig: {gpuModels: [H100-80GB, A100-40GB]}")
@@ -85,7 +87,7 @@ def test_single_strategy_steers_only_to_the_models_with_free_slices_of_the_profi
     ledger = CapacityLedger(CATALOG)
     ledger.set_node(NodeGpus("h", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", {"nvidia.com/gpu": 7}))
     ledger.mark_synced()
-    result = engine.mutate(pod(gpu_container()), cluster=KnownCluster(capacity=ledger))
+    result = engine.mutate(pod(gpu_container()), cluster=KnownCluster(capacity=labels_alone(ledger)))
     terms = result.object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     values = terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
     names = ("H100-80GB-HBM3", "H100-PCIe", "H800", "H800-PCIe")

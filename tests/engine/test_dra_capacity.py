@@ -132,9 +132,9 @@ TAINTED = resource_slice(
 def test_a_tainted_device_is_no_free_capacity():
     assert with_dra(inventory(TAINTED), GPU_CLASS).free("H100-80GB", None, "nvidia.com/gpu") == 0
     found = inventory(WHOLE)
-    found.set_taint_rule("drain-gpu-0", read_taint_rule(TAINT_RULE))
+    found.held.set_taint_rule("drain-gpu-0", read_taint_rule(TAINT_RULE))
     assert with_dra(found, GPU_CLASS).free("H100-80GB", None, "nvidia.com/gpu") == 1
-    found.set_taint_rule("drain-gpu-0", None)
+    found.held.set_taint_rule("drain-gpu-0", None)
     assert with_dra(found, GPU_CLASS).free("H100-80GB", None, "nvidia.com/gpu") == 2
 
 

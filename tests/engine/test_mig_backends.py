@@ -24,7 +24,7 @@ from policies.planning.ladder import MAX_RUNGS, claim_name
 from policies.planning.published import policy_ladders, publishes
 from policies.review.cluster import KnownCluster
 from tests.support.builders import engine_from, gpu_container, pod, policy
-from tests.support.dra import GPU_CLASS, MIG_CLASS, allocated, dra_capacity, resource_slice, slice_device
+from tests.support.dra import GPU_CLASS, MIG_CLASS, allocated, dra_capacity, labels_alone, resource_slice, slice_device
 from tools.mig_classes import class_name, device_classes
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -45,7 +45,9 @@ def plugin_nodes(**allocatable: int) -> CapacityLedger:
 
 
 def known(capacity: Any, classes: DeviceClasses, **more: Any) -> KnownCluster:
-    return KnownCluster(capacity=capacity, device_classes=classes, **more)
+    """A cluster of `capacity`: node labels alone (a CapacityLedger), or with DRA (a WithDra)."""
+    seen = labels_alone(capacity) if isinstance(capacity, CapacityLedger) else capacity
+    return KnownCluster(capacity=seen, device_classes=classes, **more)
 
 
 def mutated(cluster: KnownCluster, spec: str = POLICY, annotations: dict[str, str] = MEMORY) -> Any:

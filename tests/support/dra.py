@@ -213,7 +213,7 @@ def inventory(*slices: dict[str, Any], claims: tuple[dict[str, Any], ...] = ()) 
     found = DraInventory()
     contents = {s["metadata"]["name"]: read_slice(s, CATALOG) for s in slices}
     found.replace_slices({k: v for k, v in contents.items() if v is not None})
-    found.replace_allocations((c["metadata"]["name"], allocated_devices(c)) for c in claims)
+    found.held.replace_allocations((c["metadata"]["name"], allocated_devices(c)) for c in claims)
     return found
 
 
@@ -238,3 +238,9 @@ def dra_capacity(
     found = inventory(*slices, claims=claims)
     known = DeviceClasses.of(read_device_class(c) for c in classes)
     return WithDra(labels if labels is not None else NoCapacity(), found, lambda: known), known
+
+
+def labels_alone(ledger: Any) -> WithDra:
+    """What a replica sees of a cluster whose GPUs only node labels and the device plugin show
+    (a CapacityLedger, `ledger`): no ResourceSlice, so DRA says nothing."""
+    return WithDra(ledger, DraInventory(), lambda: DeviceClasses.of(()))

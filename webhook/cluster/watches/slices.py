@@ -31,16 +31,23 @@ def _claim(obj: dict[str, Any]) -> tuple[str, str]:
     return str(metadata.get("namespace", "")), str(metadata.get("name", ""))
 
 
+def _shown(inventory: DraInventory) -> tuple[bool, int, frozenset[str]]:
+    """What admissions read of the slices without the lock: set again as they change."""
+    return inventory.known, inventory.generation, inventory.nodes
+
+
 class DraCapacity:
+    """The inventory behind one lock: read by admissions, changed by the watches."""
+
     def __init__(self) -> None:
         self._inventory = DraInventory()
         self._lock = threading.Lock()
-
-    # -- read by admissions (policies.gpu.dra_inventory.Inventory) ------------------------------
-    @property
-    def known(self) -> bool:
-        with self._lock:
-            return self._inventory.known
+        # Whether any device is shown (policies.gpu.dra_inventory.Inventory), asked of every pod
+        # judged, and how many times the slices changed (policies.gpu.device_reach.DeviceReach):
+        # plain values, set as the slices change, read without the lock.
+        self.known = False
+        self.generation = 0
+        self.nodes: frozenset[str] = frozenset()  # whose devices the slices show
 
     def has_model(self, model: str) -> bool:
         with self._lock:
@@ -72,16 +79,7 @@ class DraCapacity:
         with self._lock:
             return self._inventory.models_for(selectors, profile)
 
-    def nodes(self) -> frozenset[str]:
-        with self._lock:
-            return self._inventory.nodes()
-
     # -- read by admissions (policies.gpu.device_reach.DeviceReach) -------------------------------
-    @property
-    def generation(self) -> int:
-        with self._lock:
-            return self._inventory.generation
-
     def reach(self, selectors: tuple[DeviceSelector, ...]) -> Reach | None:
         with self._lock:
             return self._inventory.reach(selectors)
@@ -95,30 +93,32 @@ class DraCapacity:
         content = None if kind == "DELETED" else read_slice(obj, CATALOG)
         with self._lock:
             self._inventory.set_slice(_name(obj), content)
+            self.known, self.generation, self.nodes = _shown(self._inventory)
 
     def slices_listed(self, items: Iterable[dict[str, Any]]) -> None:
         contents = {_name(obj): read_slice(obj, CATALOG) for obj in items}
         with self._lock:
             self._inventory.replace_slices({k: v for k, v in contents.items() if v is not None})
+            self.known, self.generation, self.nodes = _shown(self._inventory)
 
     # -- the ResourceClaim watch: what each claim's allocation holds -----------------------------
     def claim_seen(self, kind: str, obj: dict[str, Any]) -> None:
         devices = () if kind == "DELETED" else allocated_devices(obj)
         with self._lock:
-            self._inventory.set_allocation(_claim(obj), devices)
+            self._inventory.held.set_allocation(_claim(obj), devices)
 
     def claims_listed(self, items: Iterable[dict[str, Any]]) -> None:
         allocations = [(_claim(obj), allocated_devices(obj)) for obj in items]
         with self._lock:
-            self._inventory.replace_allocations(allocations)
+            self._inventory.held.replace_allocations(allocations)
 
     # -- the DeviceTaintRule watch: taints that keep the scheduler off devices --------------------
     def taint_rule_seen(self, kind: str, obj: dict[str, Any]) -> None:
         rule = None if kind == "DELETED" else read_taint_rule(obj)
         with self._lock:
-            self._inventory.set_taint_rule(_name(obj), rule)
+            self._inventory.held.set_taint_rule(_name(obj), rule)
 
     def taint_rules_listed(self, items: Iterable[dict[str, Any]]) -> None:
         rules = {_name(obj): read_taint_rule(obj) for obj in items}
         with self._lock:
-            self._inventory.replace_taint_rules({k: v for k, v in rules.items() if v is not None})
+            self._inventory.held.replace_taint_rules({k: v for k, v in rules.items() if v is not None})
