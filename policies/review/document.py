@@ -8,6 +8,8 @@ from typing import Any
 
 from jsonpointer import escape
 
+from policies.errors import InputError
+
 # Keys written are field and resource names from a small vocabulary: escape each once.
 _escaped = lru_cache(maxsize=1024)(escape)
 
@@ -49,6 +51,12 @@ def change_texts(changes: list[Change]) -> list[str]:
     return [f"{c.path}: {c.what} (policy {c.policy})" for c in changes]
 
 
+def _field(pointer: str | None, key: str) -> str:
+    """The field path (`spec.affinity.nodeAffinity`) of `key` under the container at `pointer`."""
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in (pointer or "").split("/")[1:]]
+    return ".".join([*parts, key])
+
+
 class Draft:
     """A copy-on-write edit of a JSON document that records its RFC 6902 patch as it goes.
 
@@ -74,16 +82,23 @@ class Draft:
             value = empty()
             self.set(parent, key, value)
         elif id(value) not in self._owned:
-            value = parent[key] = dict(value) if isinstance(value, dict) else list(value)
             where = self._owned[id(parent)]
+            if isinstance(value, dict) and empty is dict:
+                value = parent[key] = dict(value)
+            elif isinstance(value, list) and empty is list:
+                value = parent[key] = list(value)
+            else:  # the requester's `spec.affinity: 1.5`: refused with its field, never a crash
+                raise InputError(_field(where, key), "must be an object" if empty is dict else "must be a list")
             self._owned[id(value)] = None if where is None else f"{where}/{_escaped(key)}"
         return value
 
     def item(self, parent: list[JSON], index: int) -> JSON:
         value = parent[index]
         if id(value) not in self._owned:
-            value = parent[index] = dict(value) if isinstance(value, dict) else list(value)
             where = self._owned[id(parent)]
+            if not isinstance(value, dict | list):
+                raise InputError(_field(where, str(index)), "must be an object or a list")
+            value = parent[index] = dict(value) if isinstance(value, dict) else list(value)
             self._owned[id(value)] = None if where is None else f"{where}/{index}"
         return value
 
