@@ -49,7 +49,7 @@ import fixed_answer  # bench/fixed_answer.py: the script's own folder is on the 
 from kubernetes import client, config
 
 from policies import load_texts, native_policies
-from policies.native.runtime import NAME as RUNTIME_OBJECT
+from policies.native.runtime_map import NAME as RUNTIME_OBJECT
 from tests.e2e.balancer import Balancer
 from tests.e2e.controlplane.build import ensure_binaries
 from tests.e2e.controlplane.cluster import ControlPlane

@@ -7,7 +7,7 @@
     device_access.py
                     what a pod writes itself to reach devices, refused under the security
                     settings that hold for it (a policy's, or the defaults)
-    runtime.py      the matching policies' runtime settings, as one MutatingAdmissionPolicy the
+    runtime_map.py  the matching policies' runtime settings, as one MutatingAdmissionPolicy the
                     API server applies before the webhook, for the GPU pods it is sure of
     runtime_cel.py  its CEL: which policy's setting a key takes, JSON patch operations
     objects.py      the objects: a policy scoped as the webhook is (validating or mutating),

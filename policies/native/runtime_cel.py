@@ -1,4 +1,4 @@
-"""CEL pieces of the native runtime settings (policies.native.runtime): which policy's setting a
+"""CEL pieces of the native runtime settings (policies.native.runtime_map): which policy's setting a
 key takes, a container holding a GPU, a toleration the pod has, and JSON patch operations as the
 maps the mutation turns into JSONPatch values."""
 

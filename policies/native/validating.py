@@ -47,7 +47,7 @@ from policies.native.objects import (
     repeated_names,
 )
 from policies.native.reach import EXCLUDED, NAMESPACE
-from policies.native.runtime import runtime_settings
+from policies.native.runtime_map import runtime_settings
 
 _PART = {Action.DENY: "", Action.WARN: WARN, Action.AUDIT: AUDIT}
 

@@ -24,7 +24,7 @@ import pytest
 
 import policies.bundled
 from policies.mutate.mutation import MUTATED_ANNOTATION
-from policies.native.runtime import NAME, SLOTS
+from policies.native.runtime_map import NAME, SLOTS
 from tests.e2e.harness import Installation, failure_policy, policy_configmap, restore, wait_for
 from tests.e2e.kubectl import Kubectl, Result
 from tests.support.corpus import corpus_pods

@@ -10,7 +10,7 @@ from typing import Any
 from policies import PolicyProblem, load_texts
 from webhook.cluster.api.gpupolicy_status import GPUPolicyStatusWriter, Verdict, desired_status
 from webhook.events import Events, SourceRetried
-from webhook.sources.gpupolicies import document_text, persisted_of, texts_of
+from webhook.sources.gpupolicy_objects import document_text, persisted_of, texts_of
 from webhook.sources.store import PolicyStore
 
 NOW = dt.datetime(2026, 12, 5, 3, 0, tzinfo=dt.UTC)

@@ -1,4 +1,4 @@
-"""Native runtime settings (policies.native.runtime): the matching policies' `runtime` sections
+"""Native runtime settings (policies.native.runtime_map): the matching policies' `runtime` sections
 as a MutatingAdmissionPolicy the API server applies before the mutating webhook. Applied here
 with the engine's CEL (tests.support.native.mutated) beside the engine's own mutation; the real
 API server applies it in tests/e2e/test_native_runtime.py.
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from policies import KnownCluster, native_policies
 from policies.model.loader import load_texts
 from policies.mutate.mutation import MUTATED_ANNOTATION
-from policies.native.runtime import NAME, SLOTS
+from policies.native.runtime_map import NAME, SLOTS
 from tests.support.builders import engine_from, policy
 from tests.support.native import mutated
 

@@ -12,7 +12,7 @@ import jsonpatch
 
 from policies.model.cel import CelEvaluationError, CelInput, compile_expression
 from policies.model.selectors import parse_selector
-from policies.native.runtime import MUTATION
+from policies.native.runtime_map import MUTATION
 
 
 def cel_input(pod: Mapping[str, Any], namespace: str, namespace_labels: Mapping[str, str] | None = None) -> CelInput:

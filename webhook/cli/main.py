@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from policies import InputError
-from webhook.cli import audit, certs, completion, lint, mutate, native, policytest, quota, serve, validate
+from webhook.cli import audit, certs, completion, lint, mutate, native, policytest, quota_command, serve, validate
 from webhook.cli.offline import EXIT_BAD_INPUT, EXIT_OK
 
 # In the order --help lists them; each module holds its command's options, body and exit codes.
-COMMANDS = (mutate, validate, lint, policytest, quota, audit, native, serve, completion, certs)
+COMMANDS = (mutate, validate, lint, policytest, quota_command, audit, native, serve, completion, certs)
 
 
 def _program() -> str:

@@ -92,9 +92,20 @@ class _Connection(gthread.TConn):  # type: ignore[misc]
 gthread.TConn = _Connection  # accept() makes its connections from the module's name
 
 
+class StopSignal:
+    """A pipe the threads waiting on a connection poll beside it: written once as the worker
+    stops, never read, so it stays readable and every waiting thread sees it, now or later."""
+
+    def __init__(self) -> None:
+        self.read_fd, self._write_fd = os.pipe()
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._write_fd, b"\0")
+
+
 class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyped
-    _stop_read = -1
-    _stop_write = -1
+    _stop: StopSignal | None = None
     _quitting = False
     _connections = 0
     max_connections = 0
@@ -102,7 +113,7 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
     alive: bool  # gunicorn's: False once the worker stops
 
     def init_process(self) -> None:
-        self._stop_read, self._stop_write = os.pipe()
+        self._stop = StopSignal()
         self.max_connections = self.cfg.worker_connections
         self.deadlines = Deadlines(current().read_timeout, ANSWER_TIMEOUT)
         self.deadlines.start()
@@ -228,11 +239,12 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
             return True  # already read ahead, out of poll()'s sight
         if not self.alive:
             return None
+        assert self._stop is not None
         poller = select.poll()
         poller.register(sock, select.POLLIN)
-        poller.register(self._stop_read, select.POLLIN)
+        poller.register(self._stop.read_fd, select.POLLIN)
         events = poller.poll(ON_THREAD_WAIT * 1000)
-        if any(fd != self._stop_read for fd, _ in events):
+        if any(fd != self._stop.read_fd for fd, _ in events):
             return True
         return False if self._quitting else None
 
@@ -248,24 +260,22 @@ class ConnectionWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyp
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         super().handle_exit(sig, frame)
-        self._wake_waiting()
+        if self._stop is not None:
+            self._stop.wake()
 
     def handle_quit(self, sig: int, frame: Any) -> None:
         self._quitting = True
-        self._wake_waiting()
+        if self._stop is not None:
+            self._stop.wake()
         super().handle_quit(sig, frame)
 
     def is_parent_alive(self) -> bool:
         if super().is_parent_alive():
             return True
         self.alive = False
-        self._wake_waiting()
+        if self._stop is not None:
+            self._stop.wake()
         return False
-
-    def _wake_waiting(self) -> None:
-        # Never read: the pipe stays readable, so every waiting thread sees it, now or later.
-        with contextlib.suppress(OSError):
-            os.write(self._stop_write, b"\0")
 
     # -- failures -------------------------------------------------------------------------------------
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:

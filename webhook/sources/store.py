@@ -72,7 +72,7 @@ class PolicyStore:
 
     def problems_of(self, source: str) -> list[PolicyProblem]:
         with self._lock:
-            return self._problems(source)
+            return _problems(self._seen.get(source, {}))
 
     def update(
         self,
@@ -90,7 +90,7 @@ class PolicyStore:
         persisted = persisted or {}
         with self._lock:
             first = source not in self._seen
-            before = self._problems(source)
+            before = _problems(self._seen.get(source, {}))
             seen = self._seen.setdefault(source, {})
             good = self._good.setdefault(source, {})
             lapsed = self._lapsed.setdefault(source, {})
@@ -115,16 +115,13 @@ class PolicyStore:
             retried = self._retry_shadowed(exclude=source) if changed else []
             if changed or not self._swapped_once:
                 self._swap()
-            problems = self._problems(source)
+            problems = _problems(self._seen.get(source, {}))
         self._report(source, None if first else before, problems)
         self._report_retried(retried)
         if not problems and (changed or first):
             # Persisting never stands in the way of loading.
             self._events.publish(SourceLoaded(source, texts), _failed(source, "policy persistence failed"))
         return problems
-
-    def _problems(self, source: str) -> list[PolicyProblem]:
-        return [p for seen in self._seen.get(source, {}).values() for p in seen.problems]
 
     def _load(self, source: str, file: str, text: str, namespace: str | None, persisted: str | None = None) -> bool:
         """Load one file under the lock; whether the policies in force changed."""
@@ -214,7 +211,7 @@ class PolicyStore:
     def remove(self, source: str) -> None:
         retried = []
         with self._lock:
-            before = self._problems(source)
+            before = _problems(self._seen.get(source, {}))
             self._seen.pop(source, None)
             lapsed = self._lapsed.pop(source, None)
             if self._good.pop(source, None) or lapsed:
@@ -245,10 +242,10 @@ class PolicyStore:
             ]
             if source == exclude or not shadowed:
                 continue
-            before = self._problems(source)
+            before = _problems(self._seen.get(source, {}))
             for file, text, namespace in shadowed:
                 self._load(source, file, text, namespace)
-            if (after := self._problems(source)) != before:
+            if (after := _problems(self._seen.get(source, {}))) != before:
                 changed.append((source, before, after))
         return changed
 
@@ -326,3 +323,8 @@ def name_clash(policy: GPUPolicy, other: str) -> PolicyProblem:
 def _failed(source: str, what: str = "policy status listener failed") -> Callable[[], None]:
     """What a reactor's failure leaves: a log line with its traceback, the source named."""
     return lambda: log.exception(what, extra={"fields": {"source": source}})
+
+
+def _problems(seen: Mapping[str, Seen]) -> list[PolicyProblem]:
+    """The problems of a source's files, as last seen."""
+    return [p for file in seen.values() for p in file.problems]

@@ -10,7 +10,7 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from webhook.sources.gpupolicies import GROUP, PLURAL, VERSION, texts_of
+from webhook.sources.gpupolicy_objects import GROUP, PLURAL, VERSION, texts_of
 
 TIMEOUT = (2.0, 30.0)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies import PolicyProblem
-from webhook.sources.gpupolicies import GROUP, PLURAL, VERSION, gpupolicy_name, name_of
+from webhook.sources.gpupolicy_objects import GROUP, PLURAL, VERSION, gpupolicy_name, name_of
 from webhook.sources.store import is_name_clash
 
 log = logging.getLogger("gpu_admission.policy_status")

@@ -12,7 +12,7 @@ from kubernetes import client
 from webhook.cluster.api.gpupolicy_status import GPUPolicyStatusWriter
 from webhook.cluster.watches.listwatch import ListWatch
 from webhook.cluster.watches.watch_stream import JSON
-from webhook.sources.gpupolicies import GROUP, PLURAL, SOURCE_PREFIX, VERSION, name_of, persisted_of, texts_of
+from webhook.sources.gpupolicy_objects import GROUP, PLURAL, SOURCE_PREFIX, VERSION, name_of, persisted_of, texts_of
 from webhook.sources.store import PolicyStore
 
 
