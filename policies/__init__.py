@@ -61,17 +61,12 @@ from policies.judge.headroom import QuotaLine, amount_text, bar, quota_lines, sc
 from policies.judge.ledger import Ledger, PodCounts
 from policies.judge.pod_facts import (
     Charges,
-    Needs,
     PodFacts,
-    charges_of,
-    facts_of,
-    may_hold,
     moved,
-    needs_of,
-    read_facts,
 )
+from policies.judge.pod_reading import PodReading
 from policies.judge.quota import Amount, amounts
-from policies.judge.usage import EMPTY, FINISHED_PHASES, Usage, counts_against_quota, gpus_held
+from policies.judge.usage import EMPTY, Usage, counts_against_quota, gpus_held
 from policies.judge.validation import Decision
 from policies.judge.verdict import Verdict
 from policies.model.advice import overlapping_profiles
@@ -80,10 +75,9 @@ from policies.model.policy import Action, Consistency, GPUPolicy, Quota
 from policies.model.policyset import Lapsed, PolicySet
 from policies.model.workload_kinds import BUILT_IN_TABLE
 from policies.model.workloads import WorkloadKind
-from policies.model.yamldoc import FAST_LOADER, read_data
+from policies.model.yamldoc import read_data
 from policies.mutate.mutation import MutationResult
-from policies.native.objects import Uncovered
-from policies.native.validating import NameClash, NativePolicies, native_policies
+from policies.native.validating import NameClash, native_policies
 from policies.native.webhook_scope import why_not_sent
 from policies.planning.published import policy_ladders, publishes, why_published
 from policies.review.cluster import (
@@ -95,7 +89,7 @@ from policies.review.cluster import (
     limits_whole_gpus,
     pod_group_claims,
 )
-from policies.review.pod import PodView, parse_pod, pod_fingerprint
+from policies.review.pod import PodView, parse_pod
 from policies.review.request import Operation, RequestInfo
 
 __all__ = [
@@ -110,7 +104,6 @@ __all__ = [
     "RequestInfo",
     "PodView",
     "parse_pod",
-    "pod_fingerprint",
     "NO_CLUSTER",
     "ClusterState",
     "KnownCluster",
@@ -120,8 +113,6 @@ __all__ = [
     "limits_whole_gpus",
     "MutationResult",
     "NameClash",
-    "NativePolicies",
-    "Uncovered",
     "native_policies",
     "why_not_sent",
     "BudgetCounts",
@@ -131,7 +122,6 @@ __all__ = [
     "EMPTY",
     "Usage",
     "counts_against_quota",
-    "FINISHED_PHASES",
     "gpus_held",
     "Amount",
     "amounts",
@@ -143,14 +133,9 @@ __all__ = [
     "Ledger",
     "PodCounts",
     "Charges",
-    "Needs",
     "PodFacts",
-    "charges_of",
-    "facts_of",
+    "PodReading",
     "moved",
-    "needs_of",
-    "read_facts",
-    "may_hold",
     "ENV_SOURCE_KINDS",
     "AuditReport",
     "Finding",
@@ -168,7 +153,6 @@ __all__ = [
     "PolicySet",
     "LoadResult",
     "load_texts",
-    "FAST_LOADER",
     "read_data",
     "overlapping_profiles",
     "WorkloadKind",

@@ -16,11 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies import facts_of, may_hold, needs_of, parse_pod
+from policies import parse_pod
+from policies.judge import pod_reading
+from policies.judge.pod_facts import facts_of, may_hold, needs_of
 from policies.review.pod import STATUS_READ
 from tests.support import dra
 from tests.support.builders import engine_from, gpu_container, plain_container, pod, policy
-from webhook.cluster.quota.counting import pod_counting, pod_reading
+from webhook.cluster.quota.counting import pod_counting
 from webhook.cluster.quota.counting.pod_counting import PodCounting
 
 BUDGET = engine_from(

@@ -67,7 +67,7 @@ class QuotaAdmission:
         if updated_pod(pod.key) is not None and judged.allowed and not dry_run:
             # An UPDATE is held as the pod stands after it (the budgets it is in, what the watch
             # will show): read from the pod again, outside the counters' lock.
-            updated = self.counting.reading.as_updated(kept)
+            updated = AsUpdated(*self.counting.reading.as_updated(kept))
         # What every try settles and holds, read from the engine's decision once.
         admitting = Admitting(judged, pod, dry_run, kept, updated, judged.budget_reads, judged.usage.empty)
         try:

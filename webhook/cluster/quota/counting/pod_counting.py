@@ -13,11 +13,12 @@ shapes cost little more than their keys, and a new policy set is charged from th
 Most pods hold no GPU: one whose JSON shows no way to hold anything (policies.judge.pod_facts
 `may_hold`: no resource with a domain, no DRA claims, no share annotation) is not read at all;
 most of the other pods' events are known unchanged by their digest
-(webhook.cluster.quota.counting.pod_reading).
+(policies.judge.pod_reading).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -25,22 +26,21 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from policies import (
-    FINISHED_PHASES,
     NO_CLUSTER,
     BudgetCounts,
     BudgetReads,
     Charges,
     ClusterState,
     Decision,
+    InputError,
     Ledger,
     PodCounts,
     PodFacts,
+    PodReading,
     PolicySet,
     Usage,
-    may_hold,
 )
 from webhook.cluster.quota.counting.beyond_watch import NO_LEASES, BeyondWatch, Key, LeaseEntries
-from webhook.cluster.quota.counting.pod_reading import PodReading, digest_of
 from webhook.cluster.quota.counting.reservations import Reservation, Reservations
 from webhook.cluster.watches.nodes import Held, NodeCapacity
 from webhook.metrics import TRACKED_PODS
@@ -173,14 +173,14 @@ class PodCounting:
             facts = None
             self.reading.digests.pop(key, None)
         else:  # the watch thread alone writes the pods' records: read here, off the lock
-            facts = self.reading.event_facts(key, raw, self._counts.pods.get(key))
+            facts = _read(raw, lambda: self.reading.event_facts(key, raw, self._counts.pods.get(key)))
         with self._lock:
             if facts is None or self._counts.pods.get(key) is not facts:  # else: counted as it is
                 old = self._counts.remove(key)
                 if facts is not None:
                     facts = self._counts.add(key, facts)
                 self.nodes.pod_moved(_held(old), _held(facts))
-            if uid and (kind == "DELETED" or _finished(raw)):
+            if uid and (kind == "DELETED" or self.reading.finished(raw)):
                 # Deleted, or finished (charged nothing now): its shared reservation is spent at
                 # once, not left to count again until it expires. Not a running pod that holds
                 # nothing: it is not gone (its UPDATEs' reservations count), and each of its
@@ -201,16 +201,16 @@ class PodCounting:
         for raw in pods:
             metadata = raw.get("metadata") or {}
             key = _pod_key(metadata)
-            facts = self.reading.read(key, raw, needs, digests, digest_of(raw, needs)) if may_hold(raw) else None
+            facts = _read(raw, functools.partial(self.reading.read, key, raw, needs, digests))
             if facts is not None:
                 counts.add(key, facts)
-            elif _finished(raw) and (uid := str(metadata.get("uid") or "")):
+            elif self.reading.finished(raw) and (uid := str(metadata.get("uid") or "")):
                 spent.append(uid)
         with self._lock:
             self._counts = counts
             self.reading.kept, self.reading.digests = needs, digests
             counts.recharge(self.reading.charge)  # a policy set swapped in meanwhile: charged by it
-            self._reservations.recharge(self.reading.reservation_charges)
+            self._reservations.recharge(self.reading.kept_charges)
             self.nodes.replace_pods((facts.node, facts.gpus) for facts in counts.pods.values())
             self._reservations.release_seen(counts.pods)
             for uid in self._reservations.updated_uids():
@@ -231,7 +231,7 @@ class PodCounting:
             if not self.reading.kept.covers(wanted):
                 return False
             moved = self._counts.recharge(self.reading.charge)
-            moved += self._reservations.recharge(self.reading.reservation_charges)
+            moved += self._reservations.recharge(self.reading.kept_charges)
             shapes = self._counts.shapes
         log.info("pods charged by the new policy set", extra={"fields": {"moved": moved, "shapes": shapes}})
         return True
@@ -241,7 +241,7 @@ class PodCounting:
         changed = frozenset(namespaces)
         with self._lock:
             self._counts.recharge(self.reading.charge, changed)
-            self._reservations.recharge(self.reading.reservation_charges, changed)
+            self._reservations.recharge(self.reading.kept_charges, changed)
 
     # -- under the lock ----------------------------------------------------------------------------
     def _beyond_locked(self, reads: BudgetReads, leases: LeaseEntries) -> dict[Key, list[Usage]]:
@@ -299,11 +299,16 @@ def _held(facts: PodFacts | None) -> Held | None:
     return None if facts is None or facts.node is None else (facts.node, facts.gpus)
 
 
-def _finished(raw: dict[str, Any]) -> bool:
-    """Succeeded or Failed: the pod holds nothing now and never will again. (A status of another
-    shape is not finished: one odd pod must never end a relist.)"""
-    status = raw.get("status")
-    return type(status) is dict and status.get("phase") in FINISHED_PHASES
+def _read(raw: dict[str, Any], read: Callable[[], PodFacts | None]) -> PodFacts | None:
+    """What `read` finds the pod holds. One the engine cannot read is left out and logged:
+    raised, it would end every relist at that pod and keep the pod watch from ever syncing."""
+    try:
+        return read()
+    except InputError as error:
+        metadata = raw.get("metadata") or {}
+        where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+        log.warning("pod left out of quota counts", extra={"fields": {"pod": where, "error": str(error)}})
+        return None
 
 
 def _pod_key(metadata: dict[str, Any]) -> str:

@@ -105,14 +105,17 @@ class Reservations:
     def total(self, key: tuple[str, str]) -> Usage:
         return self._totals.get(key, EMPTY)
 
-    def recharge(self, charges: Callable[[Reservation], Charges | None], namespaces: Container[str] = ()) -> int:
-        """Charge the reservations (of `namespaces`, or all) again, as `charges` says now (None:
-        as they are); what they hold moves between budgets. Returns how many moved."""
+    def recharge(
+        self, charges: Callable[[Mapping[str, Any] | None, Charges], Charges | None], namespaces: Container[str] = ()
+    ) -> int:
+        """Charge the reservations (of `namespaces`, or all) again, as `charges` says now of each
+        pod as kept, but its strict budgets (None: as they are); what they hold moves between
+        budgets. Returns how many moved."""
         moved = 0
         for reservation in list(self._by_key.values()):
             if namespaces and reservation.pod.namespace not in namespaces:
                 continue
-            fresh = reservation.charged(charges(reservation))
+            fresh = reservation.charged(charges(reservation.raw, reservation.strict))
             if fresh is not reservation:
                 moved += 1
             if fresh is not reservation or reservation.dormant:
