@@ -6,6 +6,7 @@ models (webhook/cluster/watches/claims.py beside policies/gpu/claims.py)."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,6 +20,7 @@ def runtime_modules() -> list[Path]:
     return [path for root in RUNTIME for path in sorted((ROOT / root).rglob("*.py"))]
 
 
+@functools.cache
 def parsed(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), str(path))
 

@@ -14,7 +14,7 @@ from tests.support.builders import policy
 from tests.support.cluster import NS, Replica, slice_pod
 from tests.support.crossings import crossings
 
-pytestmark = pytest.mark.skipif(COMPILED, reason="a profiler sees no call inside compiled modules")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(COMPILED, reason="a profiler sees no call inside compiled modules")]
 
 # The cluster's state read as the engine judges a pod (namespace labels, capacity,
 # DeviceClasses): not budgets, and not settled on the snapshot.
