@@ -82,6 +82,7 @@ def _connected_holder(config: ServerConfig, settings: AdmissionSettings) -> Engi
         labelled_namespaces=config.labelled_namespaces,
         audit_every=config.audit_seconds or None,
     )
+    holder.gates.append(connected.not_ready)  # ready once every watch has listed, and while none has stopped
     background.register(connected.start)
     background.on_exit(connected.stop)
     return holder

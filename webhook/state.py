@@ -90,7 +90,7 @@ class EngineHolder:
         """
         if not self._loaded.is_set():
             return "no policy set loaded yet", ""
-        waiting = self.view.not_ready() or next((reason for gate in self.gates if (reason := gate())), "")
+        waiting = next((reason for gate in self.gates if (reason := gate())), "")
         if waiting:
             return waiting, ""
         for source in self.sources:

@@ -253,7 +253,8 @@ def test_a_relist_asked_for_in_the_middle_of_a_long_watch_starts_at_once(kube, r
     kube.put(NS, "quota", {"q.yaml": TEAM_QUOTA})
     api = api_client(client.Configuration(host=f"http://127.0.0.1:{kube.port}"))
     holder = EngineHolder(AdmissionSettings(policy_namespace=NS), link=cluster_link(api, NS, "replica-1"))
-    connected = connect(holder.view, PolicyStore(holder.swap, holder.events), NS, api, "replica-1", watch_seconds=300)
+    store = PolicyStore(holder.swap, holder.events)
+    connected = connect(holder.view, holder.gates, store, NS, api, "replica-1", watch_seconds=300)
     try:
         pods = connected.watches[-1]
         assert pods.synced.wait(10)

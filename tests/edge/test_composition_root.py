@@ -21,7 +21,9 @@ def built(kube) -> tuple[EngineHolder, ConnectedReplica]:
     api = api_client(client.Configuration(host=f"http://127.0.0.1:{kube.port}"), identity="replica-root")
     holder = EngineHolder(AdmissionSettings(policy_namespace=NS), link=cluster_link(api, NS, "replica-root"))
     store = PolicyStore(holder.swap, holder.events)
-    return holder, ConnectedReplica(holder.view, store, NS, api, "replica-root", watch_seconds=1, backoff=(0.05, 0.2))
+    replica = ConnectedReplica(holder.view, store, NS, api, "replica-root", watch_seconds=1, backoff=(0.05, 0.2))
+    holder.gates.append(replica.not_ready)  # as webhook.replica does
+    return holder, replica
 
 
 def test_a_replica_built_whole_makes_no_request_and_starts_no_thread(kube):

@@ -65,7 +65,14 @@ class Replica:
         options: dict[str, Any] = {"watch_seconds": 1, "backoff": (0.05, 0.2), "page": page}
         options.update(connected)
         self.connected = connect(
-            self.holder.view, self.store, NS, api, self.identity, all_namespaces=all_namespaces, **options
+            self.holder.view,
+            self.holder.gates,
+            self.store,
+            NS,
+            api,
+            self.identity,
+            all_namespaces=all_namespaces,
+            **options,
         )
         self.watches = self.connected.watches
 

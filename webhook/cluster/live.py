@@ -92,7 +92,6 @@ class LiveCluster:
         self.tracking: QuotaTracking = link.tracking(self.counting, events)
         if self.tracking.counting is not self.counting:
             raise ValueError("quota tracking must be built over this view's counting")
-        self.watches: list[Any] = []  # webhook.cluster.watches.listwatch.ListWatch, one per resource watched
         # A workload as the API server holds it, for a review of its Scale subresource.
         self.read_workload: ReadWorkload = link.read_workload
         self._dual_count = -1  # what the dual-advertised gauge was last set to
@@ -139,15 +138,6 @@ class LiveCluster:
             DUAL_ADVERTISED_NODES.set(count)
 
     # -- wiring ------------------------------------------------------------------------------------
-    def not_ready(self) -> str:
-        """Why the view cannot be trusted yet ("" once every watch has listed and none has stopped)."""
-        for watch in self.watches:
-            if not watch.healthy:
-                return f"watch {watch.name} {watch.error}"
-            if not watch.synced.is_set():
-                return f"watch {watch.name} has not listed yet"
-        return ""
-
     def policy_set_changed(self) -> None:
         """A new policy set is in force: PolicySetInForce published (the pod counters follow it)."""
         self.events.publish(PolicySetInForce())

@@ -256,7 +256,16 @@ class ConnectedReplica:
             *self.watches[:-1],
         )
         self._sweep = sweep
-        view.watches.extend(self.watches)  # the view is ready once every watch has listed
+
+    def not_ready(self) -> str:
+        """Why the replica's view of its cluster cannot be trusted yet ("" once every watch has
+        listed and none has stopped): a readiness gate of the holder (webhook.state)."""
+        for watch in self.watches:
+            if not watch.healthy:
+                return f"watch {watch.name} {watch.error}"
+            if not watch.synced.is_set():
+                return f"watch {watch.name} has not listed yet"
+        return ""
 
     def start(self) -> None:
         for service in self.services:
@@ -288,15 +297,17 @@ class ConnectedReplica:
 
 def connect(
     view: LiveCluster,
+    gates: list[Callable[[], str]],
     store: PolicyStore,
     namespace: str,
     api_client: client.ApiClient,
     identity: str,
     **options: Any,
 ) -> ConnectedReplica:
-    """The replica's part of the cluster built and started (ConnectedReplica, over a view built
-    with `cluster_link`)."""
+    """The replica's part of the cluster built over `view` (built with `cluster_link`), made one of
+    the readiness `gates` of its holder (webhook.state.EngineHolder.gates), and started."""
     replica = ConnectedReplica(view, store, namespace, api_client, identity, **options)
+    gates.append(replica.not_ready)
     replica.start()
     return replica
 
