@@ -64,12 +64,12 @@ class Decision(NamedTuple):
         verdicts = (*self.verdicts, *found) if found else self.verdicts
         return Decision(allowed, verdicts, self.usage, self.policies, self.charges, self.notes, self.shared)
 
-    def settle_on(self, ledger: Counted, beyond: Mapping[BudgetKey, Sequence[Usage]]) -> Decision:
-        """`settle` on a snapshot of the budgets it reads: what `ledger` holds in each, plus
-        what `beyond` adds (policies.judge.ledger.Ledger.counts). The webhook's counters call it
-        under their lock, the snapshot and the verdict in one step."""
-        budgets = self.budgets
-        return self if budgets is None else self.settle(ledger.counts(budgets.reads, beyond))
+    def settle_on(self, ledger: Counted, reads: BudgetReads, beyond: Mapping[BudgetKey, Sequence[Usage]]) -> Decision:
+        """`settle` on a snapshot of the budgets it reads (`reads`, its `budget_reads`, read once
+        by the caller): what `ledger` holds in each, plus what `beyond` adds
+        (policies.judge.ledger.Ledger.counts). The webhook's counters call it under their lock,
+        the snapshot and the verdict in one step."""
+        return self if self.budgets is None else self.settle(ledger.counts(reads, beyond))
 
     @property
     def budget_reads(self) -> BudgetReads:

@@ -55,9 +55,7 @@ class BudgetHoldings:
     # settled on a snapshot instead, QuotaAdmission); each read a snapshot of its own ---------------
     def usage(self, policy: GPUPolicy, scope: str) -> Usage:
         """What the budget holds in this replica's view."""
-        reads = BudgetReads(((policy, scope),))
-        counts: BudgetCounts = self.counting.counts(reads, self.leases(reads))[0]
-        return counts.usage(policy, scope)
+        return self._held(policy, scope, counted=True)
 
     def shared_claims(self, policy: GPUPolicy, scope: str) -> Collection[str]:
         """Named claims the counted pods hold (reservations charge each pod's whole: a pod that
@@ -67,8 +65,12 @@ class BudgetHoldings:
 
     def reserved(self, policy: GPUPolicy, scope: str) -> Usage:
         """Admitted but not yet seen as pods: the quota view's `reserved`."""
+        return self._held(policy, scope, counted=False)
+
+    def _held(self, policy: GPUPolicy, scope: str, counted: bool) -> Usage:
+        """What the budget holds beyond the watch, and (`counted`) what the watch shows too."""
         reads = BudgetReads(((policy, scope),))
-        counts: BudgetCounts = self.counting.counts(reads, self.leases(reads), counted=False)[0]
+        counts: BudgetCounts = self.counting.counts(reads, self.leases(reads), counted=counted)[0]
         return counts.usage(policy, scope)
 
     def leases(self, reads: BudgetReads) -> LeaseEntries:

@@ -31,7 +31,7 @@ def _claim(obj: dict[str, Any]) -> tuple[str, str]:
     return str(metadata.get("namespace", "")), str(metadata.get("name", ""))
 
 
-def _shown(inventory: DraInventory) -> tuple[bool, int, frozenset[str]]:
+def _lock_free_reads(inventory: DraInventory) -> tuple[bool, int, frozenset[str]]:
     """What admissions read of the slices without the lock: set again as they change."""
     return inventory.known, inventory.generation, inventory.nodes
 
@@ -93,13 +93,13 @@ class DraCapacity:
         content = None if kind == "DELETED" else read_slice(obj, CATALOG)
         with self._lock:
             self._inventory.set_slice(_name(obj), content)
-            self.known, self.generation, self.nodes = _shown(self._inventory)
+            self.known, self.generation, self.nodes = _lock_free_reads(self._inventory)
 
     def slices_listed(self, items: Iterable[dict[str, Any]]) -> None:
         contents = {_name(obj): read_slice(obj, CATALOG) for obj in items}
         with self._lock:
             self._inventory.replace_slices({k: v for k, v in contents.items() if v is not None})
-            self.known, self.generation, self.nodes = _shown(self._inventory)
+            self.known, self.generation, self.nodes = _lock_free_reads(self._inventory)
 
     # -- the ResourceClaim watch: what each claim's allocation holds -----------------------------
     def claim_seen(self, kind: str, obj: dict[str, Any]) -> None:

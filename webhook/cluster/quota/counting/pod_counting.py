@@ -18,7 +18,6 @@ most of the other pods' events are known unchanged by their digest
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -114,7 +113,7 @@ class PodCounting:
         admissions in one process never admit more than a budget allows."""
         with self._lock:
             _expire(self._reservations, self._gone, self.clock())  # what has run out is not read
-            decision = judged.settle_on(self._counts.ledger, self._beyond_locked(reads, leases))
+            decision = judged.settle_on(self._counts.ledger, reads, self._beyond_locked(reads, leases))
             held, strict = hold(decision, self._reservations.get(key))
             if held is not None:
                 self._reservations.add(held)
@@ -173,7 +172,7 @@ class PodCounting:
             facts = None
             self.reading.digests.pop(key, None)
         else:  # the watch thread alone writes the pods' records: read here, off the lock
-            facts = _read(raw, lambda: self.reading.event_facts(key, raw, self._counts.pods.get(key)))
+            facts = _read(raw, self.reading.event_facts, key, raw, self._counts.pods.get(key))
         with self._lock:
             if facts is None or self._counts.pods.get(key) is not facts:  # else: counted as it is
                 old = self._counts.remove(key)
@@ -201,7 +200,7 @@ class PodCounting:
         for raw in pods:
             metadata = raw.get("metadata") or {}
             key = _pod_key(metadata)
-            facts = _read(raw, functools.partial(self.reading.read, key, raw, needs, digests))
+            facts = _read(raw, self.reading.read, key, raw, needs, digests)
             if facts is not None:
                 counts.add(key, facts)
             elif self.reading.finished(raw) and (uid := str(metadata.get("uid") or "")):
@@ -299,11 +298,12 @@ def _held(facts: PodFacts | None) -> Held | None:
     return None if facts is None or facts.node is None else (facts.node, facts.gpus)
 
 
-def _read(raw: dict[str, Any], read: Callable[[], PodFacts | None]) -> PodFacts | None:
-    """What `read` finds the pod holds. One the engine cannot read is left out and logged:
-    raised, it would end every relist at that pod and keep the pod watch from ever syncing."""
+def _read(raw: dict[str, Any], read: Callable[..., PodFacts | None], *arguments: Any) -> PodFacts | None:
+    """What `read(*arguments)` finds the pod `raw` holds. One the engine cannot read is left out
+    and logged: raised, it would end every relist at that pod and keep the pod watch from ever
+    syncing. (Called for every pod event: no closure is made for it.)"""
     try:
-        return read()
+        return read(*arguments)
     except InputError as error:
         metadata = raw.get("metadata") or {}
         where = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
